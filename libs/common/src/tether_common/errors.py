@@ -10,6 +10,7 @@
     ├── ConflictError                a lease, fencing token or state transition lost a race
     ├── StoreError                   PostgreSQL trouble
     ├── ProviderError                a model provider failed (gateway)
+    ├── AuthError                    missing or wrong credentials, or a role that may not act
     └── SafetyError                  a hard safety constraint refused an action
         ├── PathDenied               outside the workspace, protected, malformed
         ├── BlockedDestination       a URL or address the URL guard refuses
@@ -83,6 +84,10 @@ class ProviderError(TetherError):
     default_code = "provider_error"
 
 
+class AuthError(TetherError):
+    default_code = "unauthorized"
+
+
 class SafetyError(TetherError):
     default_code = "safety_denied"
 
@@ -107,6 +112,11 @@ _BY_CODE: dict[str, type[TetherError]] = {
     "blocked_destination": BlockedDestination,
     "deny_listed": CommandDenied,
     "config_invalid": ConfigError,
+    "unauthorized": AuthError,
+    "forbidden": AuthError,
+    "not_json": MessageError,
+    "invalid_message": MessageError,
+    "unsupported_version": MessageError,
 }
 
 

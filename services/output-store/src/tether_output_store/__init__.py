@@ -1,1 +1,4 @@
-"""placeholder"""
+"""Tether output-store: large tool results — offload, digest, paging, ownership, retention.
+
+Never interprets content beyond digesting it.
+"""

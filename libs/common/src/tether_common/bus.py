@@ -1,0 +1,315 @@
+"""The only module that imports nats: connect, request/reply, streamed replies, publish,
+queue-group serving with validation, JetStream streams, and W3C trace context in headers.
+
+A handler never crashes its receiver: a body that is not JSON, of the wrong shape or of an
+unknown version gets an `ErrorReply` (code + message), is logged and counted; any other
+failure in a handler becomes an `internal` error reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import suppress
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import api as js_api
+from nats.js.errors import NotFoundError as JsNotFoundError
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import BaseModel
+
+from tether_common.errors import BusError, BusTimeoutError, MessageError, TetherError
+from tether_common.messages.base import ErrorReply, decode, decode_reply, encode
+from tether_common.metrics import bus_errors
+from tether_common.subjects import Route, StreamSpec, Subjects
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("tether.bus")
+
+Req = TypeVar("Req", bound=BaseModel)
+Rep = TypeVar("Rep", bound=BaseModel)
+
+Handler = Callable[[Req], Awaitable[Rep]]
+StreamHandler = Callable[[Req], AsyncIterator[Rep]]
+
+
+def _trace_headers() -> dict[str, str]:
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier
+
+
+class Bus:
+    """A connected NATS client with Tether's conventions; an async context manager."""
+
+    def __init__(self, nc: NatsClient, subjects: Subjects, service: str) -> None:
+        self._nc = nc
+        self.subjects = subjects
+        self.service = service
+        self._subs: list[Subscription] = []
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        service: str,
+        subjects: Subjects,
+        user: str | None = None,
+        password: str | None = None,
+        connect_timeout: float = 5.0,
+    ) -> Bus:
+        async def on_error(exc: Exception) -> None:
+            log.warning("nats error: %s", exc)
+
+        async def on_disconnect() -> None:
+            log.warning("nats disconnected")
+
+        async def on_reconnect() -> None:
+            log.info("nats reconnected")
+
+        try:
+            nc = await nats.connect(
+                servers=[url],
+                name=f"tether-{service}",
+                user=user,
+                password=password,
+                connect_timeout=connect_timeout,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                allow_reconnect=True,
+                error_cb=on_error,
+                disconnected_cb=on_disconnect,
+                reconnected_cb=on_reconnect,
+            )
+        except Exception as exc:
+            raise BusError(f"cannot connect to NATS at {url}: {exc}") from exc
+        return cls(nc, subjects, service)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._nc.is_connected)
+
+    @property
+    def max_payload(self) -> int:
+        return int(self._nc.max_payload)
+
+    async def __aenter__(self) -> Bus:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- sending -----------------------------------------------------------------
+
+    async def request(
+        self,
+        route: Route[Req, Rep],
+        body: Req,
+        *,
+        timeout: float = 10.0,
+        subject: str | None = None,
+    ) -> Rep:
+        """Send a command and decode its reply; an error reply raises the matching error."""
+        target = subject or route.subject
+        with tracer.start_as_current_span(f"send {target}", kind=SpanKind.CLIENT) as span:
+            span.set_attribute("messaging.system", "nats")
+            span.set_attribute("messaging.destination.name", target)
+            data = await self.request_raw(target, encode(body), timeout=timeout)
+            return decode_reply(route.reply, data)
+
+    async def request_raw(self, subject: str, data: bytes, *, timeout: float = 10.0) -> bytes:
+        try:
+            msg = await self._nc.request(subject, data, timeout=timeout, headers=_trace_headers())
+        except NoRespondersError:
+            bus_errors.add(1, {"service": self.service, "code": "no_responders"})
+            raise BusError(f"no service answers on {subject}", code="no_responders") from None
+        except NatsTimeoutError:
+            bus_errors.add(1, {"service": self.service, "code": "timeout"})
+            raise BusTimeoutError(f"no reply on {subject} within {timeout}s") from None
+        return bytes(msg.data)
+
+    async def stream(
+        self,
+        route: Route[Req, Rep],
+        body: Req,
+        *,
+        is_terminal: Callable[[Rep], bool],
+        timeout: float = 300.0,
+        subject: str | None = None,
+    ) -> AsyncIterator[Rep]:
+        """A streamed reply: many messages to one inbox, ended by a terminal message.
+        `timeout` bounds the wait for each message, not the whole stream."""
+        target = subject or route.subject
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        try:
+            await self._nc.publish(target, encode(body), reply=inbox, headers=_trace_headers())
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=timeout)
+                except NatsTimeoutError:
+                    bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                    raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
+                item = decode_reply(route.reply, bytes(msg.data))
+                yield item
+                if is_terminal(item):
+                    return
+        finally:
+            with suppress(Exception):
+                await sub.unsubscribe()
+
+    async def publish(self, subject: str, body: BaseModel) -> None:
+        await self._nc.publish(subject, encode(body), headers=_trace_headers())
+
+    async def js_publish(self, subject: str, body: BaseModel, *, msg_id: str | None = None) -> int:
+        """Publish to a JetStream stream and wait for the ack; returns the stream sequence."""
+        headers = _trace_headers()
+        if msg_id is not None:
+            headers["Nats-Msg-Id"] = msg_id
+        try:
+            ack = await self._nc.jetstream().publish(subject, encode(body), headers=headers)
+        except Exception as exc:
+            bus_errors.add(1, {"service": self.service, "code": "js_publish"})
+            raise BusError(f"JetStream publish to {subject} failed: {exc}") from exc
+        return int(ack.seq)
+
+    async def ensure_streams(self) -> None:
+        """Declare every JetStream stream from `Subjects.streams` (idempotent)."""
+        js = self._nc.jetstream()
+        for spec in self.subjects.streams:
+            await self._ensure_stream(js, spec)
+
+    async def _ensure_stream(self, js: Any, spec: StreamSpec) -> None:
+        config = js_api.StreamConfig(
+            name=spec.name,
+            subjects=list(spec.subjects),
+            max_age=spec.max_age_s,
+            storage=js_api.StorageType.FILE,
+            duplicate_window=120.0,
+        )
+        try:
+            await js.stream_info(spec.name)
+            await js.update_stream(config)
+        except JsNotFoundError:
+            with suppress(Exception):  # a replica starting at the same time may win
+                await js.add_stream(config)
+
+    async def replay(self, subject: str, *, idle_timeout: float = 30.0) -> AsyncIterator[bytes]:
+        """Every message stored on a JetStream subject from the start, then live ones.
+        Ends when nothing arrives for `idle_timeout` seconds."""
+        sub = await self._nc.jetstream().subscribe(
+            subject, ordered_consumer=True, deliver_policy=js_api.DeliverPolicy.ALL
+        )
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=idle_timeout)
+                except NatsTimeoutError:
+                    return
+                yield bytes(msg.data)
+        finally:
+            with suppress(Exception):
+                await sub.unsubscribe()
+
+    async def subscribe_raw(self, subject: str) -> Subscription:
+        """A plain subscription (tests, live tails); the caller unsubscribes."""
+        return await self._nc.subscribe(subject)
+
+    async def publish_raw(self, subject: str, data: bytes, reply: str = "") -> None:
+        await self._nc.publish(subject, data, reply=reply)
+
+    # ---- serving -----------------------------------------------------------------
+
+    async def serve(self, route: Route[Req, Rep], handler: Handler[Req, Rep]) -> None:
+        """Answer `route` in its queue group; each message is handled in its own task."""
+
+        async def run(msg: Msg) -> None:
+            with self._span(msg) as span:
+                reply = await self._call(route, handler, msg, span)
+                if msg.reply:
+                    await self._nc.publish(msg.reply, reply)
+
+        await self._subscribe(route.subject, route.queue, run)
+
+    async def serve_stream(self, route: Route[Req, Rep], handler: StreamHandler[Req, Rep]) -> None:
+        """Answer `route` with many messages to the requester's inbox."""
+
+        async def run(msg: Msg) -> None:
+            if not msg.reply:
+                return
+            with self._span(msg) as span:
+                try:
+                    body = decode(route.request, bytes(msg.data))
+                    async for item in handler(body):
+                        await self._nc.publish(msg.reply, encode(item))
+                except Exception as exc:  # every failure becomes a structured reply
+                    await self._nc.publish(msg.reply, self._error_reply(route, exc, span))
+
+        await self._subscribe(route.subject, route.queue, run)
+
+    async def _subscribe(
+        self, subject: str, queue: str, run: Callable[[Msg], Coroutine[Any, Any, None]]
+    ) -> None:
+        async def on_msg(msg: Msg) -> None:
+            task = asyncio.create_task(run(msg))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+        self._subs.append(await self._nc.subscribe(subject, queue=queue, cb=on_msg))
+
+    def _span(self, msg: Msg) -> Any:
+        ctx = propagate.extract(dict(msg.headers or {}))
+        span = tracer.start_as_current_span(
+            f"process {msg.subject}", context=ctx, kind=SpanKind.SERVER
+        )
+        return span
+
+    async def _call(
+        self, route: Route[Req, Rep], handler: Handler[Req, Rep], msg: Msg, span: Any
+    ) -> bytes:
+        started = time.perf_counter()
+        try:
+            body = decode(route.request, bytes(msg.data))
+            result = await handler(body)
+        except Exception as exc:
+            return self._error_reply(route, exc, span)
+        log.debug("handled %s in %.1f ms", route.subject, (time.perf_counter() - started) * 1000)
+        return encode(result)
+
+    def _error_reply(self, route: Route[Any, Any], exc: Exception, span: Any) -> bytes:
+        if isinstance(exc, TetherError):
+            err = exc
+            level = logging.WARNING if isinstance(exc, MessageError) else logging.INFO
+            log.log(level, "refused %s: %s (%s)", route.subject, err.message, err.code)
+        else:
+            err = TetherError(f"internal error handling {route.subject}: {type(exc).__name__}")
+            log.exception("handler for %s failed", route.subject)
+        bus_errors.add(1, {"service": self.service, "code": err.code})
+        span.set_status(Status(StatusCode.ERROR, err.code))
+        return encode(ErrorReply.of(err))
+
+    # ---- shutdown ----------------------------------------------------------------
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop taking messages, finish in-flight handlers within `timeout`, then close."""
+        for sub in self._subs:
+            with suppress(Exception):
+                await sub.unsubscribe()
+        self._subs.clear()
+        if self._inflight:
+            _done, pending = await asyncio.wait(set(self._inflight), timeout=timeout)
+            for task in pending:
+                task.cancel()
+        with suppress(Exception):
+            await self._nc.drain()

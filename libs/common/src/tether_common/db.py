@@ -1,0 +1,94 @@
+"""The SQLAlchemy 2 async engine (asyncpg), the declarative base, and migrations.
+
+Each service owns its tables and its alembic folder (`<package>/migrations`), with its own
+version table, and migrates at start-up under a PostgreSQL advisory lock so replicas that
+start together do not race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import MetaData, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import DeclarativeBase
+
+from tether_common.errors import StoreError
+
+
+class Base(DeclarativeBase):
+    """Services declare their own `Base` subclasses; this one only fixes conventions."""
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def make_sessions(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def _lock_key(version_table: str) -> int:
+    return int.from_bytes(hashlib.sha256(version_table.encode()).digest()[:4], "big")
+
+
+def _upgrade(conn: Connection, script_location: Path, version_table: str) -> None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(script_location))
+    cfg.attributes["connection"] = conn
+    cfg.attributes["version_table"] = version_table
+    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _lock_key(version_table)})
+    try:
+        command.upgrade(cfg, "head")
+    finally:
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(version_table)})
+
+
+async def migrate(
+    engine: AsyncEngine, script_location: Path, version_table: str, *, attempts: int = 30
+) -> None:
+    """Bring a service's schema to head, retrying while PostgreSQL is still starting."""
+    for attempt in range(attempts):
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_upgrade, script_location, version_table)
+            return
+        except (OSError, DBAPIError) as exc:
+            if attempt == attempts - 1:
+                raise StoreError(f"cannot migrate {version_table}: {exc}") from exc
+            await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
+
+
+def run_migrations_online(target_metadata: MetaData) -> None:
+    """The body of every service's alembic `env.py`: use the connection `migrate` passed."""
+    from alembic import context
+
+    conn = context.config.attributes["connection"]
+    context.configure(
+        connection=conn,
+        target_metadata=target_metadata,
+        version_table=context.config.attributes["version_table"],
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def ping(engine: AsyncEngine) -> bool:
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception:
+        return False
+    return True

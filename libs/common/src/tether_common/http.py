@@ -1,0 +1,134 @@
+"""What every service's HTTP side shares: `/healthz`, `/readyz`, the error body
+`{"error": {"code", "message"}}` for every failure, bearer-token checks, and serving
+under uvicorn with graceful shutdown."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+
+import uvicorn
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tether_common.errors import (
+    AuthError,
+    ConflictError,
+    MessageError,
+    NotFoundError,
+    SafetyError,
+    TetherError,
+)
+from tether_common.metrics import http_errors
+
+log = logging.getLogger(__name__)
+
+ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
+
+_STATUS: tuple[tuple[type[TetherError], int], ...] = (
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (MessageError, 422),
+    (SafetyError, 403),
+)
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def status_for(exc: TetherError) -> int:
+    if isinstance(exc, AuthError):
+        return 403 if exc.code == "forbidden" else 401
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 503 if exc.retryable else 500
+
+
+def install_error_handlers(app: FastAPI, service: str) -> None:
+    """Every error, ours or the framework's, leaves as `{"error": {code, message}}`."""
+
+    async def on_tether(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TetherError)
+        http_errors.add(1, {"service": service, "code": exc.code})
+        headers = {"WWW-Authenticate": "Bearer"} if status_for(exc) == 401 else None
+        response = error_response(status_for(exc), exc.code, exc.message)
+        if headers:
+            response.headers.update(headers)
+        return response
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        http_errors.add(1, {"service": service, "code": "invalid_request"})
+        parts = [
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
+        ]
+        return error_response(422, "invalid_request", "; ".join(parts))
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        http_errors.add(1, {"service": service, "code": code})
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    async def on_other(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        http_errors.add(1, {"service": service, "code": "internal"})
+        return error_response(500, "internal", "internal error; see the service log")
+
+    app.add_exception_handler(TetherError, on_tether)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_other)
+
+
+def health_router(ready: ReadinessCheck) -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @router.get("/readyz")
+    async def readyz() -> JSONResponse:
+        checks = await ready()
+        ok = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ok else "not_ready", "checks": checks},
+            status_code=200 if ok else 503,
+        )
+
+    return router
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def operator_token_hashes(token: str | None) -> frozenset[str]:
+    """The accepted operator tokens, hashed (no token configured: nothing is accepted)."""
+    return frozenset({hash_token(token)} if token else set())
+
+
+def check_bearer(authorization: str | None, token_hashes: frozenset[str]) -> str:
+    """Return the hash of a valid bearer token, or raise `AuthError`."""
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise AuthError("a bearer token is required (Authorization: Bearer <token>)")
+    digest = hash_token(authorization[7:].strip())
+    for known in token_hashes:
+        if hmac.compare_digest(digest, known):
+            return known
+    raise AuthError("the bearer token is not valid")
+
+
+async def serve_http(app: FastAPI, host: str, port: int) -> None:
+    """Run `app` until SIGTERM/SIGINT; uvicorn drives the lifespan (start-up, drain)."""
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, access_log=False, lifespan="on"
+    )
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,101 @@
+"""Model generation: the brain's request and the normalized event stream the gateway answers.
+
+The stream is `chunk`, `thinking`, `tool_call`, `usage`, then one terminal `done` or
+`error`; each message on the wire is a `ModelEventMessage` wrapping one event.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tether_common.messages.base import WireModel
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CallRecord(_Body):
+    """A tool call as the assistant made it, kept in history in canonical form."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[CallRecord] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class OfferedToolSpec(_Body):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class GenerateRequest(WireModel):
+    run_id: str
+    provider: str
+    model: str | None = None
+    messages: list[ChatMessage]
+    tools: list[OfferedToolSpec] = Field(default_factory=list)
+    effort: Literal["low", "normal"] = "normal"
+    max_output_tokens: int | None = Field(default=None, ge=1)
+
+
+class ChunkEvent(_Body):
+    kind: Literal["chunk"] = "chunk"
+    text: str
+
+
+class ThinkingEvent(_Body):
+    kind: Literal["thinking"] = "thinking"
+    text: str
+
+
+class ToolCallEvent(_Body):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class UsageEvent(_Body):
+    kind: Literal["usage"] = "usage"
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost: float = Field(default=0.0, ge=0)
+    estimated: bool = False
+
+
+class DoneEvent(_Body):
+    kind: Literal["done"] = "done"
+    finish_reason: str = "stop"
+
+
+class ErrorEvent(_Body):
+    kind: Literal["error"] = "error"
+    code: str
+    retryable: bool = False
+    message: str
+
+
+ModelEvent = Annotated[
+    ChunkEvent | ThinkingEvent | ToolCallEvent | UsageEvent | DoneEvent | ErrorEvent,
+    Field(discriminator="kind"),
+]
+MODEL_EVENT: TypeAdapter[ModelEvent] = TypeAdapter(ModelEvent)
+
+
+class ModelEventMessage(WireModel):
+    event: ModelEvent
+
+    @property
+    def terminal(self) -> bool:
+        return self.event.kind in ("done", "error")

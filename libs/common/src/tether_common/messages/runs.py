@@ -1,0 +1,100 @@
+"""The client API of the brain: start, get, stop, queue a message; and run events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tether_common.messages.base import WireModel
+
+RunStatus = Literal["queued", "running", "awaiting_approval", "completed", "stopped", "failed"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "stopped", "failed"})
+PermissionMode = Literal["read-only", "allow-reads", "allow-all"]
+
+RunEventKind = Literal[
+    "run.start",
+    "step",
+    "tool.call",
+    "tool.result",
+    "tool.approval_needed",
+    "tool.approved",
+    "tool.denied",
+    "agent.start",
+    "agent.end",
+    "skill.used",
+    "usage",
+    "guard",
+    "compaction",
+    "run.end",
+]
+
+
+class StartRun(WireModel):
+    prompt: str = Field(min_length=1, max_length=200_000)
+    agent: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=20)
+    allow_shell: bool | None = None
+    allow_web: bool | None = None
+    mode: PermissionMode | None = None
+
+
+class RunAccepted(WireModel):
+    run_id: str
+    status: RunStatus
+
+
+class GetRun(WireModel):
+    run_id: str
+
+
+class StopRun(WireModel):
+    run_id: str
+
+
+class QueueMessage(WireModel):
+    run_id: str
+    text: str = Field(min_length=1, max_length=200_000)
+
+
+class Usage(WireModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    estimated: bool = False
+
+
+class StepView(WireModel):
+    step: int
+    kind: Literal["model", "tool"]
+    text: str
+    tool: str | None = None
+    call_id: str | None = None
+    outcome: str | None = None
+
+
+class RunView(WireModel):
+    run_id: str
+    status: RunStatus
+    stop_reason: str | None = None
+    prompt: str
+    answer: str | None = None
+    provider: str
+    model: str | None = None
+    steps: list[StepView] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunEvent(WireModel):
+    """One event of a run; `seq` numbers a run's events from 1 (the SSE id)."""
+
+    run_id: str
+    seq: int
+    kind: RunEventKind
+    ts: datetime
+    data: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,54 @@
+"""The tool catalogue and tool execution between brain and tools-runner."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tether_common.messages.base import WireModel
+
+Scope = Literal["read", "create", "update", "delete"]
+Reach = Literal["self", "user", "instance", "external"]
+Effect = Literal["none", "read", "write", "process", "network", "admin", "mcp", "unclassified"]
+
+
+class ToolDescriptor(WireModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    scope: Scope = "read"
+    reach: Reach = "external"
+    effect: Effect = "unclassified"
+    idempotent: bool = False
+    available: bool = True
+    aliases: list[str] = Field(default_factory=list)
+
+
+class CatalogRequest(WireModel):
+    pass
+
+
+class Catalog(WireModel):
+    tools: list[ToolDescriptor]
+    sandbox_level: str = "none"
+
+
+class ExecuteTool(WireModel):
+    run_id: str
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    timeout_s: float | None = Field(default=None, gt=0, le=600)
+
+
+class ToolResult(WireModel):
+    """A tool never raises to its caller: a failure is `ok=False` with a code."""
+
+    call_id: str
+    name: str
+    ok: bool
+    content: str
+    error_code: str | None = None
+    duration_ms: float = 0.0
+    output_ref: str | None = None

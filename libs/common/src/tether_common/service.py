@@ -1,0 +1,143 @@
+"""The life of a service process: connect the bus (retrying while NATS starts), open and
+migrate the database, start handlers, answer health and readiness, and shut down in order
+(drain subscriptions, finish in-flight work, close the database)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_common.bus import Bus
+from tether_common.db import make_engine, migrate, ping
+from tether_common.errors import BusError, ConfigError
+from tether_common.http import health_router, install_error_handlers, serve_http
+from tether_common.settings import CommonSettings, HttpSettings
+from tether_common.subjects import Subjects
+from tether_common.telemetry import setup_telemetry
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    """The shared runtime of one service process; `bus` and `engine` exist once started."""
+
+    def __init__(
+        self,
+        name: str,
+        settings: CommonSettings,
+        *,
+        migrations: Path | None = None,
+        uses_db: bool = True,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.subjects = Subjects(settings.subject_prefix)
+        self.migrations = migrations
+        self.uses_db = uses_db
+        self._bus: Bus | None = None
+        # The engine connects lazily, so domain objects can hold it from construction on.
+        self._engine: AsyncEngine | None = (
+            make_engine(settings.database_url, pool_size=settings.db_pool_size) if uses_db else None
+        )
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            raise ConfigError(f"{self.name}: the bus is not connected yet")
+        return self._bus
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise ConfigError(f"{self.name}: the database is not open (uses_db={self.uses_db})")
+        return self._engine
+
+    async def start(self, *, attempts: int = 60) -> None:
+        self._bus = await self._connect_bus(attempts)
+        await self._bus.ensure_streams()
+        if self.uses_db:
+            self._engine = make_engine(
+                self.settings.database_url, pool_size=self.settings.db_pool_size
+            )
+            if self.migrations is not None:
+                await migrate(
+                    self._engine, self.migrations, f"alembic_{self.name.replace('-', '_')}"
+                )
+
+    async def _connect_bus(self, attempts: int) -> Bus:
+        for attempt in range(attempts):
+            try:
+                return await Bus.connect(
+                    self.settings.nats_url,
+                    service=self.name,
+                    subjects=self.subjects,
+                    user=self.settings.nats_user,
+                    password=self.settings.nats_password,
+                )
+            except BusError as exc:
+                if attempt == attempts - 1:
+                    raise
+                log.warning("waiting for NATS: %s", exc.message)
+                await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
+        raise AssertionError("unreachable")
+
+    async def stop(self) -> None:
+        if self._bus is not None:
+            await self._bus.close()
+        if self._engine is not None:
+            await self._engine.dispose()
+
+    async def ready(self) -> dict[str, bool]:
+        checks = {"nats": self._bus is not None and self._bus.connected}
+        if self.uses_db:
+            checks["postgres"] = self._engine is not None and await ping(self._engine)
+        return checks
+
+    def app(
+        self,
+        *,
+        title: str,
+        on_start: Callable[[], Awaitable[None]],
+        on_stop: Callable[[], Awaitable[None]] | None = None,
+        routers: Sequence[APIRouter] = (),
+    ) -> FastAPI:
+        """A FastAPI app whose lifespan starts this service and `on_start`, and stops both."""
+
+        @asynccontextmanager
+        async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+            await self.start()
+            await on_start()
+            log.info("%s ready", self.name)
+            try:
+                yield
+            finally:
+                if on_stop is not None:
+                    await on_stop()
+                await self.stop()
+                log.info("%s stopped", self.name)
+
+        app = FastAPI(title=title, lifespan=lifespan)
+        install_error_handlers(app, self.name)
+        app.include_router(health_router(self.ready))
+        for router in routers:
+            app.include_router(router)
+        return app
+
+
+def run_main(
+    name: str,
+    settings_cls: type[HttpSettings],
+    factory: Callable[[CommonSettings, Any], FastAPI],
+) -> None:
+    """The body of every `python -m tether_<service>`: read settings once, set up
+    telemetry, serve until SIGTERM (uvicorn drains through the app's lifespan)."""
+    common, settings = CommonSettings(), settings_cls()
+    setup_telemetry(name, common)
+    asyncio.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))

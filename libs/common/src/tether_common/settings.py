@@ -1,0 +1,62 @@
+"""Settings shared by every service, read from `TETHER_*` environment variables.
+
+Each service composes this with its own `BaseSettings` (prefix `TETHER_<SERVICE>_`);
+settings are read once in the service's `app.py` and passed down, never imported as a
+global, so tests build them explicitly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+
+
+def default_home() -> Path:
+    return Path.home() / ".tether"
+
+
+class CommonSettings(BaseSettings):
+    """Where the bus and the database are, how to log, which subject prefix to use."""
+
+    model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
+
+    nats_url: str = DEFAULT_NATS_URL
+    nats_user: str | None = None
+    nats_password: str | None = None
+    database_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/tether"
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    subject_prefix: str = Field(default="tether", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+    home: Path = Field(default_factory=default_home)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["json", "text"] = "json"
+    trace_console: bool = False
+    operator_token: str | None = Field(
+        default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _use_asyncpg(cls, url: str) -> str:
+        return async_database_url(url)
+
+
+def async_database_url(url: str) -> str:
+    """Accept plain `postgresql://` URLs and point SQLAlchemy at asyncpg."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+asyncpg://" + url[len(plain) :]
+    return url
+
+
+class HttpSettings(BaseSettings):
+    """Where a service's HTTP server listens (health, readiness and its API)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=0, ge=0, le=65535)

@@ -1,0 +1,161 @@
+"""Every NATS subject, stream and queue group, built from one configurable prefix.
+
+Next to each command subject stands its request model, reply model and queue group as
+one `Route`, so handlers and typed clients come from the same line. No other module
+spells a subject string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel
+
+from tether_common.messages import approvals, gateway, outputs, runs, tools
+
+Req = TypeVar("Req", bound=BaseModel)
+Rep = TypeVar("Rep", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[Req, Rep]):
+    """One request/reply conversation: where it goes, what it carries, who shares it."""
+
+    subject: str
+    request: type[Req]
+    reply: type[Rep]
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """A JetStream stream: what must survive a restart or be replayed."""
+
+    name: str
+    subjects: tuple[str, ...]
+    max_age_s: float
+
+
+QUEUE_BRAIN = "brain"
+QUEUE_GATEWAY = "gateway"
+QUEUE_TOOLS = "tools-runner"
+QUEUE_APPROVALS = "approvals"
+QUEUE_OUTPUTS = "output-store"
+
+
+@dataclass(frozen=True, slots=True)
+class Subjects:
+    """All subjects under `prefix` (default `tether`)."""
+
+    prefix: str = "tether"
+
+    def _s(self, *parts: str) -> str:
+        return ".".join((self.prefix, *parts))
+
+    # brain: the client API over NATS
+    @property
+    def run_start(self) -> Route[runs.StartRun, runs.RunAccepted]:
+        return Route(self._s("runs", "start"), runs.StartRun, runs.RunAccepted, QUEUE_BRAIN)
+
+    @property
+    def run_get(self) -> Route[runs.GetRun, runs.RunView]:
+        return Route(self._s("runs", "get"), runs.GetRun, runs.RunView, QUEUE_BRAIN)
+
+    @property
+    def run_stop(self) -> Route[runs.StopRun, runs.RunAccepted]:
+        return Route(self._s("runs", "stop"), runs.StopRun, runs.RunAccepted, QUEUE_BRAIN)
+
+    @property
+    def run_message(self) -> Route[runs.QueueMessage, runs.RunAccepted]:
+        return Route(self._s("runs", "message"), runs.QueueMessage, runs.RunAccepted, QUEUE_BRAIN)
+
+    def run_events(self, run_id: str) -> str:
+        return self._s("events", run_id)
+
+    @property
+    def run_events_all(self) -> str:
+        return self._s("events", ">")
+
+    # gateway: streamed model generation, one subject per provider
+    def generate(self, provider: str) -> Route[gateway.GenerateRequest, gateway.ModelEventMessage]:
+        return Route(
+            self._s("gateway", "generate", provider),
+            gateway.GenerateRequest,
+            gateway.ModelEventMessage,
+            QUEUE_GATEWAY,
+        )
+
+    @property
+    def generate_all(self) -> str:
+        return self._s("gateway", "generate", "*")
+
+    # tools-runner
+    @property
+    def tool_catalog(self) -> Route[tools.CatalogRequest, tools.Catalog]:
+        return Route(self._s("tools", "catalog"), tools.CatalogRequest, tools.Catalog, QUEUE_TOOLS)
+
+    @property
+    def tool_execute(self) -> Route[tools.ExecuteTool, tools.ToolResult]:
+        return Route(self._s("tools", "execute"), tools.ExecuteTool, tools.ToolResult, QUEUE_TOOLS)
+
+    # approvals
+    @property
+    def approval_create(self) -> Route[approvals.CreateApproval, approvals.ApprovalView]:
+        return Route(
+            self._s("approvals", "create"),
+            approvals.CreateApproval,
+            approvals.ApprovalView,
+            QUEUE_APPROVALS,
+        )
+
+    @property
+    def approval_list(self) -> Route[approvals.ListApprovals, approvals.ApprovalList]:
+        return Route(
+            self._s("approvals", "list"),
+            approvals.ListApprovals,
+            approvals.ApprovalList,
+            QUEUE_APPROVALS,
+        )
+
+    @property
+    def approval_decided(self) -> str:
+        return self._s("approvals", "decided")
+
+    # output-store
+    @property
+    def output_put(self) -> Route[outputs.PutOutput, outputs.OutputStored]:
+        return Route(
+            self._s("outputs", "put"), outputs.PutOutput, outputs.OutputStored, QUEUE_OUTPUTS
+        )
+
+    @property
+    def output_get(self) -> Route[outputs.GetOutput, outputs.OutputContent]:
+        return Route(
+            self._s("outputs", "get"), outputs.GetOutput, outputs.OutputContent, QUEUE_OUTPUTS
+        )
+
+    # JetStream streams, declared once
+    @property
+    def streams(self) -> tuple[StreamSpec, ...]:
+        stream_base = self.prefix.replace(".", "_").upper()
+        return (
+            StreamSpec(f"{stream_base}_RUN_EVENTS", (self.run_events_all,), max_age_s=7 * 86400),
+            StreamSpec(f"{stream_base}_APPROVAL_DECISIONS", (self.approval_decided,), 7 * 86400),
+        )
+
+    def routes(self) -> tuple[Route[BaseModel, BaseModel], ...]:
+        """Every fixed command route (for contract tests and bus permissions)."""
+        found: list[Route[BaseModel, BaseModel]] = [
+            self.run_start,  # type: ignore[list-item]
+            self.run_get,  # type: ignore[list-item]
+            self.run_stop,  # type: ignore[list-item]
+            self.run_message,  # type: ignore[list-item]
+            self.tool_catalog,  # type: ignore[list-item]
+            self.tool_execute,  # type: ignore[list-item]
+            self.approval_create,  # type: ignore[list-item]
+            self.approval_list,  # type: ignore[list-item]
+            self.output_put,  # type: ignore[list-item]
+            self.output_get,  # type: ignore[list-item]
+        ]
+        return tuple(found)

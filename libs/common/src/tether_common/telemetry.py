@@ -1,0 +1,98 @@
+"""OpenTelemetry set-up and structured JSON logs carrying run and trace ids.
+
+Traces go to OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, to the console when
+`TETHER_TRACE_CONSOLE` is true, and nowhere otherwise (spans still carry context across
+the bus so ids appear in logs).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from tether_common.settings import CommonSettings
+
+current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tether_run_id", default=None
+)
+
+_STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, service, logger, message, run and trace ids."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname,
+            "service": self.service,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        run_id = current_run_id.get()
+        if run_id:
+            entry["run_id"] = run_id
+        span_ctx = trace.get_current_span().get_span_context()
+        if span_ctx.is_valid:
+            entry["trace_id"] = format(span_ctx.trace_id, "032x")
+            entry["span_id"] = format(span_ctx.span_id, "016x")
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRS and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(service: str, settings: CommonSettings) -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter(service))
+    else:
+        handler.setFormatter(logging.Formatter(f"%(asctime)s {service} %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(settings.log_level)
+    for noisy in ("uvicorn.access", "httpx", "nats"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def setup_tracing(
+    service: str, settings: CommonSettings, *, extra: SpanProcessor | None = None
+) -> TracerProvider:
+    """Install the global tracer provider for `service` (once per process)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": f"tether-{service}"}))
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if settings.trace_console:
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+    if extra is not None:
+        provider.add_span_processor(extra)
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def setup_telemetry(service: str, settings: CommonSettings) -> TracerProvider:
+    setup_logging(service, settings)
+    return setup_tracing(service, settings)

@@ -1,0 +1,78 @@
+"""`scripted`: replays a script of normalized events, for tests and demos.
+
+A script is a JSON file `<scripts_dir>/<model>.json` holding `{"turns": [[event, ...], ...]}`;
+the turn replayed is the number of assistant messages already in the request, so the
+provider keeps no state and any gateway replica answers the same. An entry
+`{"pause_s": x}` waits before the next event (to test stops and timeouts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether_common.messages.gateway import (
+    MODEL_EVENT,
+    DoneEvent,
+    ErrorEvent,
+    GenerateRequest,
+    ModelEvent,
+)
+
+NAME_PATTERN_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, scripts_dir: Path | None) -> None:
+        self.scripts_dir = scripts_dir
+
+    def _load(self, model: str | None) -> list[list[dict[str, Any]]]:
+        if self.scripts_dir is None:
+            raise LookupError("no scripts folder is configured (TETHER_GATEWAY_SCRIPTS_DIR)")
+        if not model or not set(model) <= NAME_PATTERN_OK or model.startswith("."):
+            raise LookupError(f"'{model}' is not a script name")
+        path = self.scripts_dir / f"{model}.json"
+        if not path.is_file():
+            raise LookupError(f"no script named '{model}' in {self.scripts_dir}")
+        turns = json.loads(path.read_text())["turns"]
+        if not isinstance(turns, list):
+            raise LookupError(f"script '{model}' has no list of turns")
+        return turns
+
+    async def generate(self, request: GenerateRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            turns = self._load(request.model)
+        except (LookupError, ValueError, KeyError, OSError) as exc:
+            yield ErrorEvent(code="script_invalid", message=str(exc))
+            return
+        index = sum(1 for m in request.messages if m.role == "assistant")
+        if index >= len(turns):
+            yield ErrorEvent(
+                code="script_exhausted",
+                message=f"script has {len(turns)} turns; turn {index + 1} asked",
+            )
+            return
+        async for event in self._replay(turns[index]):
+            yield event
+
+    async def _replay(self, entries: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
+        for entry in entries:
+            if "pause_s" in entry:
+                await asyncio.sleep(float(entry["pause_s"]))
+                continue
+            try:
+                event = MODEL_EVENT.validate_python(entry)
+            except ValidationError as exc:
+                yield ErrorEvent(code="script_invalid", message=f"bad script event: {exc}")
+                return
+            yield event
+            if event.kind in ("done", "error"):
+                return
+        yield DoneEvent(finish_reason="stop")

@@ -1,0 +1,35 @@
+"""The operator's HTTP download of a whole output (bearer token)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Header
+from fastapi.responses import StreamingResponse
+
+from tether_common.http import check_bearer
+from tether_output_store.store import OutputStore
+
+
+def outputs_router(store: OutputStore, token_hashes: frozenset[str]) -> APIRouter:
+    router = APIRouter(prefix="/v1/outputs", tags=["outputs"])
+
+    @router.get("/{ref}")
+    async def download(
+        ref: str, authorization: str | None = Header(default=None)
+    ) -> StreamingResponse:
+        check_bearer(authorization, token_hashes)
+        stored, chunk_size, _ = await store.describe(ref, None)
+
+        async def body() -> AsyncIterator[bytes]:
+            for offset in range(0, stored.size, chunk_size):
+                _, piece = await store.read(ref, None, offset, chunk_size)
+                yield piece
+
+        return StreamingResponse(
+            body(),
+            media_type=stored.media_type,
+            headers={"Content-Length": str(stored.size), "X-Content-SHA256": stored.sha256},
+        )
+
+    return router

@@ -1,0 +1,53 @@
+"""What a tool is inside the runner: its descriptor and the coroutine that runs it.
+
+A tool signals failure by raising `ToolFailure(code, message)`; the executor turns that
+into a `FAILED:` result, so nothing ever raises past the runner."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tether_common.messages.tools import ToolDescriptor
+
+
+class ToolFailure(Exception):  # noqa: N818 - a control signal inside the runner, never on the wire
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    descriptor: ToolDescriptor
+    run: ToolFn
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+
+class Registry:
+    """The catalogue: every tool by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def descriptors(self) -> list[ToolDescriptor]:
+        return [tool.descriptor for tool in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
