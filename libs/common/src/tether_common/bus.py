@@ -51,12 +51,18 @@ def _trace_headers() -> dict[str, str]:
 class Bus:
     """A connected NATS client with Tether's conventions; an async context manager."""
 
-    def __init__(self, nc: NatsClient, subjects: Subjects, service: str) -> None:
-        self._nc = nc
+    def __init__(self, subjects: Subjects, service: str) -> None:
         self.subjects = subjects
         self.service = service
+        self._conn: NatsClient | None = None
         self._subs: list[Subscription] = []
         self._inflight: set[asyncio.Task[None]] = set()
+
+    @property
+    def _nc(self) -> NatsClient:
+        if self._conn is None:
+            raise BusError(f"{self.service}: the bus is not connected yet", code="not_connected")
+        return self._conn
 
     @classmethod
     async def connect(
@@ -69,6 +75,20 @@ class Bus:
         password: str | None = None,
         connect_timeout: float = 5.0,
     ) -> Bus:
+        bus = cls(subjects, service)
+        await bus.open(url, user=user, password=password, connect_timeout=connect_timeout)
+        return bus
+
+    async def open(
+        self,
+        url: str,
+        *,
+        user: str | None = None,
+        password: str | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        """Connect, reconnecting forever after a loss (NATS restarts are survivable)."""
+
         async def on_error(exc: Exception) -> None:
             log.warning("nats error: %s", exc)
 
@@ -79,9 +99,9 @@ class Bus:
             log.info("nats reconnected")
 
         try:
-            nc = await nats.connect(
+            self._conn = await nats.connect(
                 servers=[url],
-                name=f"tether-{service}",
+                name=f"tether-{self.service}",
                 user=user,
                 password=password,
                 connect_timeout=connect_timeout,
@@ -94,11 +114,10 @@ class Bus:
             )
         except Exception as exc:
             raise BusError(f"cannot connect to NATS at {url}: {exc}") from exc
-        return cls(nc, subjects, service)
 
     @property
     def connected(self) -> bool:
-        return bool(self._nc.is_connected)
+        return self._conn is not None and bool(self._conn.is_connected)
 
     @property
     def max_payload(self) -> int:
@@ -205,18 +224,19 @@ class Bus:
             with suppress(Exception):  # a replica starting at the same time may win
                 await js.add_stream(config)
 
-    async def replay(self, subject: str, *, idle_timeout: float = 30.0) -> AsyncIterator[bytes]:
-        """Every message stored on a JetStream subject from the start, then live ones.
-        Ends when nothing arrives for `idle_timeout` seconds."""
+    async def replay(self, subject: str, *, idle_s: float = 15.0) -> AsyncIterator[bytes | None]:
+        """Every message stored on a JetStream subject from the start, then live ones;
+        `None` after each `idle_s` of silence, so the caller can check and go on or stop."""
         sub = await self._nc.jetstream().subscribe(
             subject, ordered_consumer=True, deliver_policy=js_api.DeliverPolicy.ALL
         )
         try:
             while True:
                 try:
-                    msg = await sub.next_msg(timeout=idle_timeout)
+                    msg = await sub.next_msg(timeout=idle_s)
                 except NatsTimeoutError:
-                    return
+                    yield None
+                    continue
                 yield bytes(msg.data)
         finally:
             with suppress(Exception):
@@ -311,5 +331,6 @@ class Bus:
             _done, pending = await asyncio.wait(set(self._inflight), timeout=timeout)
             for task in pending:
                 task.cancel()
-        with suppress(Exception):
-            await self._nc.drain()
+        if self._conn is not None:
+            with suppress(Exception):
+                await self._conn.drain()

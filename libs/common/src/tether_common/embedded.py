@@ -75,8 +75,8 @@ class NatsServer:
         cmd += ["-sd", str(self.data_dir / "jetstream")]
         if self.config_file is not None:
             cmd += ["-c", str(self.config_file)]
-        log = (self.data_dir / "nats-server.log").open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        with (self.data_dir / "nats-server.log").open("ab") as log:  # the child keeps its copy
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(self.host, self.port, timeout=timeout, proc=self.proc)
         return self
 

@@ -41,17 +41,11 @@ class Service:
         self.subjects = Subjects(settings.subject_prefix)
         self.migrations = migrations
         self.uses_db = uses_db
-        self._bus: Bus | None = None
+        self.bus = Bus(self.subjects, name)
         # The engine connects lazily, so domain objects can hold it from construction on.
         self._engine: AsyncEngine | None = (
             make_engine(settings.database_url, pool_size=settings.db_pool_size) if uses_db else None
         )
-
-    @property
-    def bus(self) -> Bus:
-        if self._bus is None:
-            raise ConfigError(f"{self.name}: the bus is not connected yet")
-        return self._bus
 
     @property
     def engine(self) -> AsyncEngine:
@@ -60,8 +54,8 @@ class Service:
         return self._engine
 
     async def start(self, *, attempts: int = 60) -> None:
-        self._bus = await self._connect_bus(attempts)
-        await self._bus.ensure_streams()
+        await self._connect_bus(attempts)
+        await self.bus.ensure_streams()
         if self.uses_db:
             self._engine = make_engine(
                 self.settings.database_url, pool_size=self.settings.db_pool_size
@@ -71,31 +65,28 @@ class Service:
                     self._engine, self.migrations, f"alembic_{self.name.replace('-', '_')}"
                 )
 
-    async def _connect_bus(self, attempts: int) -> Bus:
+    async def _connect_bus(self, attempts: int) -> None:
         for attempt in range(attempts):
             try:
-                return await Bus.connect(
+                await self.bus.open(
                     self.settings.nats_url,
-                    service=self.name,
-                    subjects=self.subjects,
                     user=self.settings.nats_user,
                     password=self.settings.nats_password,
                 )
+                return
             except BusError as exc:
                 if attempt == attempts - 1:
                     raise
                 log.warning("waiting for NATS: %s", exc.message)
                 await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
-        raise AssertionError("unreachable")
 
     async def stop(self) -> None:
-        if self._bus is not None:
-            await self._bus.close()
+        await self.bus.close()
         if self._engine is not None:
             await self._engine.dispose()
 
     async def ready(self) -> dict[str, bool]:
-        checks = {"nats": self._bus is not None and self._bus.connected}
+        checks = {"nats": self.bus.connected}
         if self.uses_db:
             checks["postgres"] = self._engine is not None and await ping(self._engine)
         return checks

@@ -1,0 +1,188 @@
+"""Runs Tether's services as child processes: one place that knows how each is started.
+
+Used by `tether up` (restart on crash with back-off, log lines prefixed by service,
+Ctrl-C stops everything it started, by pid) and by the end-to-end tests (the same
+processes, logs to files, SIGKILL on demand for chaos tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from tether_common.embedded import free_port
+from tether_common.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    name: str
+    module: str
+    env_prefix: str
+    default_port: int
+
+    @property
+    def port_env(self) -> str:
+        return f"{self.env_prefix}HTTP_PORT"
+
+
+SERVICES: tuple[ServiceSpec, ...] = (
+    ServiceSpec("output-store", "tether_output_store", "TETHER_OUTPUTS_", 8702),
+    ServiceSpec("approvals", "tether_approvals", "TETHER_APPROVALS_", 8701),
+    ServiceSpec("tools-runner", "tether_tools_runner", "TETHER_RUNNER_", 8704),
+    ServiceSpec("gateway", "tether_gateway", "TETHER_GATEWAY_", 8703),
+    ServiceSpec("brain", "tether_brain", "TETHER_BRAIN_", 8700),
+)
+
+
+@dataclass
+class Child:
+    spec: ServiceSpec
+    port: int
+    replica: int = 0
+    proc: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+    pump: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return self.spec.name if self.replica == 0 else f"{self.spec.name}-{self.replica}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class Supervisor:
+    """Starts services, restarts the ones that die, stops them all in order."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        specs: tuple[ServiceSpec, ...] = SERVICES,
+        restart: bool = True,
+        log_dir: Path | None = None,
+        fixed_ports: bool = False,
+    ) -> None:
+        self.env = dict(env)
+        self.restart = restart
+        self.log_dir = log_dir
+        self.children: list[Child] = [
+            Child(s, s.default_port if fixed_ports else free_port()) for s in specs
+        ]
+        self._stopping = False
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    def child(self, name: str) -> Child:
+        for child in self.children:
+            if child.label == name:
+                return child
+        raise ConfigError(f"no service '{name}'")
+
+    def add_replica(self, name: str) -> Child:
+        """Another process of the same service (e.g. a second brain) on its own port."""
+        base = self.child(name)
+        replica = sum(1 for c in self.children if c.spec is base.spec)
+        child = Child(base.spec, free_port(), replica=replica)
+        self.children.append(child)
+        return child
+
+    async def start(self) -> None:
+        for child in self.children:
+            if child.proc is None:
+                await self._launch(child)
+
+    async def start_child(self, child: Child) -> None:
+        await self._launch(child)
+
+    async def _launch(self, child: Child) -> None:
+        env = os.environ | self.env | {child.spec.port_env: str(child.port)}
+        out: int | IO[bytes] = asyncio.subprocess.PIPE
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = (self.log_dir / f"{child.label}.log").open("ab")
+        try:
+            child.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *("-m", child.spec.module),
+                env=env,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        finally:
+            if not isinstance(out, int):
+                out.close()  # the child holds its own descriptor
+        if child.proc.stdout is not None:
+            child.pump = asyncio.create_task(self._pump(child.label, child.proc.stdout))
+        watcher = asyncio.create_task(self._watch(child, child.proc))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _pump(self, label: str, stream: asyncio.StreamReader) -> None:
+        async for line in stream:
+            sys.stdout.write(f"[{label}] {line.decode(errors='replace')}")
+            sys.stdout.flush()
+
+    async def _watch(self, child: Child, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        if self._stopping or not self.restart or child.proc is not proc:
+            return
+        child.restarts += 1
+        delay = min(0.5 * 2 ** min(child.restarts, 6), 30.0)
+        log.warning("%s exited with %s; restarting in %.1fs", child.label, code, delay)
+        await asyncio.sleep(delay)
+        if not self._stopping:
+            await self._launch(child)
+
+    async def wait_ready(self, timeout: float = 60.0, children: list[Child] | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            for child in children or self.children:
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await client.get(f"{child.url}/readyz")).status_code == 200:
+                            break
+                    if time.monotonic() > deadline:
+                        raise ConfigError(f"{child.label} not ready after {timeout}s")
+                    await asyncio.sleep(0.1)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL one service (chaos tests); it is restarted if `restart` is on."""
+        proc = self.child(name).proc
+        if proc is not None and proc.returncode is None:
+            proc.send_signal(signal.SIGKILL)
+
+    async def stop_child(self, child: Child, timeout: float = 15.0) -> int | None:
+        proc, child.proc = child.proc, None
+        if proc is None or proc.returncode is not None:
+            return None if proc is None else proc.returncode
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            proc.kill()
+            return await proc.wait()
+
+    async def stop(self) -> None:
+        """SIGTERM in reverse start order (the brain first), SIGKILL after a grace period."""
+        self._stopping = True
+        for child in reversed(self.children):
+            await self.stop_child(child)
+            if child.pump is not None:
+                await child.pump
+        for watcher in list(self._watchers):
+            watcher.cancel()

@@ -1,0 +1,59 @@
+"""The brain's client API over HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+
+from tether_brain.runs import RunManager
+from tether_brain.toolbox import Toolbox
+from tether_common.messages.runs import QueueMessage, RunAccepted, RunView, StartRun, StopRun
+from tether_common.messages.tools import ToolDescriptor
+
+
+class MessageBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=200_000)
+
+
+def runs_router(manager: RunManager, toolbox: Toolbox) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["runs"])
+
+    @router.post("/runs", status_code=201)
+    async def start_run(body: StartRun) -> RunAccepted:
+        return await manager.start(body)
+
+    @router.get("/runs/{run_id}")
+    async def get_run(run_id: str) -> RunView:
+        return await manager.get(run_id)
+
+    @router.get("/runs/{run_id}/events")
+    async def run_events(
+        run_id: str, last_event_id: Annotated[str | None, Header()] = None
+    ) -> EventSourceResponse:
+        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+        await manager.get(run_id)  # 404 before the stream starts
+
+        async def source() -> AsyncIterator[dict[str, Any]]:
+            async for event in manager.events(run_id, after):
+                yield {"id": str(event.seq), "event": event.kind, "data": event.model_dump_json()}
+
+        return EventSourceResponse(source(), ping=15)
+
+    @router.post("/runs/{run_id}/stop", status_code=202)
+    async def stop_run(run_id: str) -> RunAccepted:
+        return await manager.stop(StopRun(run_id=run_id))
+
+    @router.post("/runs/{run_id}/messages", status_code=202)
+    async def queue_message(run_id: str, body: MessageBody) -> RunAccepted:
+        return await manager.queue_message(QueueMessage(run_id=run_id, text=body.text))
+
+    @router.get("/tools")
+    async def list_tools() -> list[ToolDescriptor]:
+        return await toolbox.catalog()
+
+    return router

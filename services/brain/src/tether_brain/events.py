@@ -1,0 +1,41 @@
+"""Run events: numbered per run, journaled with the step, then published on JetStream
+(`events.<run_id>`) once the step's commit has returned."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tether_brain.state import RunState
+from tether_common.bus import Bus
+from tether_common.messages.runs import RunEvent, RunEventKind
+
+CUT_AT = 2000
+
+
+def cut(value: Any) -> Any:
+    """Long strings cut at 2,000 characters, for the operator's card."""
+    if isinstance(value, str) and len(value) > CUT_AT:
+        return value[:CUT_AT] + f"… [{len(value) - CUT_AT} more characters]"
+    if isinstance(value, dict):
+        return {k: cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cut(v) for v in value]
+    return value
+
+
+def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:
+    """Number an event and add it to the step's pending journal entries."""
+    state.event_seq += 1
+    event = RunEvent(
+        run_id=state.run_id, seq=state.event_seq, kind=kind, ts=datetime.now(UTC), data=cut(data)
+    )
+    state.add_event(event)
+    return event
+
+
+async def publish(bus: Bus, events: list[RunEvent]) -> None:
+    """Publish committed events in order; the message id makes a re-publish harmless."""
+    for event in events:
+        subject = bus.subjects.run_events(event.run_id)
+        await bus.js_publish(subject, event, msg_id=f"{event.run_id}:{event.seq}")

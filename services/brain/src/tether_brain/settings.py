@@ -1,0 +1,33 @@
+"""Brain settings (`TETHER_BRAIN_*`; the provider and step ceiling also as `TETHER_PROVIDER`,
+`TETHER_MODEL` and `TETHER_MAX_STEPS`)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import SettingsConfigDict
+
+from tether_common.settings import HttpSettings
+
+STEP_CEILING = 20
+
+
+class BrainSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="TETHER_BRAIN_", extra="ignore")
+
+    http_port: int = 8700
+    provider: str = Field(
+        default="rules", validation_alias=AliasChoices("TETHER_BRAIN_PROVIDER", "TETHER_PROVIDER")
+    )
+    model: str | None = Field(
+        default=None, validation_alias=AliasChoices("TETHER_BRAIN_MODEL", "TETHER_MODEL")
+    )
+    max_steps: int = Field(
+        default=6,
+        ge=1,
+        le=STEP_CEILING,
+        validation_alias=AliasChoices("TETHER_BRAIN_MAX_STEPS", "TETHER_MAX_STEPS"),
+    )
+    max_calls_per_step: int = Field(default=3, ge=1, le=10)
+    model_timeout_s: float = Field(default=300.0, gt=0, description="silence allowed mid-stream")
+    tool_timeout_s: float = Field(default=130.0, gt=0)
+    catalog_ttl_s: float = Field(default=30.0, ge=0)

@@ -1,0 +1,87 @@
+"""The brain's view of the tools: the catalogue (cached from the tools-runner), the
+validation gate, and sending an allowed call to the runner. Failures are results."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from jsonschema import Draft202012Validator
+
+from tether_common.bus import Bus
+from tether_common.errors import TetherError
+from tether_common.messages.gateway import CallRecord, OfferedToolSpec
+from tether_common.messages.tools import CatalogRequest, ExecuteTool, ToolDescriptor, ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """What the gates decided for one call; a refusal is read by the model, never raised."""
+
+    allowed: bool
+    code: str | None = None
+    message: str = ""
+    tool: ToolDescriptor | None = None
+
+
+class Toolbox:
+    def __init__(self, bus: Bus, *, ttl_s: float, timeout_s: float) -> None:
+        self.bus = bus
+        self.ttl_s = ttl_s
+        self.timeout_s = timeout_s
+        self._tools: dict[str, ToolDescriptor] = {}
+        self._aliases: dict[str, str] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+        self._fetched_at = float("-inf")
+
+    async def catalog(self) -> list[ToolDescriptor]:
+        if time.monotonic() - self._fetched_at > self.ttl_s:
+            reply = await self.bus.request(
+                self.bus.subjects.tool_catalog, CatalogRequest(), timeout=10.0
+            )
+            self._tools = {t.name: t for t in reply.tools if t.available}
+            self._aliases = {a: t.name for t in reply.tools for a in t.aliases}
+            self._validators = {
+                n: Draft202012Validator(t.parameters) for n, t in self._tools.items()
+            }
+            self._fetched_at = time.monotonic()
+        return list(self._tools.values())
+
+    async def offered(self) -> list[OfferedToolSpec]:
+        return [
+            OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+            for t in await self.catalog()
+        ]
+
+    def validate(self, call: CallRecord) -> GateOutcome:
+        """Gate 1: the tool exists (aliases applied) and the arguments match its schema."""
+        name = self._aliases.get(call.name, call.name)
+        tool = self._tools.get(name)
+        if tool is None:
+            valid = ", ".join(sorted(self._tools))
+            return GateOutcome(
+                False, "unknown_tool", f"no tool '{call.name}'. Valid tools: {valid}."
+            )
+        errors = sorted(self._validators[name].iter_errors(call.arguments), key=str)
+        if errors:
+            detail = "; ".join(e.message for e in errors[:3])
+            return GateOutcome(
+                False, "schema_invalid", f"arguments for {name} do not match its schema: {detail}."
+            )
+        return GateOutcome(True, tool=tool)
+
+    async def execute(self, run_id: str, call: CallRecord, tool: ToolDescriptor) -> ToolResult:
+        request = ExecuteTool(run_id=run_id, call_id=call.id, name=tool.name, args=call.arguments)
+        try:
+            return await self.bus.request(
+                self.bus.subjects.tool_execute, request, timeout=self.timeout_s
+            )
+        except TetherError as exc:
+            return ToolResult(
+                call_id=call.id,
+                name=tool.name,
+                ok=False,
+                content=f"FAILED: {exc.code}: the tool could not be run ({exc.message}). "
+                "Do not guess a result.",
+                error_code=exc.code,
+            )

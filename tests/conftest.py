@@ -1,0 +1,99 @@
+"""Real servers for the suite: one nats-server (JetStream) and one PostgreSQL per session,
+on free ports in temporary folders, or the ones named by `TETHER_TEST_NATS_URL` /
+`TETHER_TEST_DATABASE_URL`; and the five services as real processes for e2e tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tether_common.bus import Bus
+from tether_common.embedded import EmbeddedPostgres, NatsServer
+from tether_common.settings import async_database_url
+from tether_common.subjects import Subjects
+from tether_common.supervisor import Supervisor
+
+OPERATOR_TOKEN = "test-operator-token"
+
+
+@pytest.fixture(scope="session")
+def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if url := os.environ.get("TETHER_TEST_NATS_URL"):
+        yield url
+        return
+    server = NatsServer(tmp_path_factory.mktemp("nats")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if url := os.environ.get("TETHER_TEST_DATABASE_URL"):
+        yield async_database_url(url)
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg")).start()
+    try:
+        yield async_database_url(server.url)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A subject prefix of its own, so tests never hear each other."""
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
+    client = await Bus.connect(nats_url, service="test", subjects=Subjects(prefix))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def stack_env(nats_url: str, database_url: str, prefix: str, scripts: Path) -> dict[str, str]:
+    return {
+        "TETHER_NATS_URL": nats_url,
+        "TETHER_DATABASE_URL": database_url,
+        "TETHER_SUBJECT_PREFIX": prefix,
+        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "TETHER_LOG_LEVEL": "INFO",
+        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
+        "TETHER_DB_POOL_SIZE": "5",
+    }
+
+
+@pytest.fixture(scope="module")
+def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scripts")
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    nats_url: str, database_url: str, scripts_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Supervisor]:
+    """The five services as real processes, sharing this module's subject prefix."""
+    prefix = f"s{uuid.uuid4().hex[:10]}"
+    logs = tmp_path_factory.mktemp("logs")
+    supervisor = Supervisor(
+        stack_env(nats_url, database_url, prefix, scripts_dir), restart=False, log_dir=logs
+    )
+    supervisor.env["TETHER_STACK_PREFIX"] = prefix
+    await supervisor.start()
+    try:
+        await supervisor.wait_ready(timeout=90)
+        yield supervisor
+    except BaseException:
+        for log_file in sorted(logs.glob("*.log")):
+            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
+        raise
+    finally:
+        await supervisor.stop()
