@@ -1,0 +1,111 @@
+"""The `tether` command line: up, run, runs show|stop, tools list."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from tether_client.client import DEFAULT_API_URL, TetherClient
+from tether_client.render import render
+from tether_common.errors import TetherError
+
+
+def api_url() -> str:
+    return os.environ.get("TETHER_API_URL", DEFAULT_API_URL)
+
+
+async def run_prompt(args: argparse.Namespace) -> int:
+    options = {
+        k: v
+        for k, v in (
+            ("provider", args.provider),
+            ("model", args.model),
+            ("max_steps", args.max_steps),
+        )
+        if v
+    }
+    async with TetherClient(api_url()) as client:
+        accepted = await client.start_run(args.prompt, **options)
+        status = "failed"
+        async for event in client.events(accepted.run_id):
+            line = render(event)
+            if line:
+                print(line, flush=True)
+            if event.kind == "run.end":
+                status = str(event.data.get("status"))
+    return 0 if status == "completed" else 1
+
+
+async def runs_show(args: argparse.Namespace) -> int:
+    async with TetherClient(api_url()) as client:
+        run = await client.get_run(args.run_id)
+    print(run.model_dump_json(indent=2))
+    return 0
+
+
+async def runs_stop(args: argparse.Namespace) -> int:
+    async with TetherClient(api_url()) as client:
+        accepted = await client.stop_run(args.run_id)
+    print(f"{accepted.run_id}: {accepted.status}")
+    return 0
+
+
+async def tools_list(_args: argparse.Namespace) -> int:
+    async with TetherClient(api_url()) as client:
+        for tool in await client.tools():
+            print(
+                f"{tool.name:16} scope={tool.scope:7} reach={tool.reach:9} {tool.description[:70]}"
+            )
+    return 0
+
+
+async def up(_args: argparse.Namespace) -> int:
+    from tether_client.up import up as start_everything
+
+    return await start_everything()
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="tether", description="Drive a Tether system.")
+    sub = root.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start NATS, PostgreSQL and every service").set_defaults(fn=up)
+    run = sub.add_parser("run", help="start a run and stream its events")
+    run.add_argument("prompt")
+    run.add_argument("--provider")
+    run.add_argument("--model")
+    run.add_argument("--max-steps", type=int)
+    run.set_defaults(fn=run_prompt)
+    runs = sub.add_parser("runs", help="inspect or stop runs").add_subparsers(
+        dest="action", required=True
+    )
+    show = runs.add_parser("show")
+    show.add_argument("run_id")
+    show.set_defaults(fn=runs_show)
+    stop = runs.add_parser("stop")
+    stop.add_argument("run_id")
+    stop.set_defaults(fn=runs_stop)
+    tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
+        dest="action", required=True
+    )
+    tools.add_parser("list").set_defaults(fn=tools_list)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(asyncio.run(args.fn(args)))
+    except TetherError as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"error: cannot reach Tether at {api_url()}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

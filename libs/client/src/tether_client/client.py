@@ -1,0 +1,81 @@
+"""`TetherClient`: the brain's HTTP API — start, get, stop, queue a message, stream events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from tether_common.errors import TetherError, from_wire
+from tether_common.messages.runs import RunAccepted, RunEvent, RunView, StartRun
+from tether_common.messages.tools import ToolDescriptor
+
+DEFAULT_API_URL = "http://127.0.0.1:8700"
+
+
+def raise_for_error(response: httpx.Response) -> None:
+    """Turn an `{"error": {code, message}}` body into the matching `TetherError`."""
+    if response.is_success:
+        return
+    try:
+        error = response.json()["error"]
+        raise from_wire(error["code"], error["message"])
+    except (ValueError, KeyError, TypeError):
+        raise TetherError(f"HTTP {response.status_code}: {response.text[:500]}") from None
+
+
+class TetherClient:
+    def __init__(self, base_url: str = DEFAULT_API_URL, *, timeout: float = 30.0) -> None:
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+
+    async def __aenter__(self) -> TetherClient:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = await self._http.request(method, path, json=body)
+        raise_for_error(response)
+        return response.json()
+
+    async def start_run(self, prompt: str, **options: Any) -> RunAccepted:
+        body = StartRun(prompt=prompt, **options).model_dump(exclude_none=True)
+        return RunAccepted.model_validate(await self._call("POST", "/v1/runs", body))
+
+    async def get_run(self, run_id: str) -> RunView:
+        return RunView.model_validate(await self._call("GET", f"/v1/runs/{run_id}"))
+
+    async def stop_run(self, run_id: str) -> RunAccepted:
+        return RunAccepted.model_validate(await self._call("POST", f"/v1/runs/{run_id}/stop"))
+
+    async def queue_message(self, run_id: str, text: str) -> RunAccepted:
+        reply = await self._call("POST", f"/v1/runs/{run_id}/messages", {"text": text})
+        return RunAccepted.model_validate(reply)
+
+    async def tools(self) -> list[ToolDescriptor]:
+        return [ToolDescriptor.model_validate(t) for t in await self._call("GET", "/v1/tools")]
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent]:
+        """The run's events after `after`, live, ending with `run.end`."""
+        headers = {"Last-Event-ID": str(after)} if after else {}
+        async with aconnect_sse(
+            self._http, "GET", f"/v1/runs/{run_id}/events", headers=headers, timeout=None
+        ) as source:
+            raise_for_error(source.response)
+            async for sse in source.aiter_sse():
+                if not sse.data:
+                    continue
+                event = RunEvent.model_validate(json.loads(sse.data))
+                yield event
+                if event.kind == "run.end":
+                    return
