@@ -287,6 +287,7 @@ class Bus:
             task.add_done_callback(self._inflight.discard)
 
         self._subs.append(await self._nc.subscribe(subject, queue=queue, cb=on_msg))
+        await self._nc.flush()  # the server knows the subscription before we report ready
 
     def _span(self, msg: Msg) -> Any:
         ctx = propagate.extract(dict(msg.headers or {}))
