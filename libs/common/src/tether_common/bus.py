@@ -55,6 +55,7 @@ class Bus:
         self.subjects = subjects
         self.service = service
         self._conn: NatsClient | None = None
+        self._js: Any = None
         self._subs: list[Subscription] = []
         self._inflight: set[asyncio.Task[None]] = set()
 
@@ -114,6 +115,7 @@ class Bus:
             )
         except Exception as exc:
             raise BusError(f"cannot connect to NATS at {url}: {exc}") from exc
+        self._js = self._conn.jetstream()
 
     @property
     def connected(self) -> bool:
@@ -202,6 +204,23 @@ class Bus:
             bus_errors.add(1, {"service": self.service, "code": "js_publish"})
             raise BusError(f"JetStream publish to {subject} failed: {exc}") from exc
         return int(ack.seq)
+
+    async def js_publish_many(
+        self, items: list[tuple[str, BaseModel, str]], *, timeout: float = 10.0
+    ) -> None:
+        """Publish several messages to JetStream in order, pipelined, and wait for every
+        ack; each carries a message id so a re-publish is deduplicated by the stream."""
+        if not items:
+            return
+        try:
+            acks = []
+            for subject, body, msg_id in items:
+                headers = _trace_headers() | {"Nats-Msg-Id": msg_id}
+                acks.append(await self._js.publish_async(subject, encode(body), headers=headers))
+            await asyncio.wait_for(asyncio.gather(*acks), timeout)
+        except Exception as exc:
+            bus_errors.add(1, {"service": self.service, "code": "js_publish"})
+            raise BusError(f"JetStream publish failed: {exc}") from exc
 
     async def ensure_streams(self) -> None:
         """Declare every JetStream stream from `Subjects.streams` (idempotent)."""

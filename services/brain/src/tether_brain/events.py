@@ -36,6 +36,6 @@ def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:
 
 async def publish(bus: Bus, events: list[RunEvent]) -> None:
     """Publish committed events in order; the message id makes a re-publish harmless."""
-    for event in events:
-        subject = bus.subjects.run_events(event.run_id)
-        await bus.js_publish(subject, event, msg_id=f"{event.run_id}:{event.seq}")
+    await bus.js_publish_many(
+        [(bus.subjects.run_events(e.run_id), e, f"{e.run_id}:{e.seq}") for e in events]
+    )

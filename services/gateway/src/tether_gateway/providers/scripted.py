@@ -32,6 +32,7 @@ class ScriptedProvider:
 
     def __init__(self, scripts_dir: Path | None) -> None:
         self.scripts_dir = scripts_dir
+        self._cache: dict[Path, tuple[int, list[list[dict[str, Any]]]]] = {}
 
     def _load(self, model: str | None) -> list[list[dict[str, Any]]]:
         if self.scripts_dir is None:
@@ -41,9 +42,14 @@ class ScriptedProvider:
         path = self.scripts_dir / f"{model}.json"
         if not path.is_file():
             raise LookupError(f"no script named '{model}' in {self.scripts_dir}")
+        mtime = path.stat().st_mtime_ns
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
         turns = json.loads(path.read_text())["turns"]
         if not isinstance(turns, list):
             raise LookupError(f"script '{model}' has no list of turns")
+        self._cache[path] = (mtime, turns)
         return turns
 
     async def generate(self, request: GenerateRequest) -> AsyncIterator[ModelEvent]:

@@ -1,0 +1,192 @@
+"""The URL guard: decides whether `web_fetch` (or anything else) may connect to a URL.
+
+`check(url)` refuses anything but plain http(s) URLs to public hosts: no credentials in
+the URL, no ambiguous characters, and every address the host resolves to must be a
+public unicast address (see `addresses` for the ranges and the literal spellings that
+are decoded). `check_address(ip)` is the connect-time re-check of the address actually
+dialled, which closes the gap a DNS answer that changes between check and connect
+(DNS rebinding) would leave; callers must use it on every connection and redirect.
+
+Both raise only `BlockedDestination`; a DNS failure is `code="dns_failed"`, never a pass.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import unicodedata
+from collections.abc import Callable, Sequence
+from urllib.parse import unquote, urlsplit
+
+from tether_common.errors import BlockedDestination
+
+from .addresses import IPAddress, MalformedAddressError, blocked_reason, parse_address, parse_ipv4
+
+__all__ = ["Resolver", "check", "check_address", "system_resolver"]
+
+Resolver = Callable[[str], Sequence[str]]
+"""Maps a host name to the IP address strings it resolves to."""
+
+MAX_URL_LENGTH = 8192
+_FORBIDDEN_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
+_HOST_FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f/\\?#@:\[\]<>^|%\"'`{}]|\s")
+_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
+_DOTS = re.compile("[\u3002\uff0e\uff61]")
+_BLOCKED_NAMES = frozenset(
+    {"localhost", "metadata", "metadata.google.internal", "metadata.goog", "instance-data"}
+)
+_BLOCKED_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa")
+
+
+def _blocked(message: str, code: str | None = None) -> BlockedDestination:
+    return BlockedDestination(message, code=code)
+
+
+def system_resolver(host: str) -> list[str]:
+    """Resolve with the operating system (the default resolver)."""
+    infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def check(url: str, *, resolver: Resolver | None = None) -> None:
+    """Refuse `url` unless it is an http(s) URL whose host resolves only to public addresses."""
+    try:
+        host = _host_of(url)
+        literal = _literal(host)
+        if literal is not None:
+            _check_ip(literal, host)
+            return
+        _check_name(host)
+        _check_resolved(host, resolver or system_resolver)
+    except BlockedDestination:
+        raise
+    except Exception as exc:  # a guard that fails must fail closed
+        raise _blocked(f"could not check the URL ({type(exc).__name__})") from exc
+
+
+def check_address(ip: str) -> None:
+    """Refuse a connection to `ip` (the address actually dialled) unless it is public."""
+    try:
+        address = parse_address(ip)
+    except MalformedAddressError as exc:
+        raise _blocked(str(exc)) from exc
+    except Exception as exc:  # any other failure is a refusal too
+        raise _blocked("not an IP address") from exc
+    _check_ip(address, ip)
+
+
+def _check_ip(address: IPAddress, shown: str) -> None:
+    reason = blocked_reason(address)
+    if reason is not None:
+        raise _blocked(f"{shown} is {reason}")
+
+
+def _host_of(url: str) -> str:
+    if not isinstance(url, str):
+        raise _blocked("the URL is not text")
+    if len(url) > MAX_URL_LENGTH:
+        raise _blocked("the URL is too long")
+    if _FORBIDDEN_CHARS.search(url):
+        # Parsers disagree on whitespace, control characters and backslashes.
+        raise _blocked("the URL contains whitespace, control characters or a backslash")
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"}:
+        raise _blocked("only http and https URLs are allowed")
+    if not url[len(parts.scheme) + 1 :].startswith("//") or not parts.netloc:
+        raise _blocked("the URL has no host")
+    if "@" in parts.netloc:
+        raise _blocked("credentials (user@host) in a URL are not allowed")
+    return _strip_port(parts.netloc)
+
+
+def _strip_port(netloc: str) -> str:
+    if netloc.startswith("["):
+        host, bracket, rest = netloc[1:].partition("]")
+        if not bracket:
+            raise _blocked("unbalanced brackets in the host")
+        _check_port(rest, required_colon=True)
+        return f"[{host}]"
+    host, colon, port = netloc.rpartition(":")
+    if not colon:
+        return netloc
+    _check_port(":" + port, required_colon=True)
+    return host
+
+
+def _check_port(rest: str, *, required_colon: bool) -> None:
+    if not rest:
+        return
+    if required_colon and not rest.startswith(":"):
+        raise _blocked("unexpected text after the host")
+    port = rest[1:]
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise _blocked(f"invalid port {port!r}")
+
+
+def _literal(host: str) -> IPAddress | None:
+    """The IP address a host spells, in brackets or any IPv4 notation; None for names."""
+    if host.startswith("["):
+        try:
+            return parse_address(host)
+        except MalformedAddressError as exc:
+            raise _blocked(str(exc)) from exc
+    name = _normalise_name(host)
+    try:
+        address = parse_ipv4(name)
+    except MalformedAddressError as exc:
+        raise _blocked(str(exc)) from exc
+    if address is None and _NUMERIC_LABEL.fullmatch(name.rsplit(".", 1)[-1]):
+        raise _blocked(f"{host!r} ends in a number but is not an IP address")
+    return address
+
+
+def _normalise_name(host: str) -> str:
+    """Percent-decode, fold Unicode look-alikes, drop one trailing dot, apply IDNA."""
+    name = unquote(host, errors="strict") if "%" in host else host
+    name = _DOTS.sub(".", unicodedata.normalize("NFKC", name)).lower()
+    if "%" in name or _HOST_FORBIDDEN.search(name):
+        raise _blocked(f"{host!r} is not a valid host name")
+    name = name[:-1] if name.endswith(".") else name
+    if not name.isascii():
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise _blocked(f"{host!r} is not a valid international host name") from exc
+    return name
+
+
+def _check_name(host: str) -> None:
+    name = _normalise_name(host)
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise _blocked(f"{host!r} is not a valid host name")
+    if any(label.startswith("xn--") for label in labels):
+        try:
+            name.encode("ascii").decode("idna")
+        except UnicodeError as exc:
+            raise _blocked(f"{host!r} holds an invalid IDNA label") from exc
+    if name in _BLOCKED_NAMES or name.endswith(_BLOCKED_SUFFIXES):
+        raise _blocked(f"{name} is a local or cloud-metadata host name")
+
+
+def _check_resolved(host: str, resolver: Resolver) -> None:
+    name = _normalise_name(host)
+    try:
+        answers = list(resolver(name))
+    except Exception as exc:  # any resolver failure is a refusal, never a pass
+        raise _blocked(f"could not resolve {name}", code="dns_failed") from exc
+    if not answers:
+        raise _blocked(f"{name} resolved to no address", code="dns_failed")
+    for answer in answers:
+        if not isinstance(answer, str):
+            raise _blocked(f"{name} resolved to something that is not an address")
+        try:
+            address = parse_address(answer.split("%", 1)[0] if _is_v6(answer) else answer)
+        except MalformedAddressError as exc:
+            raise _blocked(f"{name} resolved to {answer!r}, not an address") from exc
+        _check_ip(address, f"{name} resolves to {answer}, which")
+
+
+def _is_v6(answer: str) -> bool:
+    return ":" in answer

@@ -1,0 +1,32 @@
+"""Free-text tool calls: parse them out of a model's text, and teach the one format we want.
+
+Owns: finding calls in the output of models without native tool calling (every common
+format, repaired and coerced to the offered tool's schema), separating reasoning from
+visible text, the alias table, and the prompt that teaches the canonical ```` ```tool ````
+fence. Never does: validate arguments against the schema (the brain's first gate does),
+run a tool, or raise on any input.
+
+Modules: `parser` (entry point, markers), `formats` (one reader per format), `calls`
+(value → call), `pycalls` (Python-style calls), `repair` (tolerant JSON reader),
+`coerce` (schema coercion), `aliases` (name and key tables), `reasoning` (think blocks),
+`prompt` (the system-prompt text), `model` (value types).
+"""
+
+from tether_common.toolcalls.aliases import DEFAULT_ALIASES, KEY_SYNONYMS
+from tether_common.toolcalls.model import OfferedTool, ParsedCall, ParseResult, ToolSpec
+from tether_common.toolcalls.parser import CALL_MARKERS, find_call_marker, parse_tool_calls
+from tether_common.toolcalls.prompt import TOOL_FENCE, render_tool_prompt
+
+__all__ = [
+    "CALL_MARKERS",
+    "DEFAULT_ALIASES",
+    "KEY_SYNONYMS",
+    "TOOL_FENCE",
+    "OfferedTool",
+    "ParseResult",
+    "ParsedCall",
+    "ToolSpec",
+    "find_call_marker",
+    "parse_tool_calls",
+    "render_tool_prompt",
+]

@@ -1,0 +1,116 @@
+"""Names models use for our tools and their arguments, and how a raw name finds its tool.
+
+Models trained on other agents' tools call `read_file`, `bash` or `google`; an alias maps
+such a name onto the tool we actually offer. An alias never invents a tool: it only
+resolves when its target is offered.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Final
+
+from tether_common.toolcalls.model import OfferedTool
+
+__all__ = ["DEFAULT_ALIASES", "KEY_SYNONYMS", "NameResolver", "normalize_key", "normalize_name"]
+
+
+def _table(groups: Mapping[str, Iterable[str]]) -> Mapping[str, str]:
+    return MappingProxyType({alias: target for target, names in groups.items() for alias in names})
+
+
+DEFAULT_ALIASES: Final[Mapping[str, str]] = _table(
+    {
+        "file_read": ("read_file", "readfile", "cat", "open_file", "view_file"),
+        "file_write": ("write_file", "writefile", "create_file", "save_file"),
+        "file_list": ("list_files", "listfiles", "ls", "list_dir", "list_directory"),
+        "file_search": ("search_files", "grep", "find_in_files", "search_file", "rg"),
+        "file_edit": ("edit_file", "editfile", "str_replace", "replace_in_file"),
+        "shell": (
+            *("bash", "sh", "zsh", "run_command", "execute_command", "terminal"),
+            *("run_shell", "shell_command", "exec", "execute"),
+        ),
+        "web_search": ("google", "search", "websearch", "search_web", "brave_search", "bing"),
+        "web_fetch": ("fetch", "browse", "get_url", "fetch_url", "open_url", "http_get"),
+        "current_time": ("time", "get_time", "get_current_time", "datetime"),
+        "convert_time": ("time_convert", "timezone_convert", "convert_timezone"),
+        "calculate": ("calculator", "calc", "math", "evaluate", "compute", "wolfram_alpha"),
+        "load_skill": ("use_skill", "get_skill"),
+        "run_agent": ("spawn_agent", "subagent", "delegate"),
+    }
+)
+
+# Argument-key synonyms: used only when the target key is in the schema and the synonym
+# is not, so a tool with a real `file` parameter keeps it.
+KEY_SYNONYMS: Final[Mapping[str, str]] = _table(
+    {
+        "path": (
+            *("file", "filename", "file_name", "file_path", "filepath", "fname"),
+            *("dir", "directory", "folder", "dirname", "dir_path"),
+        ),
+        "command": ("cmd", "command_line", "commandline", "script", "shell_command"),
+        "query": ("q", "search", "search_query", "query_string", "search_term", "keywords"),
+        "timezone": ("tz", "zone", "time_zone", "timezone_name", "iana"),
+        "expression": ("expr", "formula", "equation", "math", "calculation", "input"),
+        "url": ("uri", "link", "href", "address", "website"),
+        "content": ("contents", "text", "data", "body", "file_content"),
+        "count": ("n", "num", "num_results", "max_results", "number"),
+        "timeout": ("timeout_seconds", "timeout_s", "timeout_sec", "time_limit"),
+        "recursive": ("recurse", "recursively"),
+        "pattern": ("regex", "regexp", "search_pattern"),
+        "exclude": ("excludes", "ignore", "exclusions", "exclude_patterns"),
+    }
+)
+
+_SEPARATORS: Final = re.compile(r"[\s\-]+")
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Prefixes some chat templates put before a tool name (`functions.shell`).
+_PREFIXES: Final = ("functions.", "function.", "tools.", "tool.", "default_api.")
+
+
+def normalize_name(raw: str) -> str:
+    """Lower-case, `-`/space → `_`, template prefixes and Llama's `.call` suffix removed."""
+    name = _SEPARATORS.sub("_", raw.strip().strip("`'\"").strip().lower())
+    for prefix in _PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    return name.removesuffix(".call")
+
+
+def normalize_key(raw: str) -> str:
+    """An argument key in snake case: `filePath` → `file_path`, `time-zone` → `time_zone`."""
+    return _SEPARATORS.sub("_", _CAMEL.sub("_", raw.strip())).lower()
+
+
+class NameResolver:
+    """Finds the offered tool a raw name means: exact, the tool's aliases, the table, squashed."""
+
+    def __init__(self, tools: Sequence[OfferedTool], aliases: Mapping[str, str] | None) -> None:
+        self._exact: dict[str, str] = {}
+        self._squashed: dict[str, str] = {}
+        for tool in tools:
+            self._exact.setdefault(normalize_name(tool.name), tool.name)
+            self._squashed.setdefault(normalize_name(tool.name).replace("_", ""), tool.name)
+        self._aliases: dict[str, str] = {}
+        for tool in tools:
+            for alias in _own_aliases(tool):
+                self._aliases.setdefault(normalize_name(alias), tool.name)
+        table = {**DEFAULT_ALIASES, **(aliases or {})}
+        for alias, target in table.items():
+            offered = self._exact.get(normalize_name(target))
+            if offered is not None:
+                self._aliases.setdefault(normalize_name(alias), offered)
+
+    def resolve(self, raw: str) -> str | None:
+        name = normalize_name(raw)
+        found = self._exact.get(name) or self._aliases.get(name)
+        return found or self._squashed.get(name.replace("_", ""))
+
+
+def _own_aliases(tool: OfferedTool) -> tuple[str, ...]:
+    aliases = getattr(tool, "aliases", ())
+    if isinstance(aliases, str) or not isinstance(aliases, Iterable):
+        return ()
+    return tuple(alias for alias in aliases if isinstance(alias, str))
