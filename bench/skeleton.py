@@ -46,7 +46,5 @@ async def measure_steps(api_url: str, scripts: Path, runs: int) -> list[float]:
                     marks.append(event.ts)
                 if event.kind == "run.end":
                     assert event.data["status"] == "completed", event.data
-            samples += [
-                (b - a).total_seconds() * 1000 for a, b in pairwise(marks)
-            ]
+            samples += [(b - a).total_seconds() * 1000 for a, b in pairwise(marks)]
     return samples

@@ -77,16 +77,24 @@ def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    """Extra environment for this module's stack (override in a test module)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
 async def stack(
-    nats_url: str, database_url: str, scripts_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    nats_url: str,
+    database_url: str,
+    scripts_dir: Path,
+    stack_extra_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Supervisor]:
     """The five services as real processes, sharing this module's subject prefix."""
     prefix = f"s{uuid.uuid4().hex[:10]}"
     logs = tmp_path_factory.mktemp("logs")
-    supervisor = Supervisor(
-        stack_env(nats_url, database_url, prefix, scripts_dir), restart=False, log_dir=logs
-    )
-    supervisor.env["TETHER_STACK_PREFIX"] = prefix
+    env = stack_env(nats_url, database_url, prefix, scripts_dir) | stack_extra_env
+    supervisor = Supervisor(env, restart=False, log_dir=logs)
     await supervisor.start()
     try:
         await supervisor.wait_ready(timeout=90)

@@ -24,6 +24,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api as js_api
 from nats.js.errors import NotFoundError as JsNotFoundError
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel
 
@@ -42,9 +43,9 @@ Handler = Callable[[Req], Awaitable[Rep]]
 StreamHandler = Callable[[Req], AsyncIterator[Rep]]
 
 
-def _trace_headers() -> dict[str, str]:
+def _trace_headers(context: Context | None = None) -> dict[str, str]:
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    propagate.inject(carrier, context=context)
     return carrier
 
 
@@ -172,21 +173,28 @@ class Bus:
         """A streamed reply: many messages to one inbox, ended by a terminal message.
         `timeout` bounds the wait for each message, not the whole stream."""
         target = subject or route.subject
+        # Not made current: the context must not leak across this generator's yields.
+        span = tracer.start_span(f"send {target}", kind=SpanKind.CLIENT)
+        span.set_attribute("messaging.system", "nats")
+        span.set_attribute("messaging.destination.name", target)
+        headers = _trace_headers(trace.set_span_in_context(span))
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
         try:
-            await self._nc.publish(target, encode(body), reply=inbox, headers=_trace_headers())
+            await self._nc.publish(target, encode(body), reply=inbox, headers=headers)
             while True:
                 try:
                     msg = await sub.next_msg(timeout=timeout)
                 except NatsTimeoutError:
                     bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                    span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
                 item = decode_reply(route.reply, bytes(msg.data))
                 yield item
                 if is_terminal(item):
                     return
         finally:
+            span.end()
             with suppress(Exception):
                 await sub.unsubscribe()
 

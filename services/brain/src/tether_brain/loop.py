@@ -7,6 +7,9 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
 from tether_brain.events import emit, publish
 from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.prompts import LAST_STEP, STEP_LIMIT_ANSWER, system_prompt
@@ -22,6 +25,7 @@ from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("tether.brain")
 
 
 class Loop:
@@ -41,8 +45,16 @@ class Loop:
         self.max_calls_per_step = max_calls_per_step
 
     async def run(self, state: RunState, stop: asyncio.Event) -> None:
-        """Advance `state` until it ends; every outcome, even a crash of ours, is recorded."""
+        """Advance `state` until it ends; every outcome, even a crash of ours, is recorded.
+        The run is one trace: every bus call below is a child of this span."""
         current_run_id.set(state.run_id)
+        with tracer.start_as_current_span("run", kind=SpanKind.INTERNAL) as span:
+            span.set_attribute("tether.run_id", state.run_id)
+            span.set_attribute("gen_ai.system", state.provider)
+            await self._run(state, stop)
+            span.set_attribute("tether.run.status", state.status)
+
+    async def _run(self, state: RunState, stop: asyncio.Event) -> None:
         try:
             await self._advance(state, stop)
         except asyncio.CancelledError:
@@ -65,8 +77,10 @@ class Loop:
                 return await self._finish(state, "stopped", "stop_requested", state.answer)
             if state.step >= state.max_steps:
                 return await self._finish(state, "stopped", "max_steps", STEP_LIMIT_ANSWER)
-            if await self._step(state):
-                return
+            with tracer.start_as_current_span("step") as span:
+                span.set_attribute("tether.step", state.step + 1)
+                if await self._step(state):
+                    return
 
     async def _step(self, state: RunState) -> bool:
         """One step; True when the run has ended."""

@@ -1,0 +1,139 @@
+"""One run is one trace across brain, gateway and tools-runner: the services export
+OTLP/HTTP to a small local receiver that decodes the protobuf wire format."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import uvicorn
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tether_client import TetherClient
+from tether_common.embedded import free_port
+from tether_common.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_id: str
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.spans: list[SpanRecord] = []
+        self.port = free_port()
+
+    async def traces(self, request: Request) -> Response:
+        export = ExportTraceServiceRequest.FromString(await request.body())
+        for resource_spans in export.resource_spans:
+            attrs = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope in resource_spans.scope_spans:
+                for span in scope.spans:
+                    self.spans.append(
+                        SpanRecord(
+                            attrs.get("service.name", "?"),
+                            span.name,
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                        )
+                    )
+        return Response(
+            ExportTraceServiceResponse().SerializeToString(),
+            media_type="application/x-protobuf",
+        )
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Receiver:
+    return Receiver()
+
+
+@pytest.fixture(scope="module")
+async def receiver_server(receiver: Receiver) -> AsyncIterator[Receiver]:
+    app = Starlette(routes=[Route("/v1/traces", receiver.traces, methods=["POST"])])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=receiver.port, log_config=None, lifespan="off")
+    )
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # uvicorn offers no event for this  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    try:
+        yield receiver
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(receiver: Receiver) -> dict[str, str]:
+    return {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+
+
+async def test_a_run_is_one_trace_across_services(
+    receiver_server: Receiver, stack: Supervisor
+) -> None:
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("what time is it in Paris?")
+        async for _ in client.events(accepted.run_id):
+            pass
+
+    def run_spans() -> list[SpanRecord]:
+        runs = [s for s in receiver_server.spans if s.name == "run"]
+        return [s for s in receiver_server.spans if s.trace_id == runs[-1].trace_id]
+
+    deadline = time.monotonic() + 20
+    services: set[str] = set()
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        if any(s.name == "run" for s in receiver_server.spans):
+            services = {s.service for s in run_spans()}
+            if {"tether-brain", "tether-gateway", "tether-tools-runner"} <= services:
+                break
+    assert {"tether-brain", "tether-gateway", "tether-tools-runner"} <= services
+
+    spans = run_spans()
+    by_id = {s.span_id: s for s in spans}
+    # The trace starts at the HTTP request that started the run (FastAPI's server span).
+    root = next(s for s in spans if not s.parent_id)
+    assert root.service == "tether-brain"
+    assert root.name.startswith("POST")
+    run = next(s for s in spans if s.name == "run")
+    for span in spans:
+        if span is root:
+            continue
+        assert span.parent_id in by_id, f"{span.service}/{span.name} has a parent outside the trace"
+        node = span
+        while node.parent_id:
+            node = by_id[node.parent_id]
+        assert node is root
+    gateway = next(s for s in spans if s.service == "tether-gateway")
+    assert by_id[gateway.parent_id].service == "tether-brain"
+    assert "generate" in by_id[gateway.parent_id].name
+    runner = next(
+        s for s in spans if s.service == "tether-tools-runner" and "tools.execute" in s.name
+    )
+    assert "tools.execute" in by_id[runner.parent_id].name
+    steps = [s for s in spans if s.name == "step"]
+    assert len(steps) == 2
+    assert all(s.parent_id == run.span_id for s in steps)
