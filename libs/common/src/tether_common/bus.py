@@ -34,13 +34,22 @@ from tether_common.metrics import bus_errors
 from tether_common.subjects import Route, StreamSpec, Subjects
 
 log = logging.getLogger(__name__)
-tracer = trace.get_tracer("tether.bus")
+tracer = trace.get_tracer(__name__)
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
 
 Handler = Callable[[Req], Awaitable[Rep]]
 StreamHandler = Callable[[Req], AsyncIterator[Rep]]
+
+
+NO_RESPONDERS_GRACE_S = 2.0
+NO_RESPONDERS_RETRIES = 6
+
+
+def _no_responders(msg: Msg) -> bool:
+    headers = msg.headers or {}
+    return not msg.data and headers.get("Status") == "503"
 
 
 def _trace_headers(context: Context | None = None) -> dict[str, str]:
@@ -151,15 +160,27 @@ class Bus:
             return decode_reply(route.reply, data)
 
     async def request_raw(self, subject: str, data: bytes, *, timeout: float = 10.0) -> bytes:
-        try:
-            msg = await self._nc.request(subject, data, timeout=timeout, headers=_trace_headers())
-        except NoRespondersError:
-            bus_errors.add(1, {"service": self.service, "code": "no_responders"})
-            raise BusError(f"no service answers on {subject}", code="no_responders") from None
-        except NatsTimeoutError:
-            bus_errors.add(1, {"service": self.service, "code": "timeout"})
-            raise BusTimeoutError(f"no reply on {subject} within {timeout}s") from None
-        return bytes(msg.data)
+        """One request; "no responders" is retried briefly, because a subscriber that has
+        just (re)started can miss a request for a moment even after its flush."""
+        deadline = time.monotonic() + min(timeout, NO_RESPONDERS_GRACE_S)
+        delay = 0.02
+        while True:
+            try:
+                msg = await self._nc.request(
+                    subject, data, timeout=timeout, headers=_trace_headers()
+                )
+                return bytes(msg.data)
+            except NoRespondersError:
+                if time.monotonic() + delay > deadline:
+                    bus_errors.add(1, {"service": self.service, "code": "no_responders"})
+                    raise BusError(
+                        f"no service answers on {subject}", code="no_responders"
+                    ) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except NatsTimeoutError:
+                bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                raise BusTimeoutError(f"no reply on {subject} within {timeout}s") from None
 
     async def stream(
         self,
@@ -189,6 +210,9 @@ class Bus:
                     bus_errors.add(1, {"service": self.service, "code": "timeout"})
                     span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
+                if _no_responders(msg):
+                    await self._retry_publish(target, body, inbox, headers)
+                    continue
                 item = decode_reply(route.reply, bytes(msg.data))
                 yield item
                 if is_terminal(item):
@@ -197,6 +221,18 @@ class Bus:
             span.end()
             with suppress(Exception):
                 await sub.unsubscribe()
+
+    async def _retry_publish(
+        self, target: str, body: BaseModel, inbox: str, headers: dict[str, str]
+    ) -> None:
+        """Re-send a streamed request that met "no responders", within the grace period."""
+        attempts = headers.get("Tether-Attempt", "0")
+        if int(attempts) >= NO_RESPONDERS_RETRIES:
+            bus_errors.add(1, {"service": self.service, "code": "no_responders"})
+            raise BusError(f"no service answers on {target}", code="no_responders")
+        headers["Tether-Attempt"] = str(int(attempts) + 1)
+        await asyncio.sleep(0.02 * 2 ** int(attempts))
+        await self._nc.publish(target, encode(body), reply=inbox, headers=headers)
 
     async def publish(self, subject: str, body: BaseModel) -> None:
         await self._nc.publish(subject, encode(body), headers=_trace_headers())

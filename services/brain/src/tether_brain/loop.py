@@ -25,7 +25,7 @@ from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
 log = logging.getLogger(__name__)
-tracer = trace.get_tracer("tether.brain")
+tracer = trace.get_tracer(__name__)
 
 
 class Loop:

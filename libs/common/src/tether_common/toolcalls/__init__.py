@@ -3,7 +3,9 @@
 Owns: finding calls in the output of models without native tool calling (every common
 format, repaired and coerced to the offered tool's schema), separating reasoning from
 visible text, the alias table, and the prompt that teaches the canonical ```` ```tool ````
-fence. Never does: validate arguments against the schema (the brain's first gate does),
+fence. The JSON repair is our own small reader (`repair`), deliberately not the
+`json-repair` package: no dependency on the hot path, and control over what is repaired.
+Never does: validate arguments against the schema (the brain's first gate does),
 run a tool, or raise on any input.
 
 Modules: `parser` (entry point, markers), `formats` (one reader per format), `calls`

@@ -9,6 +9,7 @@ offered tool; fences in other languages are code and are never looked into.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -30,6 +31,7 @@ _START: Final = re.compile(
     r"```|<tool_call>|<\|python_tag\|>|<function=|\[TOOL_CALLS\]|[{\[]", re.IGNORECASE
 )
 _FENCE_OPEN: Final = re.compile(r"```[ \t]*([\w+.-]*)[ \t]*(\r?\n)?")
+_LINE_FENCE: Final = re.compile(r"^[ \t]*```", re.MULTILINE)
 _TOOL_LANGS: Final = frozenset(
     {"tool", "tool_call", "tool_calls", "tool_code", "tool_use", "function_call", "functions"}
 )
@@ -39,10 +41,10 @@ _PYTHON_TAG_END: Final = re.compile(
     r"<\|eom_id\|>|<\|eot_id\|>|(?=<\|python_tag\|>)", re.IGNORECASE
 )
 _FUNCTION: Final = re.compile(
-    r"<function=([^>\n]*)>(.*?)(?:</function>|(?=<function=)|\Z)", re.IGNORECASE | re.DOTALL
+    r"<function=([^<>\n]*)>(.*?)(?:</function>|(?=<function=)|\Z)", re.IGNORECASE | re.DOTALL
 )
 _PARAMETER: Final = re.compile(
-    r"<parameter=([^>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)",
+    r"<parameter=([^<>\n]*)>(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|\Z)",
     re.IGNORECASE | re.DOTALL,
 )
 _NAMED_ARGS: Final = re.compile(r"([A-Za-z_][\w.-]*)(?:\[CALL_ID\][^\[]*)?(?:\[ARGS\]|[ \t]+)")
@@ -62,15 +64,32 @@ class Block:
     explicit: bool
 
 
-_Handler = Callable[[str, "re.Match[str]", Catalog], tuple[Block | None, int]]
+class _Scan:
+    """One pass over a text: the text, the tools, and fence lines found once, not per fence."""
+
+    def __init__(self, text: str, catalog: Catalog) -> None:
+        self.text = text
+        self.catalog = catalog
+        self._line_fences: list[int] | None = None
+
+    def line_fence(self, start: int) -> int:
+        """The first "```" at or after `start` with only blanks before it on its line."""
+        if self._line_fences is None:
+            self._line_fences = [m.end() - 3 for m in _LINE_FENCE.finditer(self.text)]
+        index = bisect_left(self._line_fences, start)
+        return self._line_fences[index] if index < len(self._line_fences) else -1
+
+
+_Handler = Callable[[_Scan, "re.Match[str]"], tuple[Block | None, int]]
 
 
 def scan_blocks(text: str, catalog: Catalog) -> list[Block]:
     """Every call block in `text`, in order; spans never overlap."""
     blocks: list[Block] = []
+    scan = _Scan(text, catalog)
     pos = 0
     while (found := _START.search(text, pos)) is not None:
-        block, pos = _HANDLERS.get(found.group().lower(), _bare)(text, found, catalog)
+        block, pos = _HANDLERS.get(found.group().lower(), _bare)(scan, found)
         pos = max(pos, found.start() + 1)  # every handler moves on; this makes it certain
         if block is not None:
             blocks.append(_with_a_reason(block))
@@ -84,12 +103,13 @@ def _with_a_reason(block: Block) -> Block:
     return Block(block.start, block.end, problem("the tool call block holds no call"), True)
 
 
-def _fence(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
+def _fence(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
+    text, catalog = scan.text, scan.catalog
     opening = _FENCE_OPEN.match(text, found.start())
     if opening is None:  # cannot happen: the pattern matches any "```"
         return None, found.end()
     lang = opening.group(1).lower()
-    close = _fence_close(text, opening.end(), inline=opening.group(2) is None)
+    close = _fence_close(scan, opening.end(), inline=opening.group(2) is None)
     body = text[opening.end() : close if close >= 0 else len(text)]
     end = close + 3 if close >= 0 else len(text)
     if lang in _TOOL_LANGS:
@@ -105,37 +125,35 @@ def _fence(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | N
     return None, end  # code or data: neither a call nor a place to look for one
 
 
-def _fence_close(text: str, body_start: int, *, inline: bool) -> int:
+def _fence_close(scan: _Scan, body_start: int, *, inline: bool) -> int:
     """The closing "```": on a line of its own, else (an inline fence) the first one."""
-    first = text.find("```", body_start)
-    pos = first
-    while not inline and pos >= 0:
-        line_start = text.rfind("\n", 0, pos) + 1
-        if line_start >= body_start and not text[line_start:pos].strip():
-            return pos
-        pos = text.find("```", pos + 3)
-    return first
+    own_line = -1 if inline else scan.line_fence(body_start)
+    return own_line if own_line >= 0 else scan.text.find("```", body_start)
 
 
-def _tool_call(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
-    closed = _TOOL_CALL_END.search(text, found.end())
-    body_end = closed.start() if closed else len(text)
-    end = closed.end() if closed else len(text)
-    return Block(
-        found.start(), end, parse_payload(text[found.end() : body_end], catalog), True
-    ), end
+def _tool_call(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
+    return _closed_by(_TOOL_CALL_END, scan, found)
 
 
-def _python_tag(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
-    closed = _PYTHON_TAG_END.search(text, found.end())
-    body_end = closed.start() if closed else len(text)
-    end = closed.end() if closed else len(text)
-    return Block(
-        found.start(), end, parse_payload(text[found.end() : body_end], catalog), True
-    ), end
+def _python_tag(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
+    return _closed_by(_PYTHON_TAG_END, scan, found)
 
 
-def _function(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
+def _closed_by(
+    closer: re.Pattern[str], scan: _Scan, found: re.Match[str]
+) -> tuple[Block | None, int]:
+    """A marker whose payload runs to `closer`, or to the end when the model stopped early."""
+    closed = closer.search(scan.text, found.end())
+    if closed is None:
+        body_end = end = len(scan.text)
+    else:
+        body_end, end = closed.start(), closed.end()
+    outcome = parse_payload(scan.text[found.end() : body_end], scan.catalog)
+    return Block(found.start(), end, outcome, explicit=True), end
+
+
+def _function(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
+    text, catalog = scan.text, scan.catalog
     tag = _FUNCTION.match(text, found.start())
     if tag is None:  # "<function=" with no ">": nothing to read
         outcome = problem("a <function=NAME> tag was not closed with '>'")
@@ -157,30 +175,39 @@ def _function_outcome(tag: re.Match[str], catalog: Catalog) -> Outcome:
     return call_from_parts(name, args, catalog)
 
 
-def _mistral(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
+def _mistral(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
     """`[TOOL_CALLS][{…}]`, or the newer `[TOOL_CALLS]name[ARGS]{…}`."""
+    text, catalog = scan.text, scan.catalog
     pos = found.end()
     while pos < len(text) and text[pos].isspace():
         pos += 1
     named = None if text.startswith(("{", "["), pos) else _NAMED_ARGS.match(text, pos)
-    read = read_json(text, named.end() if named else pos)
-    if read is None or (named is None and not text.startswith(("{", "["), pos)):
+    if named is None and not text.startswith(("{", "["), pos):
+        read = None
+    else:
+        read = read_json(text, named.end() if named else pos)
+    if read is None:
         outcome = problem("[TOOL_CALLS] must be followed by a JSON list of calls")
         return Block(found.start(), len(text), outcome, explicit=True), len(text)
     value, end = read
     if named is not None:
-        return Block(found.start(), end, call_from_parts(named.group(1), value, catalog), True), end
-    return Block(found.start(), end, calls_from_value(value, catalog, explicit=True), True), end
+        outcome = call_from_parts(named.group(1), value, catalog)
+    else:
+        outcome = calls_from_value(value, catalog, explicit=True)
+    return Block(found.start(), end, outcome, explicit=True), end
 
 
-def _bare(text: str, found: re.Match[str], catalog: Catalog) -> tuple[Block | None, int]:
+def _bare(scan: _Scan, found: re.Match[str]) -> tuple[Block | None, int]:
+    text, catalog = scan.text, scan.catalog
     reader = Reader(text, found.start())
     read = reader.read()
     if read is None:
         block = _unreadable_bare(text, found, catalog)
+        if block is not None:
+            return block, block.end
         # Every brace before the point of failure is inside the same broken value (or
         # nested past MAX_DEPTH); rereading from each would make the scan quadratic.
-        return block, len(text) if block else reader.failed_at
+        return None, reader.failed_at
     value, end = read
     outcome = calls_from_value(value, catalog, explicit=False)
     if outcome.calls:
