@@ -314,6 +314,30 @@ class Bus:
 
     # ---- serving -----------------------------------------------------------------
 
+    async def listen(
+        self, subject: str, model: type[Req], handler: Callable[[Req], Awaitable[None]]
+    ) -> None:
+        """A broadcast: every listener gets every message (no queue group, no reply).
+        A bad body is logged and counted, never raised."""
+
+        async def run(msg: Msg) -> None:
+            try:
+                await handler(decode(model, bytes(msg.data)))
+            except TetherError as exc:
+                bus_errors.add(1, {"service": self.service, "code": exc.code})
+                log.warning("ignored message on %s: %s", subject, exc.message)
+            except Exception:
+                bus_errors.add(1, {"service": self.service, "code": "internal"})
+                log.exception("listener for %s failed", subject)
+
+        async def on_msg(msg: Msg) -> None:
+            task = asyncio.create_task(run(msg))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+        self._subs.append(await self._nc.subscribe(subject, cb=on_msg))
+        await self._nc.flush()
+
     async def serve(self, route: Route[Req, Rep], handler: Handler[Req, Rep]) -> None:
         """Answer `route` in its queue group; each message is handled in its own task."""
 

@@ -111,6 +111,7 @@ _BY_CODE: dict[str, type[TetherError]] = {
     "path_denied": PathDenied,
     "blocked_destination": BlockedDestination,
     "deny_listed": CommandDenied,
+    "dns_failed": BlockedDestination,
     "config_invalid": ConfigError,
     "unauthorized": AuthError,
     "forbidden": AuthError,

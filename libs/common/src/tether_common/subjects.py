@@ -70,6 +70,11 @@ class Subjects:
     def run_message(self) -> Route[runs.QueueMessage, runs.RunAccepted]:
         return Route(self._s("runs", "message"), runs.QueueMessage, runs.RunAccepted, QUEUE_BRAIN)
 
+    @property
+    def run_stopping(self) -> str:
+        """Broadcast (no queue group): every brain replica hears which run must stop."""
+        return self._s("runs", "stopping")
+
     def run_events(self, run_id: str) -> str:
         return self._s("events", run_id)
 

@@ -1,5 +1,5 @@
 """Composition root of the brain: store, model and tool clients, the loop, the run
-manager, the HTTP API and the same operations over NATS."""
+manager with its leases, the HTTP API and the same operations over NATS."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from tether_brain.acting import Actor
 from tether_brain.api import runs_router
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
@@ -14,7 +15,7 @@ from tether_brain.runs import RunManager
 from tether_brain.settings import BrainSettings
 from tether_brain.store import RunStore
 from tether_brain.toolbox import Toolbox
-from tether_common.messages.runs import GetRun, RunView
+from tether_common.messages.runs import GetRun, RunView, StopRun
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -30,8 +31,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         bus,
         store,
         ModelClient(bus, timeout_s=settings.model_timeout_s),
-        toolbox,
-        max_calls_per_step=settings.max_calls_per_step,
+        Actor(toolbox, max_calls_per_step=settings.max_calls_per_step),
     )
     manager = RunManager(bus, store, loop, settings)
 
@@ -43,6 +43,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await bus.serve(subjects.run_get, get_run)
         await bus.serve(subjects.run_stop, manager.stop)
         await bus.serve(subjects.run_message, manager.queue_message)
+        await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
+        manager.begin_maintenance()
 
     return service.app(
         title="Tether brain",

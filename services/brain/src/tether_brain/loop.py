@@ -1,24 +1,34 @@
-"""The only think-act loop. Each step: ask the model, pass every call through the gates,
-run what is allowed, and commit what the step added as one durable journal write."""
+"""The only think-act loop. Each step: check the stops and limits, ask the model, pass
+every call through the gates, run what is allowed, and commit what the step added as
+one durable journal write."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
+from tether_brain import rules
+from tether_brain.acting import Actor, Planned, interrupted
+from tether_brain.control import Control
 from tether_brain.events import emit, publish
 from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.prompts import LAST_STEP, STEP_LIMIT_ANSWER, system_prompt
-from tether_brain.state import RunState
+from tether_brain.state import Entry, RunState
 from tether_brain.store import RunStore
-from tether_brain.toolbox import Toolbox
+from tether_brain.toolbox import GateOutcome
 from tether_common.bus import Bus
-from tether_common.errors import TetherError
-from tether_common.messages.gateway import CallRecord, ChatMessage, GenerateRequest, OfferedToolSpec
+from tether_common.errors import ConflictError
+from tether_common.messages.gateway import (
+    CallRecord,
+    ChatMessage,
+    GenerateRequest,
+    OfferedToolSpec,
+)
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
 from tether_common.messages.tools import ToolResult
 from tether_common.metrics import runs_ended, steps
@@ -27,81 +37,126 @@ from tether_common.telemetry import current_run_id
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
+MAX_TAKEOVERS = 3
+
 
 class Loop:
-    def __init__(
-        self,
-        bus: Bus,
-        store: RunStore,
-        model: ModelClient,
-        toolbox: Toolbox,
-        *,
-        max_calls_per_step: int,
-    ) -> None:
+    def __init__(self, bus: Bus, store: RunStore, model: ModelClient, actor: Actor) -> None:
         self.bus = bus
         self.store = store
         self.model = model
-        self.toolbox = toolbox
-        self.max_calls_per_step = max_calls_per_step
+        self.actor = actor
 
-    async def run(self, state: RunState, stop: asyncio.Event) -> None:
-        """Advance `state` until it ends; every outcome, even a crash of ours, is recorded.
-        The run is one trace: every bus call below is a child of this span."""
+    async def run(self, state: RunState, control: Control) -> None:
+        """Advance `state` until it ends or is handed back; every outcome, even a crash of
+        ours, is recorded. The run is one trace: every bus call below is its child."""
         current_run_id.set(state.run_id)
         with tracer.start_as_current_span("run", kind=SpanKind.INTERNAL) as span:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
-            await self._run(state, stop)
+            await self._guarded(state, control)
             span.set_attribute("tether.run.status", state.status)
 
-    async def _run(self, state: RunState, stop: asyncio.Event) -> None:
+    async def _guarded(self, state: RunState, control: Control) -> None:
         try:
-            await self._advance(state, stop)
+            await self._advance(state, control)
         except asyncio.CancelledError:
             raise
+        except ConflictError as exc:
+            log.warning("run %s handed over: %s", state.run_id, exc.message)
         except Exception as exc:
             log.exception("run %s failed", state.run_id)
             state.pending.clear()
             await self._finish(state, "failed", f"internal_error: {type(exc).__name__}", None)
 
-    async def _advance(self, state: RunState, stop: asyncio.Event) -> None:
+    async def _advance(self, state: RunState, control: Control) -> None:
+        mark = time.monotonic()
         if state.status == "queued":
-            state.status = "running"
-            state.add_message(ChatMessage(role="user", content=state.prompt))
-            emit(
-                state, "run.start", prompt=state.prompt, provider=state.provider, model=state.model
-            )
-            await self._commit(state)
+            await self._begin(state)
+        elif state.takeovers > MAX_TAKEOVERS:
+            return await self._finish(state, "failed", "repeated_crash", state.answer)
+        else:
+            await self._recover(state)
         while True:
-            if stop.is_set():
-                return await self._finish(state, "stopped", "stop_requested", state.answer)
-            if state.step >= state.max_steps:
-                return await self._finish(state, "stopped", "max_steps", STEP_LIMIT_ANSWER)
+            state.active_seconds += time.monotonic() - mark
+            mark = time.monotonic()
+            if control.handback.is_set():
+                return None
+            if (ended := self._boundary_stop(state, control)) is not None:
+                return await self._finish(
+                    state, "stopped", ended, state.answer or _limit_answer(ended)
+                )
             with tracer.start_as_current_span("step") as span:
                 span.set_attribute("tether.step", state.step + 1)
-                if await self._step(state):
-                    return
+                if await self._step(state, control):
+                    return None
 
-    async def _step(self, state: RunState) -> bool:
+    async def _begin(self, state: RunState) -> None:
+        state.status = "running"
+        state.add_message(ChatMessage(role="user", content=state.prompt))
+        emit(state, "run.start", prompt=state.prompt, provider=state.provider, model=state.model)
+        await self._commit(state)
+
+    def _boundary_stop(self, state: RunState, control: Control) -> str | None:
+        """The stop reason due before the next step, if any (each limit before what it bounds)."""
+        limits, usage = state.limits, state.usage
+        reason = None
+        if control.stop.is_set() or state.stop_requested:
+            return "stop_requested"
+        if limits.max_seconds is not None and state.active_seconds >= limits.max_seconds:
+            reason = "max_seconds"
+        elif (limits.max_cost is not None and usage.cost >= limits.max_cost) or (
+            limits.max_tokens is not None
+            and usage.input_tokens + usage.output_tokens >= limits.max_tokens
+        ):
+            reason = "budget_exhausted"
+        elif state.step >= state.max_steps:
+            reason = "max_steps"
+        if reason is not None:
+            emit(
+                state,
+                "guard",
+                step=state.step,
+                kind=reason if reason != "max_steps" else "step_ceiling",
+            )
+        return reason
+
+    async def _step(self, state: RunState, control: Control) -> bool:
         """One step; True when the run has ended."""
         state.step += 1
         steps.add(1)
         last = state.step == state.max_steps
-        offered = [] if last or state.max_steps == 1 else await self.toolbox.offered()
-        turn = await self.model.generate(self._request(state, offered, last))
+        tools_off = last or state.max_steps == 1 or bool(state.options.get("guide_only"))
+        offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
+        turn = await self._generate(state, self._request(state, offered, last), control)
+        if turn is None:
+            return await self._end(state, "stopped", "stop_requested", None)
         state.usage = _add(state.usage, turn.usage)
+        emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
+        if turn.thinking:
+            emit(state, "step", step=state.step, kind="model", text="", thinking=turn.thinking)
         if turn.error is not None:
             reason = f"model_error: {turn.error.code}: {turn.error.message}"
-            return await self._end_with(state, "failed", reason, None)
-        if turn.calls and offered:
-            await self._act(state, turn)
-            return False
-        if turn.calls:  # tools were not on offer (last step), yet the model asked
-            answer = turn.text.strip() or STEP_LIMIT_ANSWER
-            self._record_answer(state, turn, answer)
-            return await self._end_with(state, "stopped", "max_steps", answer)
-        self._record_answer(state, turn, turn.text.strip())
-        return await self._end_with(state, "completed", None, turn.text.strip())
+            return await self._end(state, "failed", reason, None)
+        if turn.calls and tools_off:
+            return await self._tools_refused(state, turn, last)
+        if turn.calls or turn.finish_reason == "unusable_call":
+            return await self._calls(state, turn)
+        return await self._answer(state, turn)
+
+    async def _generate(
+        self, state: RunState, request: GenerateRequest, control: Control
+    ) -> ModelTurn | None:
+        """The model turn, or None when a stop arrived first (the stream is cancelled)."""
+        generation = asyncio.ensure_future(self.model.generate(request))
+        waiter = asyncio.ensure_future(control.wait_any())
+        done, _ = await asyncio.wait({generation, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if generation in done:
+            return generation.result()
+        generation.cancel()
+        await asyncio.gather(generation, return_exceptions=True)
+        return None
 
     def _request(
         self, state: RunState, offered: list[OfferedToolSpec], last: bool
@@ -116,15 +171,48 @@ class Loop:
             model=state.model,
             messages=messages,
             tools=offered,
+            effort="low" if state.counters.low_effort else "normal",
         )
 
-    async def _act(self, state: RunState, turn: ModelTurn) -> None:
-        calls, extra = turn.calls[: self.max_calls_per_step], turn.calls[self.max_calls_per_step :]
-        state.add_message(
-            ChatMessage(role="assistant", content=turn.text.strip(), tool_calls=calls)
-        )
-        state.add_step(StepView(step=state.step, kind="model", text=_describe_calls(turn)))
-        emit(state, "step", step=state.step, kind="model", text=_describe_calls(turn))
+    async def _tools_refused(self, state: RunState, turn: ModelTurn, last: bool) -> bool:
+        answer = turn.text.strip()
+        if last:
+            self._record_answer(state, answer or STEP_LIMIT_ANSWER)
+            return await self._end(state, "stopped", "max_steps", answer or STEP_LIMIT_ANSWER)
+        emit(state, "guard", step=state.step, kind="call_rejected", reason="guide_only")
+        self._record_answer(state, answer)
+        return await self._complete(state, answer)
+
+    async def _calls(self, state: RunState, turn: ModelTurn) -> bool:
+        names = self.actor.toolbox.names()
+        usable = [c for c in turn.calls if self.actor.descriptor(c.name) is not None]
+        if usable:
+            await self._act(state, turn, turn.calls)
+            return False
+        if state.counters.corrections == 0:
+            state.counters.corrections += 1
+            state.counters.low_effort = False
+            emit(
+                state,
+                "guard",
+                step=state.step,
+                kind="unusable_call",
+                names=[c.name for c in turn.calls],
+            )
+            state.add_message(
+                ChatMessage(role="assistant", content=turn.text.strip() or "(unusable tool call)")
+            )
+            state.add_message(ChatMessage(role="user", content=rules.corrective(names)))
+            await self._commit(state)
+            return False
+        return await self._answer(state, turn)
+
+    async def _act(self, state: RunState, turn: ModelTurn, calls: list[CallRecord]) -> None:
+        text = turn.text.strip()
+        state.add_message(ChatMessage(role="assistant", content=text, tool_calls=calls))
+        described = _describe_calls(text, calls)
+        state.add_step(StepView(step=state.step, kind="model", text=described))
+        emit(state, "step", step=state.step, kind="model", text=described)
         for call in calls:
             emit(
                 state,
@@ -134,24 +222,37 @@ class Loop:
                 name=call.name,
                 arguments=call.arguments,
             )
-        results = await asyncio.gather(*(self._run_call(state, call) for call in calls))
-        results += [_not_run(call, self.max_calls_per_step) for call in extra]
-        for call, result in zip(calls + extra, results, strict=True):
-            self._record_result(state, call, result)
-        emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
+        planned = await self.actor.plan(state, calls)
+        if any(p.runs_tool and p.gate.tool and not p.gate.tool.idempotent for p in planned):
+            await self._commit(state)  # intent is durable before a non-idempotent call runs
+        results = await self.actor.run(state, planned)
+        for item, result in zip(planned, results, strict=True):
+            self._record_result(state, item, result)
+        state.counters.low_effort = all(r.ok for r in results)
         await self._commit(state)
 
-    async def _run_call(self, state: RunState, call: CallRecord) -> ToolResult:
-        try:
-            await self.toolbox.catalog()
-            gate = self.toolbox.validate(call)
-        except TetherError as exc:
-            return _refused(call, exc.code, f"the tool catalogue is unavailable: {exc.message}")
-        if not gate.allowed or gate.tool is None:
-            return _refused(call, gate.code or "refused", gate.message)
-        return await self.toolbox.execute(state.run_id, call, gate.tool)
+    async def _recover(self, state: RunState) -> None:
+        """After a takeover: calls left without a result are re-run through every gate if
+        idempotent, else reported to the model as interrupted (never re-run blindly)."""
+        calls = state.unanswered_calls()
+        if not calls:
+            return
+        emit(state, "guard", step=state.step, kind="interrupted", calls=[c.name for c in calls])
+        rerun = [
+            c for c in calls if (d := self.actor.descriptor(c.name)) is not None and d.idempotent
+        ]
+        planned = await self.actor.plan(state, rerun)
+        results = dict(
+            zip((p.call.id for p in planned), await self.actor.run(state, planned), strict=True)
+        )
+        for call in calls:
+            result = results.get(call.id) or interrupted(call)
+            self._record_result(state, Planned(call, GateOutcome(True)), result)
+        state.counters.low_effort = False
+        await self._commit(state)
 
-    def _record_result(self, state: RunState, call: CallRecord, result: ToolResult) -> None:
+    def _record_result(self, state: RunState, item: Planned, result: ToolResult) -> None:
+        call = item.call
         state.add_message(
             ChatMessage(role="tool", content=result.content, tool_call_id=call.id, name=call.name)
         )
@@ -175,18 +276,98 @@ class Loop:
             ok=result.ok,
             error_code=result.error_code,
             content=result.content,
+            cached=item.cached is not None,
             duration_ms=round(result.duration_ms, 2),
         )
 
-    def _record_answer(self, state: RunState, turn: ModelTurn, answer: str) -> None:
+    async def _answer(self, state: RunState, turn: ModelTurn) -> bool:
+        answer = turn.text.strip()
+        if (note := self._second_look(state, turn, answer)) is not None:
+            state.add_message(ChatMessage(role="assistant", content=answer or "(no answer)"))
+            state.add_message(ChatMessage(role="user", content=note))
+            state.counters.low_effort = False
+            await self._commit(state)
+            return False
+        self._record_answer(state, answer)
+        return await self._complete(state, answer)
+
+    def _second_look(self, state: RunState, turn: ModelTurn, answer: str) -> str | None:
+        """One extra step where the answer is not yet an answer (each rule fires once)."""
+        counters = c = state.counters
+        had_result = any(
+            m.role == "tool" and not m.content.startswith("FAILED") for m in state.messages
+        )
+        if state.step >= state.max_steps:
+            return None
+        if not answer and turn.thinking and counters.nudges == 0:
+            c.nudges += 1
+            emit(state, "guard", step=state.step, kind="no_answer")
+            return rules.NUDGE_FINAL
+        if state.options.get("research") and counters.coercions == 0 and not self._retrieved(state):
+            c.coercions += 1
+            emit(state, "guard", step=state.step, kind="no_retrieval")
+            return rules.COERCE_RETRIEVAL
+        if counters.reminders == 0 and rules.needs_live_reminder(state.prompt, answer, had_result):
+            c.reminders += 1
+            emit(state, "guard", step=state.step, kind="live_data")
+            return rules.REMIND_LIVE
+        if (
+            counters.nudges == 0
+            and rules.promises_action(answer)
+            and not state.options.get("guide_only")
+        ):
+            c.nudges += 1
+            emit(state, "guard", step=state.step, kind="promised_action")
+            return rules.PROMISE_WITHOUT_CALL
+        return None
+
+    def _retrieved(self, state: RunState) -> bool:
+        return any(
+            m.role == "tool"
+            and m.name in rules.RETRIEVAL_TOOLS
+            and not m.content.startswith("FAILED")
+            for m in state.messages
+        )
+
+    def _record_answer(self, state: RunState, answer: str) -> None:
         state.add_message(ChatMessage(role="assistant", content=answer))
         state.add_step(StepView(step=state.step, kind="model", text=answer))
         emit(state, "step", step=state.step, kind="model", text=answer)
-        if turn.thinking:
-            emit(state, "step", step=state.step, kind="model", text="", thinking=turn.thinking)
-        emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
 
-    async def _end_with(
+    async def _complete(self, state: RunState, answer: str) -> bool:
+        """An answer: deliver queued user messages and go on, or end `completed`."""
+
+        def finishing() -> None:
+            state.status, state.answer = "completed", answer
+            emit(
+                state,
+                "run.end",
+                status="completed",
+                stop_reason=None,
+                answer=answer,
+                steps=state.step,
+                usage=_usage(state),
+            )
+
+        queued = await self.store.finish_unless_queued(state, finishing)
+        if not queued:
+            await publish(self.bus, _events_of(state.published))
+            runs_ended.add(1, {"status": "completed"})
+            return True
+        for text in queued:
+            state.add_message(ChatMessage(role="user", content=text))
+        emit(
+            state,
+            "step",
+            step=state.step,
+            kind="model",
+            text=f"{len(queued)} queued message(s) delivered",
+        )
+        state.counters.low_effort = False
+        await self._commit(state)
+        return False
+
+    async def _end(
         self, state: RunState, status: RunStatus, reason: str | None, answer: str | None
     ) -> bool:
         await self._finish(state, status, reason, answer)
@@ -203,15 +384,26 @@ class Loop:
             stop_reason=reason,
             answer=answer,
             steps=state.step,
-            usage=state.usage.model_dump(exclude={"version"}),
+            usage=_usage(state),
         )
         await self._commit(state)
         runs_ended.add(1, {"status": status})
 
     async def _commit(self, state: RunState) -> None:
-        events = [RunEvent.model_validate(e.data) for e in state.pending if e.kind == "event"]
         await self.store.commit(state)
-        await publish(self.bus, events)
+        await publish(self.bus, _events_of(state.published))
+
+
+def _events_of(entries: list[Entry]) -> list[RunEvent]:
+    return [RunEvent.model_validate(e.data) for e in entries if e.kind == "event"]
+
+
+def _usage(state: RunState) -> dict[str, object]:
+    return state.usage.model_dump(exclude={"version"})
+
+
+def _limit_answer(reason: str) -> str | None:
+    return STEP_LIMIT_ANSWER if reason == "max_steps" else None
 
 
 def _add(total: Usage, more: Usage) -> Usage:
@@ -223,22 +415,6 @@ def _add(total: Usage, more: Usage) -> Usage:
     )
 
 
-def _describe_calls(turn: ModelTurn) -> str:
-    names = ", ".join(f"{c.name}({c.arguments})" for c in turn.calls)
-    return (turn.text.strip() + " " if turn.text.strip() else "") + f"calls {names}"
-
-
-def _refused(call: CallRecord, code: str, message: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.id,
-        name=call.name,
-        ok=False,
-        content=f"FAILED: {code}: {message}",
-        error_code=code,
-    )
-
-
-def _not_run(call: CallRecord, limit: int) -> ToolResult:
-    return _refused(
-        call, "too_many_calls", f"not run: at most {limit} tool calls are run per step."
-    )
+def _describe_calls(text: str, calls: list[CallRecord]) -> str:
+    names = ", ".join(f"{c.name}({c.arguments})" for c in calls)
+    return (text + " " if text else "") + f"calls {names}"

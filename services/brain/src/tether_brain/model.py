@@ -54,7 +54,8 @@ def collect(
 ) -> None:
     match event:
         case ChunkEvent():
-            turn.text += event.text
+            if not turn.calls:  # text after a call is an invented result: dropped
+                turn.text += event.text
         case ThinkingEvent():
             turn.thinking += event.text
         case ToolCallEvent():

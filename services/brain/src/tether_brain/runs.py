@@ -1,19 +1,23 @@
-"""Starting, reading, stopping and messaging runs; owns the tasks that advance them."""
+"""Starting, reading, stopping and messaging runs; owns the tasks that advance them, the
+leases that say which replica advances which run, and the takeover of orphaned runs."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from tether_brain.control import Control
 from tether_brain.loop import Loop
 from tether_brain.settings import STEP_CEILING, BrainSettings
-from tether_brain.state import RunState
+from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
-from tether_common.errors import ConflictError
+from tether_common.errors import TetherError
 from tether_common.messages.base import decode
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
@@ -29,45 +33,88 @@ from tether_common.metrics import runs_started
 log = logging.getLogger(__name__)
 
 
+def replica_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
 class RunManager:
     def __init__(self, bus: Bus, store: RunStore, loop: Loop, settings: BrainSettings) -> None:
         self.bus = bus
         self.store = store
         self.loop = loop
         self.settings = settings
+        self.owner = replica_id()
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._stops: dict[str, asyncio.Event] = {}
+        self._controls: dict[str, Control] = {}
+        self._maintainer: asyncio.Task[None] | None = None
+
+    # ---- starting and advancing --------------------------------------------------
 
     async def start(self, req: StartRun) -> RunAccepted:
         now = datetime.now(UTC)
         options = req.model_dump(
-            include={"agent", "allow_shell", "allow_web", "mode"}, exclude_none=True
+            include={"agent", "allow_shell", "allow_web", "mode", "guide_only", "research"},
+            exclude_none=True,
         )
         state = RunState(
             run_id=f"run_{uuid.uuid4().hex}",
             prompt=req.prompt,
             provider=req.provider or self.settings.provider,
             model=req.model or self.settings.model,
-            max_steps=min(req.max_steps or self.settings.max_steps, STEP_CEILING),
+            limits=Limits(
+                max_steps=min(req.max_steps or self.settings.max_steps, STEP_CEILING),
+                max_tool_calls=req.max_tool_calls,
+                max_cost=req.max_cost,
+                max_tokens=req.max_tokens,
+                max_seconds=req.max_seconds,
+            ),
             created_at=now,
             updated_at=now,
             options=options,
+            fence=1,
         )
-        await self.store.create(state)
+        await self.store.create(state, owner=self.owner, lease_s=self.settings.lease_s)
         runs_started.add(1, {"provider": state.provider})
         self._spawn(state)
         return RunAccepted(run_id=state.run_id, status=state.status)
 
     def _spawn(self, state: RunState) -> None:
-        stop = self._stops.setdefault(state.run_id, asyncio.Event())
-        task = asyncio.create_task(self.loop.run(state, stop), name=f"run:{state.run_id}")
+        control = self._controls.setdefault(state.run_id, Control())
+        task = asyncio.create_task(self.loop.run(state, control), name=f"run:{state.run_id}")
         self._tasks[state.run_id] = task
 
         def forget(_task: asyncio.Task[None]) -> None:
             self._tasks.pop(state.run_id, None)
-            self._stops.pop(state.run_id, None)
+            self._controls.pop(state.run_id, None)
 
         task.add_done_callback(forget)
+
+    async def run_maintenance(self) -> None:
+        """Renew our leases and adopt orphaned runs, forever (until cancelled)."""
+        while True:
+            try:
+                await self.store.renew(self.owner, self.settings.lease_s)
+                await self.adopt_orphans()
+            except TetherError as exc:
+                log.warning("lease maintenance failed: %s", exc.message)
+            except OSError as exc:
+                log.warning("lease maintenance failed: %s", exc)
+            await asyncio.sleep(self.settings.lease_s / 3)
+
+    async def adopt_orphans(self) -> int:
+        run_ids = await self.store.claim_orphans(self.owner, self.settings.lease_s, limit=50)
+        for run_id in run_ids:
+            if run_id in self._tasks:
+                continue
+            state = await self.store.load(run_id)
+            log.info("taking over run %s at step %s", run_id, state.step)
+            self._spawn(state)
+        return len(run_ids)
+
+    def begin_maintenance(self) -> None:
+        self._maintainer = asyncio.create_task(self.run_maintenance(), name="leases")
+
+    # ---- reading and steering ----------------------------------------------------
 
     async def get(self, run_id: str) -> RunView:
         state = await self.store.load(run_id)
@@ -86,28 +133,28 @@ class RunManager:
         )
 
     async def stop(self, req: StopRun) -> RunAccepted:
-        view = await self.get(req.run_id)
-        if view.status in TERMINAL_STATUSES:
-            return RunAccepted(run_id=req.run_id, status=view.status)
-        stop = self._stops.get(req.run_id)
-        if stop is None:
-            raise ConflictError(f"run {req.run_id} is not advanced by this replica")
-        stop.set()
-        return RunAccepted(run_id=req.run_id, status=view.status)
+        """Durable request (any replica that holds or later adopts the run sees it), and a
+        broadcast so the holder stops at its next boundary, cancelling a model stream."""
+        status = await self.store.request_stop(req.run_id)
+        if status not in TERMINAL_STATUSES:
+            await self.bus.publish(self.bus.subjects.run_stopping, req)
+        return RunAccepted(run_id=req.run_id, status=status)
+
+    async def on_stop_broadcast(self, req: StopRun) -> None:
+        control = self._controls.get(req.run_id)
+        if control is not None:
+            control.stop.set()
 
     async def queue_message(self, req: QueueMessage) -> RunAccepted:
-        view = await self.get(req.run_id)
-        raise ConflictError(
-            f"run {req.run_id} ({view.status}) cannot take queued messages yet",
-            code="not_supported",
-        )
+        status = await self.store.queue_message(req.run_id, req.text)
+        return RunAccepted(run_id=req.run_id, status=status)
 
     async def events(self, run_id: str, after: int) -> AsyncIterator[RunEvent]:
         """The run's events after `after`, live until `run.end`."""
-        await self.get(run_id)
         async for data in self.bus.replay(self.bus.subjects.run_events(run_id)):
             if data is None:
-                if (await self.get(run_id)).status in TERMINAL_STATUSES:
+                status, _ = await self.store.status(run_id)
+                if status in TERMINAL_STATUSES:
                     return
                 continue
             event = decode(RunEvent, data)
@@ -116,7 +163,22 @@ class RunManager:
             if event.kind == "run.end":
                 return
 
+    # ---- shutdown ----------------------------------------------------------------
+
     async def close(self) -> None:
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        """Graceful: every run stops at its next boundary and is handed back for another
+        replica to continue at once; what does not finish in time is cancelled (its lease
+        then expires and it is taken over)."""
+        if self._maintainer is not None:
+            self._maintainer.cancel()
+            await asyncio.gather(self._maintainer, return_exceptions=True)
+        held = dict(self._tasks)
+        for control in self._controls.values():
+            control.handback.set()
+        if held:
+            _, pending = await asyncio.wait(held.values(), timeout=self.settings.drain_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*held.values(), return_exceptions=True)
+        for run_id in held:
+            await self.store.release(run_id, self.owner)

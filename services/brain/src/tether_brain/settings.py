@@ -31,3 +31,7 @@ class BrainSettings(HttpSettings):
     model_timeout_s: float = Field(default=300.0, gt=0, description="silence allowed mid-stream")
     tool_timeout_s: float = Field(default=130.0, gt=0)
     catalog_ttl_s: float = Field(default=30.0, ge=0)
+    lease_s: float = Field(
+        default=10.0, gt=0, description="a replica's hold on a run; another takes over after it"
+    )
+    drain_s: float = Field(default=20.0, ge=0, description="graceful shutdown: time to hand back")

@@ -1,16 +1,17 @@
 """A run's state in memory, and the journal entries a step appends.
 
 The journal is append-only: a step adds messages, step records and events; the run row
-holds only counters and status. Reading a run back replays its journal.
+holds only counters, limits and status. Reading a run back replays its journal.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from tether_common.messages.gateway import ChatMessage
+from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
 
 EntryKind = Literal["message", "step", "event"]
@@ -23,12 +24,47 @@ class Entry:
 
 
 @dataclass(slots=True)
+class Counters:
+    """What the loop's rules remember between steps; saved with every commit."""
+
+    tool_calls: int = 0
+    corrections: int = 0
+    nudges: int = 0
+    reminders: int = 0
+    retrievals: int = 0
+    coercions: int = 0
+    low_effort: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Counters:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_steps: int
+    max_tool_calls: int | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """Identical calls: same name and same canonical arguments."""
+    return name + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(slots=True)
 class RunState:
     run_id: str
     prompt: str
     provider: str
     model: str | None
-    max_steps: int
+    limits: Limits
     created_at: datetime
     updated_at: datetime
     status: RunStatus = "queued"
@@ -38,13 +74,24 @@ class RunState:
     journal_seq: int = 0
     event_seq: int = 0
     fence: int = 0
+    takeovers: int = 0
+    active_seconds: float = 0.0
     options: dict[str, Any] = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)
     messages: list[ChatMessage] = field(default_factory=list)
     steps: list[StepView] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    cache: dict[str, str] = field(default_factory=dict)
+    stop_requested: bool = False
     pending: list[Entry] = field(default_factory=list)
+    published: list[Entry] = field(default_factory=list)  # the last commit's entries
+
+    @property
+    def max_steps(self) -> int:
+        return self.limits.max_steps
 
     def add_message(self, message: ChatMessage) -> None:
+        self._remember(message)
         self.messages.append(message)
         self.pending.append(Entry("message", message.model_dump(mode="json")))
 
@@ -58,6 +105,31 @@ class RunState:
     def replay(self, kind: EntryKind, data: dict[str, Any]) -> None:
         """Rebuild in-memory history from one stored journal entry."""
         if kind == "message":
-            self.messages.append(ChatMessage.model_validate(data))
+            message = ChatMessage.model_validate(data)
+            self._remember(message)
+            self.messages.append(message)
         elif kind == "step":
             self.steps.append(StepView.model_validate(data))
+
+    def _remember(self, message: ChatMessage) -> None:
+        """Successful results feed the identical-call cache (also when replayed)."""
+        if message.role != "tool" or message.content.startswith("FAILED"):
+            return
+        call = self.call_by_id(message.tool_call_id)
+        if call is not None:
+            self.cache[call_key(call.name, call.arguments)] = message.content
+
+    def call_by_id(self, call_id: str | None) -> CallRecord | None:
+        for message in reversed(self.messages):
+            for call in message.tool_calls:
+                if call.id == call_id:
+                    return call
+        return None
+
+    def unanswered_calls(self) -> list[CallRecord]:
+        """Calls of the last assistant message that have no result yet (a crash mid-step)."""
+        answered = {m.tool_call_id for m in self.messages if m.role == "tool"}
+        for message in reversed(self.messages):
+            if message.role == "assistant":
+                return [c for c in message.tool_calls if c.id not in answered]
+        return []

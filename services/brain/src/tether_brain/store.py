@@ -1,14 +1,20 @@
-"""Durable runs in PostgreSQL: the run row (status and counters) and the append-only
-journal. A step becomes durable when its one commit returns; the commit is fenced, so a
-replica that lost the run cannot write after it."""
+"""Durable runs in PostgreSQL: the run row (status, counters, lease) and the append-only
+journal. A step becomes durable when its one commit returns; every commit is fenced by
+the lease token, so a replica that lost the run cannot write after it.
+
+Leases use the database clock (`now()`), so replicas need not agree on time.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -18,15 +24,17 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_brain.state import RunState
+from tether_brain.state import Counters, Limits, RunState
 from tether_common.errors import ConflictError, NotFoundError
-from tether_common.messages.runs import Usage
+from tether_common.messages.runs import TERMINAL_STATUSES, Usage
 
 metadata = MetaData()
 
@@ -52,6 +60,14 @@ runs = Table(
     Column("options", JSONB, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("lease_owner", String(128)),
+    Column("lease_expires_at", DateTime(timezone=True)),
+    Column("takeovers", Integer, nullable=False, server_default="0"),
+    Column("last_takeover_step", Integer, nullable=False, server_default="-1"),
+    Column("stop_requested", Boolean, nullable=False, server_default="false"),
+    Column("limits", JSONB, nullable=False, server_default="{}"),
+    Column("counters", JSONB, nullable=False, server_default="{}"),
+    Column("active_seconds", Float, nullable=False, server_default="0"),
 )
 
 journal = Table(
@@ -64,6 +80,18 @@ journal = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("run_id", "seq"),
 )
+
+inbox = Table(
+    "run_inbox",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("text", Text, nullable=False),
+    Column("delivered", Boolean, nullable=False, server_default="false"),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+LIVE = ("queued", "running")
 
 
 def _row_values(state: RunState) -> dict[str, Any]:
@@ -79,14 +107,47 @@ def _row_values(state: RunState) -> dict[str, Any]:
         "cost": state.usage.cost,
         "usage_estimated": int(state.usage.estimated),
         "updated_at": state.updated_at,
+        "counters": state.counters.to_json(),
+        "active_seconds": state.active_seconds,
     }
+
+
+def _state(row: Any) -> RunState:
+    return RunState(
+        run_id=row.run_id,
+        prompt=row.prompt,
+        provider=row.provider,
+        model=row.model,
+        limits=Limits(**({"max_steps": row.max_steps} | row.limits)),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        status=row.status,
+        stop_reason=row.stop_reason,
+        answer=row.answer,
+        step=row.step,
+        journal_seq=row.journal_seq,
+        event_seq=row.event_seq,
+        fence=row.fence,
+        takeovers=row.takeovers,
+        stop_requested=row.stop_requested,
+        active_seconds=row.active_seconds,
+        options=row.options,
+        counters=Counters.from_json(row.counters),
+        usage=Usage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cost=row.cost,
+            estimated=bool(row.usage_estimated),
+        ),
+    )
 
 
 class RunStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def create(self, state: RunState) -> None:
+    async def create(self, state: RunState, *, owner: str, lease_s: float) -> None:
+        limits = {k: v for k, v in asdict(state.limits).items() if k != "max_steps"}
         values = _row_values(state) | {
             "run_id": state.run_id,
             "prompt": state.prompt,
@@ -95,14 +156,15 @@ class RunStore:
             "max_steps": state.max_steps,
             "fence": state.fence,
             "options": state.options,
+            "limits": limits,
             "created_at": state.created_at,
+            "lease_owner": owner,
+            "lease_expires_at": func.now() + timedelta(seconds=lease_s),
         }
         async with self.engine.begin() as conn:
             await conn.execute(runs.insert().values(values))
 
-    async def commit(self, state: RunState) -> None:
-        """Append the step's pending entries and the new counters in one fenced commit."""
-        now = datetime.now(UTC)
+    def _journal_rows(self, state: RunState, now: datetime) -> list[dict[str, Any]]:
         rows = []
         for entry in state.pending:
             state.journal_seq += 1
@@ -115,18 +177,80 @@ class RunStore:
                     "created_at": now,
                 }
             )
-        state.updated_at = now
-        async with self.engine.begin() as conn:
+        return rows
+
+    async def commit(self, state: RunState, conn: AsyncConnection | None = None) -> None:
+        """Append the step's pending entries and the new counters in one fenced commit.
+        A run that leaves the live states gives its lease up in the same commit."""
+        if conn is None:
+            async with self.engine.begin() as own:
+                return await self.commit(state, own)
+        now = datetime.now(UTC)
+        seq_before = state.journal_seq
+        rows = self._journal_rows(state, now)
+        values = _row_values(state) | {"updated_at": now}
+        if state.status not in LIVE:
+            values |= {"lease_owner": None, "lease_expires_at": None}
+        try:
             if rows:
                 await conn.execute(journal.insert(), rows)
             result = await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == state.run_id, runs.c.fence == state.fence)
-                .values(_row_values(state))
+                .values(values)
             )
             if result.rowcount != 1:
                 raise ConflictError(f"run {state.run_id} is no longer ours (fence {state.fence})")
-        state.pending.clear()
+        except BaseException:
+            state.journal_seq = seq_before
+            raise
+        state.updated_at = now
+        state.published, state.pending = state.pending, []
+
+    async def finish_unless_queued(
+        self, state: RunState, finishing: Callable[[], None]
+    ) -> list[str]:
+        """At an answer boundary: hand back queued user messages if any (the run goes on),
+        else commit the ending. The run row is locked so a message queued at the same
+        moment is either delivered or refused, never lost."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                select(runs.c.run_id).where(runs.c.run_id == state.run_id).with_for_update()
+            )
+            queued = (
+                await conn.execute(
+                    select(inbox.c.id, inbox.c.text)
+                    .where(inbox.c.run_id == state.run_id, inbox.c.delivered.is_(False))
+                    .order_by(inbox.c.id)
+                )
+            ).all()
+            if queued:
+                await conn.execute(
+                    update(inbox)
+                    .where(inbox.c.id.in_([r.id for r in queued]))
+                    .values(delivered=True)
+                )
+                return [r.text for r in queued]
+            finishing()
+            await self.commit(state, conn)
+            return []
+
+    async def queue_message(self, run_id: str, message: str) -> str:
+        """Queue a user message for a live run; returns the run's status."""
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    select(runs.c.status).where(runs.c.run_id == run_id).with_for_update()
+                )
+            ).first()
+            if row is None:
+                raise NotFoundError(f"no run '{run_id}'")
+            if row.status in TERMINAL_STATUSES:
+                raise ConflictError(f"run {run_id} has ended ({row.status})", code="run_ended")
+            await conn.execute(
+                inbox.insert().values(run_id=run_id, text=message, created_at=datetime.now(UTC))
+            )
+            return str(row.status)
 
     async def load(self, run_id: str) -> RunState:
         async with self.engine.connect() as conn:
@@ -138,32 +262,73 @@ class RunStore:
                 .where(journal.c.run_id == run_id, journal.c.kind != "event")
                 .order_by(journal.c.seq)
             )
-            state = RunState(
-                run_id=row.run_id,
-                prompt=row.prompt,
-                provider=row.provider,
-                model=row.model,
-                max_steps=row.max_steps,
-                created_at=row.created_at,
-                updated_at=row.updated_at,
-                status=row.status,
-                stop_reason=row.stop_reason,
-                answer=row.answer,
-                step=row.step,
-                journal_seq=row.journal_seq,
-                event_seq=row.event_seq,
-                fence=row.fence,
-                options=row.options,
-                usage=Usage(
-                    input_tokens=row.input_tokens,
-                    output_tokens=row.output_tokens,
-                    cost=row.cost,
-                    estimated=bool(row.usage_estimated),
-                ),
-            )
+            state = _state(row)
             for kind, data in entries:
                 state.replay(kind, data)
         return state
+
+    async def status(self, run_id: str) -> tuple[str, bool]:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(runs.c.status, runs.c.stop_requested).where(runs.c.run_id == run_id)
+                )
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no run '{run_id}'")
+        return str(row.status), bool(row.stop_requested)
+
+    async def request_stop(self, run_id: str) -> str:
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    update(runs)
+                    .where(runs.c.run_id == run_id)
+                    .values(stop_requested=True)
+                    .returning(runs.c.status)
+                )
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no run '{run_id}'")
+        return str(row.status)
+
+    async def renew(self, owner: str, lease_s: float) -> int:
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE runs SET lease_expires_at = now() + make_interval(secs => :s) "
+                    "WHERE lease_owner = :owner AND status IN ('queued', 'running')"
+                ),
+                {"s": lease_s, "owner": owner},
+            )
+        return int(result.rowcount)
+
+    async def claim_orphans(self, owner: str, lease_s: float, limit: int) -> list[str]:
+        """Take over live runs whose lease expired (their replica died or froze)."""
+        async with self.engine.begin() as conn:
+            rows = await conn.execute(
+                text(
+                    "UPDATE runs SET lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1, "
+                    "takeovers = CASE WHEN last_takeover_step = step THEN takeovers + 1 ELSE 1 END, "
+                    "last_takeover_step = step "
+                    "WHERE run_id IN (SELECT run_id FROM runs WHERE status IN ('queued', 'running') "
+                    "AND (lease_expires_at IS NULL OR lease_expires_at < now()) "
+                    "ORDER BY lease_expires_at NULLS FIRST LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                    "RETURNING run_id"
+                ),
+                {"owner": owner, "s": lease_s, "limit": limit},
+            )
+            return [r.run_id for r in rows]
+
+    async def release(self, run_id: str, owner: str) -> None:
+        """Hand a run back (graceful shutdown): another replica may claim it at once."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
+                .values(lease_owner=None, lease_expires_at=None)
+            )
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         """A run's stored events with `seq` above `after`, oldest first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
@@ -12,6 +13,17 @@ from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import CatalogRequest, ExecuteTool, ToolDescriptor, ToolResult
+
+
+def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
+    """The request's switches: `false` wins over any other flag."""
+    if options.get("guide_only"):
+        return "this run is guide-only: no tool runs."
+    if options.get("allow_shell") is False and tool.effect == "process":
+        return f"{tool.name} runs commands, and this run has allow_shell=false."
+    if options.get("allow_web") is False and tool.effect == "network":
+        return f"{tool.name} reaches the network, and this run has allow_web=false."
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +59,22 @@ class Toolbox:
             self._fetched_at = time.monotonic()
         return list(self._tools.values())
 
-    async def offered(self) -> list[OfferedToolSpec]:
+    async def offered(self, options: dict[str, Any]) -> list[OfferedToolSpec]:
         return [
             OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
             for t in await self.catalog()
+            if switched_off(t, options) is None
         ]
 
-    def validate(self, call: CallRecord) -> GateOutcome:
-        """Gate 1: the tool exists (aliases applied) and the arguments match its schema."""
+    def descriptor(self, name: str) -> ToolDescriptor | None:
+        return self._tools.get(self._aliases.get(name, name))
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def validate(self, call: CallRecord, options: dict[str, Any]) -> GateOutcome:
+        """Gate 1: the tool exists (aliases applied), the request's switches allow it, and
+        the arguments match its schema."""
         name = self._aliases.get(call.name, call.name)
         tool = self._tools.get(name)
         if tool is None:
@@ -62,6 +82,8 @@ class Toolbox:
             return GateOutcome(
                 False, "unknown_tool", f"no tool '{call.name}'. Valid tools: {valid}."
             )
+        if (reason := switched_off(tool, options)) is not None:
+            return GateOutcome(False, "switched_off", reason)
         errors = sorted(self._validators[name].iter_errors(call.arguments), key=str)
         if errors:
             detail = "; ".join(e.message for e in errors[:3])

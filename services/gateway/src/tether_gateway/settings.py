@@ -1,16 +1,98 @@
-"""Gateway settings (`TETHER_GATEWAY_*`)."""
+"""Gateway settings (`TETHER_GATEWAY_*`): provider endpoints and keys, timeouts, retries,
+prices, and which models speak the text tool protocol.
+
+API keys are `SecretStr`: they print as `**********` and adapters redact them from every
+error message, so a key never reaches a log line, an event or the bus.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic_settings import SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from tether_common.settings import HttpSettings
 
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+ModelNames = Annotated[frozenset[str], NoDecode]
+
+
+class ModelPrice(BaseModel):
+    """What one model costs, in USD per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
 
 class GatewaySettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="TETHER_GATEWAY_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TETHER_GATEWAY_", env_nested_delimiter="__", extra="ignore"
+    )
 
     http_port: int = 8703
     scripts_dir: Path | None = None
+
+    # Shared by every HTTP provider.
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    inactivity_timeout_s: float = Field(
+        default=300.0, gt=0, description="longest silence allowed while waiting for the stream"
+    )
+    retry_attempts: int = Field(
+        default=3, ge=0, le=10, description="retries of 429 / 5xx / connect errors"
+    )
+    retry_base_delay_s: float = Field(default=0.5, ge=0)
+    retry_max_delay_s: float = Field(
+        default=30.0, ge=0, description="longest back-off, and longest Retry-After honoured"
+    )
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description='JSON: {"model": {"input_per_million": …, …}}'
+    )
+    text_protocol_models: ModelNames = Field(
+        default=frozenset(),
+        description="models taught the fenced tool format instead of native tools (comma list)",
+    )
+
+    openai_base_url: str = OPENAI_DEFAULT_BASE_URL
+    openai_api_key: SecretStr | None = None
+    openai_model: str | None = None
+    openai_reasoning_models: ModelNames = Field(
+        default=frozenset(), description="models that accept `reasoning_effort` (comma list)"
+    )
+
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: SecretStr | None = None
+    anthropic_model: str | None = None
+    anthropic_version: str = "2023-06-01"
+    anthropic_max_tokens: int = Field(default=4096, ge=1)
+
+    ollama_url: str = "http://127.0.0.1:11434"
+    ollama_model: str | None = None
+
+    @field_validator("text_protocol_models", "openai_reasoning_models", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        """Accept a JSON list or a comma-separated list from the environment."""
+        if not isinstance(value, str):
+            return value
+        if value.lstrip().startswith("["):
+            return json.loads(value)
+        return [name.strip() for name in value.split(",") if name.strip()]
+
+    def openai_missing(self) -> str | None:
+        """What to set before the `openai` adapter can work, or None when it can."""
+        custom_url = self.openai_base_url.rstrip("/") != OPENAI_DEFAULT_BASE_URL
+        if self.openai_api_key is None and not custom_url:
+            return (
+                "TETHER_GATEWAY_OPENAI_API_KEY (or TETHER_GATEWAY_OPENAI_BASE_URL "
+                "for a local OpenAI-compatible server)"
+            )
+        return None
+
+    def anthropic_missing(self) -> str | None:
+        return "TETHER_GATEWAY_ANTHROPIC_API_KEY" if self.anthropic_api_key is None else None

@@ -40,6 +40,12 @@ class StartRun(WireModel):
     allow_shell: bool | None = None
     allow_web: bool | None = None
     mode: PermissionMode | None = None
+    guide_only: bool = False
+    research: bool = False
+    max_tool_calls: int | None = Field(default=None, ge=0, le=1000)
+    max_cost: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_seconds: float | None = Field(default=None, gt=0, le=7 * 86400)
 
 
 class RunAccepted(WireModel):

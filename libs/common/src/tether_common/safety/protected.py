@@ -60,7 +60,8 @@ _GLOB_PROBES = (*sorted(_EXACT), ".env.local", "x.pem", "x.key", "x.p12", "x.pfx
 
 def protected_name(name: str) -> bool:
     """True when one path component is secret by itself."""
-    lowered = name.lower()
+    # Windows-backed volumes ignore trailing dots and spaces: `.git.` is `.git` there.
+    lowered = name.lower().rstrip(" .")
     return lowered in _EXACT or _PATTERNS.fullmatch(lowered) is not None
 
 

@@ -84,8 +84,6 @@ _INTERPRETER = re.compile(
     r"(?:python|pypy|perl|ruby|php|lua|luajit|node|nodejs|deno|bun|tclsh|wish|rscript|"
     r"osascript|pwsh|powershell|jshell|irb|groovy|julia|guile|racket)[0-9.]*"
 )
-_CODE_FLAGS = frozenset({"-c", "-e", "-E", "-r", "-p", "--eval", "--print", "--command", "eval"})
-
 _PIP = re.compile(r"pip[0-9.]*")
 
 
@@ -101,34 +99,89 @@ def is_interpreter(name: str) -> bool:
     return name in SHELLS or _INTERPRETER.fullmatch(name.lower()) is not None
 
 
-def runs_fed_code(name: str) -> bool:
-    """True when piping or substituting text into `name` would run it as code."""
-    return is_interpreter(name) or name in {"eval", "source", ".", "xargs"}
+CODE_BUILTINS = frozenset({"eval", "source", "."})
+
+# Stands, among the names a command runs, for "reads its program from standard input",
+# so `curl ... | sh` can be told apart from `curl ... | python3 -m json.tool`.
+READS_STDIN_CODE = "<code from stdin>"
+
+# For shells only a cluster holding `c` (-c, -ec, -lc) makes the first operand code;
+# -e there is errexit. Other interpreters take code after -c/-e/--eval and the like.
+_SHELL_CODE_FLAG = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+_SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+_CODE_FLAGS = frozenset({"-c", "-e", "-r", "-p", "--eval", "--print", "--command", "eval"})
 
 
-def inline_code(args: Sequence[str]) -> list[str]:
-    """Code strings given with -c/-e/--eval and the like (or clustered, as in `bash -ec`).
+def is_code_flag(name: str, arg: str) -> bool:
+    """True when, for interpreter `name`, `arg` announces code in the next argument."""
+    if name in SHELLS:
+        return _SHELL_CODE_FLAG.fullmatch(arg) is not None
+    return arg in _CODE_FLAGS or (
+        len(arg) > 2 and arg[0] == "-" and arg[1:].isalpha() and arg[-1] in "ce"
+    )
 
-    This over-approximates on purpose (it also picks up a script's own -c argument):
-    the strings are only ever searched for things to refuse.
-    """
+
+def code_arguments(name: str, args: Sequence[str]) -> list[int]:
+    """Indexes of the arguments an interpreter runs as code: the -c/-e value, else its
+    script (first operand); every argument of `eval`/`source`/`.`."""
+    if name in CODE_BUILTINS:
+        return list(range(len(args)))
+    if name in SHELLS:
+        operand = _first_shell_operand(args)
+        return [] if operand is None else [operand]
+    flagged = [index + 1 for index, arg in enumerate(args[:-1]) if is_code_flag(name, arg)]
+    if flagged:
+        return flagged
+    script = next((i for i, arg in enumerate(args) if not arg.startswith("-")), None)
+    return [] if script is None else [script]
+
+
+def _first_shell_operand(args: Sequence[str]) -> int | None:
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            return index + 1 if index + 1 < len(args) else None
+        if arg in _SHELL_VALUE_OPTIONS:
+            index += 2
+        elif arg.startswith(("-", "+")) and arg != "-":
+            index += 1
+        else:
+            return index
+    return None
+
+
+def inline_code(name: str, args: Sequence[str]) -> list[str]:
+    """Code strings handed to interpreter `name` on its command line (`sh -c`, `perl -e`)."""
+    if name in SHELLS:
+        has_flag = any(_SHELL_CODE_FLAG.fullmatch(arg) for arg in args)
+        operand = _first_shell_operand(args)
+        return [args[operand]] if has_flag and operand is not None else []
     codes: list[str] = []
     for index, arg in enumerate(args):
         flag, eq, value = arg.partition("=")
         if eq and flag in _CODE_FLAGS:
             codes.append(value)
-        elif arg in _CODE_FLAGS or _is_code_cluster(arg):
-            if index + 1 < len(args):
-                codes.append(args[index + 1])
+        elif is_code_flag(name, arg) and index + 1 < len(args):
+            codes.append(args[index + 1])
         elif len(arg) > 2 and arg[:2] in {"-c", "-e", "-E"} and not arg.startswith("--"):
             codes.append(arg[2:])  # perl -e'...', python -c'...'
     return codes
 
 
-def _is_code_cluster(arg: str) -> bool:
-    return (
-        len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and arg[1:].isalpha() and arg[-1] in "ce"
-    )
+def reads_stdin_code(name: str, args: Sequence[str]) -> bool:
+    """True when interpreter `name` would take its program from standard input."""
+    if name in CODE_BUILTINS or not is_interpreter(name):
+        return False
+    if inline_code(name, args) or "-m" in args:
+        return False
+    if name in SHELLS:
+        if any(arg.startswith("-") and "s" in arg[1:] and arg[1] != "-" for arg in args):
+            return True
+        operand = _first_shell_operand(args)
+        return operand is None or args[operand] == "-"
+    script = next((arg for arg in args if not arg.startswith("-") or arg == "-"), None)
+    return script in {None, "-"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +284,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 def unwrap(wrapper: Wrapper, args: Sequence[str]) -> Unwrapped:
     """Skip the wrapper's own options (and fixed arguments) to find what it runs."""
     codes = _code_values(wrapper, args)
-    index = _skip_options(wrapper, args)
+    index = skip_options(wrapper, args)
     index += wrapper.positionals
     if wrapper.joined:
         rest = args[index:]
@@ -241,7 +294,8 @@ def unwrap(wrapper: Wrapper, args: Sequence[str]) -> Unwrapped:
     return Unwrapped(index, codes)
 
 
-def _skip_options(wrapper: Wrapper, args: Sequence[str]) -> int:
+def skip_options(wrapper: Wrapper, args: Sequence[str]) -> int:
+    """How many leading arguments are the wrapper's own options (and their values)."""
     index = 0
     while index < len(args):
         arg = args[index]

@@ -157,7 +157,7 @@ _POWER = re.compile(r"(?:poweroff|reboot|halt|kexec|soft-reboot|emergency|rescue
 
 def _systemctl(args: Sequence[str], _cwd: bool) -> str | None:
     hit = next((arg for arg in args if _POWER.fullmatch(arg)), None)
-    return None if hit is None else f"systemctl {hit} takes the machine down"
+    return None if hit is None else f"{hit} takes the machine down"
 
 
 def _kill(args: Sequence[str], _cwd: bool) -> str | None:
@@ -200,7 +200,9 @@ def _pkill(args: Sequence[str], _cwd: bool) -> str | None:
 
 
 def _chmod(args: Sequence[str], _cwd: bool) -> str | None:
-    targets = _positional(args)[1:]  # the first positional is the mode or owner
+    # The first operand is the mode or owner, unless --reference names it instead.
+    with_reference = any(arg.startswith("--reference") for arg in args)
+    targets = _positional(args)[0 if with_reference else 1 :]
     for target in targets:
         if critical_tree(target) and (_recursive(args) or _normalise(target) == "/"):
             return f"changes ownership or permissions of all of {target}"
@@ -268,6 +270,7 @@ RULES: dict[str, Rule] = {
     "init": _init,
     "telinit": _init,
     "systemctl": _systemctl,
+    "loginctl": _systemctl,
     "kill": _kill,
     "pkill": _pkill,
     "killall": _pkill,
@@ -277,6 +280,7 @@ RULES: dict[str, Rule] = {
     "mv": _mv,
     "cp": _last_target,
     "install": _last_target,
+    "rsync": _last_target,
     "ln": _last_target,
     "tee": _every_target,
     "truncate": _every_target,
@@ -284,11 +288,6 @@ RULES: dict[str, Rule] = {
     "sed": _sed,
     "find": _find,
 }
-
-
-def denied_names() -> frozenset[str]:
-    """Command names some rule can refuse (for scanning raw text)."""
-    return frozenset(RULES)
 
 
 def deny_reason(name: str, args: Sequence[str], *, cwd_critical: bool = False) -> str | None:

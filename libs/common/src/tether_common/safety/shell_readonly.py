@@ -181,9 +181,17 @@ def _check_uniq(args: Sequence[str]) -> Refusal | None:
     return None
 
 
+_DATE_VALUES = frozenset({"-d", "--date", "-r", "--reference", "-f", "--file"})
+
+
 def _check_date(args: Sequence[str]) -> Refusal | None:
     refusal = _refuse("privileged", ["--set"], "s")(args)
-    if refusal is None and any(not arg.startswith(("-", "+")) for arg in args):
+    bare = [
+        arg
+        for index, arg in enumerate(args)
+        if not arg.startswith(("-", "+")) and (index == 0 or args[index - 1] not in _DATE_VALUES)
+    ]
+    if refusal is None and bare:
         return "privileged", "date with a bare argument sets the clock"
     return refusal
 

@@ -15,13 +15,16 @@ from collections.abc import Sequence
 
 from .protected import glob_may_match_protected, protected_component
 from .shell_commands import (
+    CODE_BUILTINS,
     FETCHERS,
+    READS_STDIN_CODE,
     SHELLS,
     WRAPPERS,
     category_of,
+    code_arguments,
     inline_code,
     is_interpreter,
-    runs_fed_code,
+    reads_stdin_code,
     unwrap,
 )
 from .shell_deny import critical_tree, deny_reason, write_target
@@ -62,7 +65,7 @@ def _pipeline(node: Node, scope: Scope) -> frozenset[str]:
     stages = [walk(part, scope) for part in node.parts if part.kind not in _SKIPPED]
     for index, stage in enumerate(stages):
         later = frozenset().union(*stages[index + 1 :])
-        if stage & FETCHERS and any(runs_fed_code(name) for name in later):
+        if stage & FETCHERS and READS_STDIN_CODE in later:
             scope.add(
                 deny("pipes content downloaded from the network into an interpreter", "network")
             )
@@ -71,7 +74,8 @@ def _pipeline(node: Node, scope: Scope) -> frozenset[str]:
 
 
 def _function(node: Node, scope: Scope) -> frozenset[str]:
-    name = str(node.parts[0].word)
+    # `f() { ...; }` starts with the name; `function f { ...; }` with a reserved word.
+    name = str(next(part.word for part in node.parts if part.kind == "word"))
     scope.add(ask("opaque", f"defines the shell function {name}"))
     body = node.parts[-1]
     names = walk(body, scope)
@@ -108,11 +112,11 @@ def _command(node: Node, scope: Scope) -> frozenset[str]:
     names = _classify(words, scope)
     _deny_pass(_deny_view(words, scope), scope)
     subs |= frozenset().union(*(word.sub_names for word in words))
-    if any(runs_fed_code(name) for name in names):
-        if subs & FETCHERS or _uses_tainted(words, scope):
+    if READS_STDIN_CODE in names:
+        if subs & FETCHERS:  # bash < <(curl ...), bash <<< "$(curl ...)"
             scope.add(deny("runs code downloaded from the network", "network"))
         _feed_bodies(names, bodies, scope)
-    _track_directory(words, scope)
+    _track_state(words, scope)
     return names | subs
 
 
@@ -131,13 +135,12 @@ def _assignment(node: Node, scope: Scope, *, standalone: bool) -> frozenset[str]
     return word.sub_names
 
 
-def _uses_tainted(words: Sequence[Word], scope: Scope) -> bool:
-    """True when a word expands a variable that holds downloaded text (x=$(curl ..))."""
-    return any(
-        f"${name}" in word.text or f"${{{name}}}" in word.text
-        for word in words
-        if word.expanded
-        for name in scope.tainted
+def _downloaded(word: Word, scope: Scope) -> bool:
+    """True when a word is text from the network: `$(curl ..)`, or `$x` after x=$(curl ..)."""
+    if word.sub_names & FETCHERS:
+        return True
+    return word.expanded and any(
+        f"${name}" in word.text or f"${{{name}}}" in word.text for name in scope.tainted
     )
 
 
@@ -174,14 +177,19 @@ def _write_target(word: Word, scope: Scope) -> None:
 
 def _check_protected(words: Sequence[Word], scope: Scope) -> None:
     for word in words:
-        if word.glob:
-            hit = word.text if glob_may_match_protected(word.text) else None
-        elif word.literal and not any(char in word.text for char in "*?["):
-            hit = protected_component(re.split(r"[/=]", word.text))
-        else:
-            hit = None
-        if hit:
-            scope.add(ask("protected", f"names the protected file {hit}"))
+        texts = substitute(word.text, scope.variables) if word.expanded else [word.text]
+        for text in texts:
+            hit = _protected_hit(text, glob=word.glob)
+            if hit:
+                scope.add(ask("protected", f"names the protected file {hit}"))
+
+
+def _protected_hit(text: str, *, glob: bool) -> str | None:
+    if glob:
+        return text if glob_may_match_protected(text) else None
+    if any(char in text for char in "*?["):
+        return None  # a quoted pattern (find -name '*.pem') names no file
+    return protected_component(re.split(r"[/=]", text))
 
 
 def _classify(words: Sequence[Word], scope: Scope) -> frozenset[str]:
@@ -213,9 +221,8 @@ def _classify_named(
         if unwrapped.inner is None:
             return frozenset()
         return _classify(args[unwrapped.inner :], scope)
-    if is_interpreter(name):
-        scope.add(ask("opaque", f"{name} runs code that cannot be checked"))
-        return frozenset()
+    if is_interpreter(name) or name in CODE_BUILTINS:
+        return _interpreter(name, args, scope)
     check = READ_ONLY.get(name)
     if check is not None and plain:
         _read_only(name, check(tuple(arg.text for arg in args)), args, scope)
@@ -226,6 +233,14 @@ def _classify_named(
     elif check is None:
         scope.add(ask("unknown", f"{name} is not on the list of commands known to be safe"))
     return frozenset()
+
+
+def _interpreter(name: str, args: Sequence[Word], scope: Scope) -> frozenset[str]:
+    scope.add(ask("opaque", f"{name} runs code that cannot be checked"))
+    texts = [arg.text for arg in args]
+    if any(_downloaded(args[index], scope) for index in code_arguments(name, texts)):
+        scope.add(deny("runs code downloaded from the network", "network"))
+    return frozenset({READS_STDIN_CODE}) if reads_stdin_code(name, texts) else frozenset()
 
 
 def _read_only(name: str, refusal: Refusal | None, args: Sequence[Word], scope: Scope) -> None:
@@ -265,10 +280,10 @@ def _deny_pass(argv: Sequence[str], scope: Scope) -> None:
         if unwrapped.inner is not None:
             _deny_pass(args[unwrapped.inner :], scope)
     elif name in SHELLS or name == "eval":
-        for code in [" ".join(args)] if name == "eval" else inline_code(args):
+        for code in [" ".join(args)] if name == "eval" else inline_code(name, args):
             scope.add_nested(code)
     elif is_interpreter(name):
-        for code in inline_code(args):
+        for code in inline_code(name, args):
             scope.findings.extend(deny(found) for found in scan(code))
     elif name == "alias":
         for definition in args:
@@ -291,14 +306,24 @@ def _find_commands(args: Sequence[str]) -> list[Sequence[str]]:
 def _feed_bodies(names: frozenset[str], bodies: Sequence[str], scope: Scope) -> None:
     """Here-documents and here-strings fed to an interpreter are code: look inside."""
     for body in bodies:
-        if names & SHELLS or "eval" in names:
+        if names & SHELLS:
             scope.add_nested(body)
         else:
             scope.findings.extend(deny(found) for found in scan(body))
 
 
-def _track_directory(words: Sequence[Word], scope: Scope) -> None:
-    """Remember a `cd` to `/` or home, so a later `rm -rf *` there is seen as fatal."""
-    if words[0].text == "cd":
+_DECLARERS = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _track_state(words: Sequence[Word], scope: Scope) -> None:
+    """Remember what later commands depend on: a `cd` to `/` or home (so `rm -rf *`
+    there is fatal) and literal values given with `export NAME=value` and the like."""
+    head = words[0].text
+    if head == "cd":
         target = words[1].text if len(words) > 1 else "~"
         scope.cwd_critical = critical_tree(target)
+    elif head in _DECLARERS:
+        for word in words[1:]:
+            name, equals, value = word.text.partition("=")
+            if equals and word.literal:
+                scope.variables[name] = value

@@ -18,7 +18,7 @@ from .shell_verdict import Finding, ask
 Node = Any
 
 _SIMPLE_PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]|[@*#?$!-]")
-_BRACE_LIST = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_BRACE_LIST = re.compile(r"\{([^{},]{0,256}(?:,[^{},]{0,256}){1,64})\}")
 _MAX_BRACE_WORDS = 64
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[@*])")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from functools import cache
 from zoneinfo import available_timezones
 
@@ -130,7 +130,7 @@ def plan(request: GenerateRequest) -> ChunkEvent | ToolCallEvent:
 class RulesPlanner:
     name = "rules"
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[ModelEvent]:
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         event = plan(request)
         yield event
         output = len(event.text) if isinstance(event, ChunkEvent) else 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class ScriptedProvider:
         self._cache[path] = (mtime, turns)
         return turns
 
-    async def generate(self, request: GenerateRequest) -> AsyncIterator[ModelEvent]:
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         try:
             turns = self._load(request.model)
         except (LookupError, ValueError, KeyError, OSError) as exc:
@@ -68,7 +68,7 @@ class ScriptedProvider:
         async for event in self._replay(turns[index]):
             yield event
 
-    async def _replay(self, entries: list[dict[str, Any]]) -> AsyncIterator[ModelEvent]:
+    async def _replay(self, entries: list[dict[str, Any]]) -> AsyncGenerator[ModelEvent, None]:
         for entry in entries:
             if "pause_s" in entry:
                 await asyncio.sleep(float(entry["pause_s"]))

@@ -1,0 +1,260 @@
+"""The text tool protocol, for models without native tool calling: wraps any adapter.
+
+For the models named in `text_protocol_models`, the tool prompt (`render_tool_prompt`)
+is appended to the system message and no native tools are sent; earlier calls and
+results in the history are rewritten as the fenced text the model was taught. The
+streamed text is split as it arrives: `<think>` blocks become `thinking`, and while tools
+are on offer everything from the first call marker on is held back, so call JSON never
+flashes in the visible `chunk` stream. At the end the calls are parsed out
+(`parse_tool_calls`) and emitted as `tool_call` events with generated ids; a marker
+without a usable call ends with `finish_reason="unusable_call"`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator, Collection, Sequence
+from contextlib import aclosing
+from typing import Literal, assert_never
+
+from tether_common.messages.gateway import (
+    ChatMessage,
+    ChunkEvent,
+    DoneEvent,
+    ErrorEvent,
+    GenerateRequest,
+    ModelEvent,
+    OfferedToolSpec,
+    ThinkingEvent,
+    ToolCallEvent,
+    UsageEvent,
+)
+from tether_common.toolcalls import (
+    CALL_MARKERS,
+    TOOL_FENCE,
+    find_call_marker,
+    parse_tool_calls,
+    render_tool_prompt,
+)
+from tether_gateway.providers.base import Provider, new_call_id
+from tether_gateway.providers.turn import UNUSABLE_CALL
+
+Piece = tuple[Literal["chunk", "thinking"], str]
+
+_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_OPEN_TAGS = ("<think>", "<thinking>", "<reasoning>")
+
+
+class TextProtocol:
+    """`inner` as it is, except for the named models, which get the text protocol."""
+
+    def __init__(
+        self, inner: Provider, models: Collection[str], default_model: str | None = None
+    ) -> None:
+        self.inner = inner
+        self.models = frozenset(models)
+        self.default_model = default_model
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def applies(self, request: GenerateRequest) -> bool:
+        return (request.model or self.default_model) in self.models
+
+    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
+        async with aclosing(self._events(request)) as events:
+            async for event in events:
+                yield event
+
+    def _events(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
+        if self.applies(request):
+            return self._textual(request)
+        return self.inner.generate(request)
+
+    async def _textual(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
+        splitter = TextSplitter(hold_calls=bool(request.tools))
+        usage: list[UsageEvent] = []
+        async with aclosing(self.inner.generate(textual_request(request))) as events:
+            async for event in events:
+                match event:
+                    case ChunkEvent():
+                        for piece_event in as_events(splitter.feed(event.text)):
+                            yield piece_event
+                    case UsageEvent():
+                        usage.append(event)  # reported after the calls, as the stream orders
+                    case ThinkingEvent() | ToolCallEvent():
+                        yield event
+                    case DoneEvent():
+                        for closing in finish(splitter, request.tools, event.finish_reason):
+                            if isinstance(closing, DoneEvent):
+                                for report in usage:
+                                    yield report
+                            yield closing
+                        return
+                    case ErrorEvent():
+                        yield event
+                        return
+                    case _:
+                        assert_never(event)
+
+
+def finish(
+    splitter: TextSplitter, tools: Sequence[OfferedToolSpec], finish_reason: str
+) -> list[ModelEvent]:
+    """The held-back text parsed: its visible rest, its reasoning, the calls, then done."""
+    events = as_events(splitter.finish())
+    if not tools:
+        return [*events, DoneEvent(finish_reason=finish_reason)]
+    held = splitter.held or ""
+    # Calls come from all the visible text, so formats with no marker are found too.
+    outcome = parse_tool_calls(splitter.shown + held, tools)
+    if held:
+        rest = parse_tool_calls(held, tools)
+        if rest.reasoning:
+            events.append(ThinkingEvent(text=rest.reasoning))
+        if rest.text:
+            joiner = " " if splitter.shown and not splitter.shown[-1].isspace() else ""
+            events.append(ChunkEvent(text=joiner + rest.text))
+    events.extend(
+        ToolCallEvent(id=new_call_id(), name=call.name, arguments=call.args)
+        for call in outcome.calls
+    )
+    if outcome.calls:
+        finish_reason = "tool_calls"
+    elif outcome.retry:
+        finish_reason = UNUSABLE_CALL
+    return [*events, DoneEvent(finish_reason=finish_reason)]
+
+
+def as_events(pieces: list[Piece]) -> list[ModelEvent]:
+    return [
+        ChunkEvent(text=text) if kind == "chunk" else ThinkingEvent(text=text)
+        for kind, text in pieces
+    ]
+
+
+def textual_request(request: GenerateRequest) -> GenerateRequest:
+    """The request as a model without native tools must see it."""
+    messages = text_history(request.messages)
+    prompt = render_tool_prompt(request.tools)
+    if prompt:
+        first = messages[0] if messages else None
+        if first is not None and first.role == "system":
+            content = f"{first.content}\n\n{prompt}" if first.content else prompt
+            messages[0] = first.model_copy(update={"content": content})
+        else:
+            messages.insert(0, ChatMessage(role="system", content=prompt))
+    return request.model_copy(update={"messages": messages, "tools": []})
+
+
+def text_history(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Calls as the fenced blocks the prompt teaches, results as user messages; adjacent
+    user messages merged, since some chat templates insist that roles alternate."""
+    out: list[ChatMessage] = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_calls:
+            fences = [
+                f"{TOOL_FENCE}\n{json.dumps({'name': c.name, 'args': c.arguments})}\n```"
+                for c in message.tool_calls
+            ]
+            text = "\n\n".join([message.content, *fences] if message.content else fences)
+            message = ChatMessage(role="assistant", content=text)
+        elif message.role == "tool":
+            label = f"Result of {message.name or 'the tool'} (call {message.tool_call_id}):"
+            message = ChatMessage(role="user", content=f"{label}\n{message.content}")
+        if out and message.role == "user" and out[-1].role == "user":
+            out[-1] = ChatMessage(role="user", content=f"{out[-1].content}\n\n{message.content}")
+        else:
+            out.append(message)
+    return out
+
+
+class TextSplitter:
+    """Splits text as it streams in into visible text and reasoning; with `hold_calls`,
+    keeps everything from the first call marker on in `held`. A tail that might be the
+    start of a tag or marker waits for the next piece before it is classified."""
+
+    def __init__(self, *, hold_calls: bool) -> None:
+        self.hold_calls = hold_calls
+        self.pending = ""
+        self.closing: str | None = None  # the closing tag awaited inside a reasoning block
+        self.held: str | None = None
+        self.shown = ""
+
+    def feed(self, text: str) -> list[Piece]:
+        if self.held is not None:
+            self.held += text
+            return []
+        self.pending += text
+        return self._drain(final=False)
+
+    def finish(self) -> list[Piece]:
+        return self._drain(final=True)
+
+    def _drain(self, *, final: bool) -> list[Piece]:
+        pieces: list[Piece] = []
+        while self.pending and self.held is None:
+            step = self._in_reasoning if self.closing is not None else self._in_text
+            if not step(pieces, final=final):
+                break
+        for kind, text in pieces:
+            if kind == "chunk":
+                self.shown += text
+        return _merged(pieces)
+
+    def _in_reasoning(self, pieces: list[Piece], *, final: bool) -> bool:
+        assert self.closing is not None
+        closed = re.search(re.escape(self.closing), self.pending, re.IGNORECASE)
+        if closed is not None:
+            pieces.append(("thinking", self.pending[: closed.start()]))
+            self.pending = self.pending[closed.end() :]
+            self.closing = None
+            return True
+        keep = 0 if final else _partial_tail(self.pending, (self.closing,))
+        self._emit("thinking", pieces, keep)
+        return False
+
+    def _in_text(self, pieces: list[Piece], *, final: bool) -> bool:
+        opened = _OPEN.search(self.pending)
+        marker = find_call_marker(self.pending) if self.hold_calls else -1
+        if marker >= 0 and (opened is None or marker < opened.start()):
+            pieces.append(("chunk", self.pending[:marker]))
+            self.held, self.pending = self.pending[marker:], ""
+            return False
+        if opened is not None:
+            pieces.append(("chunk", self.pending[: opened.start()]))
+            self.closing = f"</{opened.group(1).lower()}>"
+            self.pending = self.pending[opened.end() :]
+            return True
+        starts = _OPEN_TAGS + (CALL_MARKERS if self.hold_calls else ())
+        self._emit("chunk", pieces, 0 if final else _partial_tail(self.pending, starts))
+        return False
+
+    def _emit(self, kind: Literal["chunk", "thinking"], pieces: list[Piece], keep: int) -> None:
+        cut = len(self.pending) - keep
+        pieces.append((kind, self.pending[:cut]))
+        self.pending = self.pending[cut:]
+
+
+def _partial_tail(text: str, starts: Sequence[str]) -> int:
+    """Length of the longest end of `text` that could grow into one of `starts`."""
+    lowered = text[-max(len(s) for s in starts) :].lower()
+    for size in range(len(lowered), 0, -1):
+        tail = lowered[-size:]
+        if any(len(s) > size and s.lower().startswith(tail) for s in starts):
+            return size
+    return 0
+
+
+def _merged(pieces: list[Piece]) -> list[Piece]:
+    out: list[Piece] = []
+    for kind, text in pieces:
+        if not text:
+            continue
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+    return out
