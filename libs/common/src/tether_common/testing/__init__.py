@@ -1,0 +1,6 @@
+"""Fakes and helpers shipped with the library for tests and demos (never used in
+production code paths)."""
+
+from tether_common.testing.scripts import RunScript, Turn, call, event_data, say, write_script
+
+__all__ = ["RunScript", "Turn", "call", "event_data", "say", "write_script"]
