@@ -129,6 +129,10 @@ class Loop:
         tools_off = last or state.max_steps == 1 or bool(state.options.get("guide_only"))
         offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
         turn = await self._generate(state, self._request(state, offered, last), control)
+        if turn is None and control.handback.is_set():
+            return (
+                True  # shutting down: nothing of this step was committed; another replica redoes it
+            )
         if turn is None:
             return await self._end(state, "stopped", "stop_requested", None)
         state.usage = _add(state.usage, turn.usage)

@@ -1,0 +1,124 @@
+"""Runs survive their replica: SIGKILL (lease expiry, takeover) and SIGTERM (hand-back),
+with two brain replicas as real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tether_client import TetherClient
+from tether_common.messages.runs import RunEvent
+from tether_common.supervisor import Child, Supervisor
+from tether_common.testing import Turn, call, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+LEASE_S = 1.0
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    return {"TETHER_BRAIN_LEASE_S": str(LEASE_S), "TETHER_BRAIN_DRAIN_S": "5"}
+
+
+async def victim(stack: Supervisor) -> Child:
+    child = stack.add_replica("brain")
+    await stack.start_child(child)
+    await stack.wait_ready(children=[child])
+    return child
+
+
+async def follow(url: str, run_id: str, after: int = 0) -> list[RunEvent]:
+    async with TetherClient(url) as client:
+        return [e async for e in client.events(run_id, after=after)]
+
+
+SLOW_SECOND_TURN: list[Turn] = [
+    [call("current_time", timezone="Asia/Tokyo")],
+    [{"pause_s": 2.0}, {"kind": "chunk", "text": "done after the crash"}],
+]
+
+
+async def start_and_wait_for_tool(url: str, model: str) -> tuple[str, list[RunEvent]]:
+    async with TetherClient(url) as client:
+        accepted = await client.start_run("time in Tokyo", provider="scripted", model=model)
+        seen: list[RunEvent] = []
+        async for event in client.events(accepted.run_id):
+            seen.append(event)
+            if event.kind == "tool.result":
+                break
+    return accepted.run_id, seen
+
+
+async def test_sigkill_mid_run_is_taken_over(
+    stack: Supervisor, scripts_dir: Path, database_url: str
+) -> None:
+    doomed = await victim(stack)
+    model = write_script(scripts_dir, SLOW_SECOND_TURN)
+    run_id, before = await start_and_wait_for_tool(doomed.url, model)
+    await asyncio.sleep(0.3)  # the slow second model turn is under way on the doomed replica
+    assert doomed.proc is not None
+    doomed.proc.kill()
+    killed_at = time.monotonic()
+
+    survivor = stack.child("brain").url
+    after = await follow(survivor, run_id, after=before[-1].seq)
+    took = time.monotonic() - killed_at
+    async with TetherClient(survivor) as client:
+        run = await client.get_run(run_id)
+    assert run.status == "completed"
+    assert run.answer == "done after the crash"
+    assert [s.kind for s in run.steps] == ["model", "tool", "model"]
+    seqs = [e.seq for e in before + after]
+    assert seqs == list(range(1, len(seqs) + 1)), "events lost or duplicated"
+    assert took < LEASE_S * 3 + 2.0 + 5.0  # lease expiry + sweep + the redone 2 s turn, with slack
+
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        row = await conn.fetchrow(
+            "SELECT fence, takeovers, lease_owner FROM runs WHERE run_id = $1", run_id
+        )
+    finally:
+        await conn.close()
+    assert row is not None
+    assert row["fence"] == 2
+    assert row["lease_owner"] is None
+
+
+async def test_sigterm_hands_runs_back_at_once(stack: Supervisor, scripts_dir: Path) -> None:
+    leaving = await victim(stack)
+    model = write_script(scripts_dir, SLOW_SECOND_TURN)
+    run_id, before = await start_and_wait_for_tool(leaving.url, model)
+    await asyncio.sleep(0.3)
+    code = await stack.stop_child(leaving)
+    assert code in (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM after a clean shutdown
+    survivor = stack.child("brain").url
+    after = await follow(survivor, run_id, after=before[-1].seq)
+    assert after[-1].kind == "run.end"
+    assert after[-1].data["status"] == "completed"
+    seqs = [e.seq for e in before + after]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+async def test_a_run_finishes_once_with_two_replicas_racing(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    other = await victim(stack)
+    model = write_script(scripts_dir, [say("only once")])
+    urls = [stack.child("brain").url, other.url]
+    async with TetherClient(urls[0]) as first, TetherClient(urls[1]) as second:
+        accepted = await asyncio.gather(
+            *(
+                c.start_run(f"run {i}", provider="scripted", model=model)
+                for i, c in enumerate([first, second] * 5)
+            )
+        )
+    for item in accepted:
+        events = await follow(urls[0], item.run_id)
+        assert [e.kind for e in events].count("run.end") == 1
+    await stack.stop_child(other)
