@@ -41,7 +41,8 @@ test: lint pytest  ## lint, then the whole suite against real NATS and PostgreSQ
 pytest: install
 	$(BIN)/pytest
 
-bench: install  ## print the benchmark figures
+bench: install  ## print the benchmark figures (adds the bench-only dependency group)
+	$(UV) sync --all-packages --frozen --python $(PYTHON) --group bench
 	$(BIN)/python -m bench
 
 clean:  ## remove the environments
