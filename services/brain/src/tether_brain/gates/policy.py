@@ -1,0 +1,209 @@
+"""The permission chain for one call, as a pure function of the tool, its arguments, the
+agent's policy and the run's state: organisation guardrails → categories and mode → hard
+denials → the shell danger classifier → grants and scope → the untrusted-content bar.
+Deny beats ask beats allow; the trail says why, for `POST /v1/policy/explain`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, Literal
+
+from tether_brain.gates.grants import Grant, GrantSet
+from tether_common.errors import SafetyError
+from tether_common.messages.runs import PermissionMode
+from tether_common.messages.tools import ToolDescriptor
+from tether_common.safety import check as check_url
+from tether_common.safety import classify, resolve
+
+Decision = Literal["allow", "ask", "deny"]
+Category = Literal["read_files", "write_files", "shell", "network", "other"]
+REACH_RANK = {"self": 0, "user": 1, "instance": 2, "external": 3}
+RISKY_EFFECTS = frozenset({"process", "write", "network", "admin", "mcp", "unclassified"})
+ALL_CATEGORIES: frozenset[str] = frozenset(
+    {"read_files", "write_files", "shell", "network", "other"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPolicy:
+    agent_id: str
+    grants: GrantSet
+    workspace: Path
+    owner: str | None = None
+    mode: PermissionMode = "allow-reads"
+    categories: frozenset[str] = ALL_CATEGORIES
+    guardrails: Mapping[str, Literal["confirm", "deny"]] = field(default_factory=dict)
+    allowlist: tuple[Grant, ...] = ()
+    untrusted_bar: bool = True
+    waiver_lifts_taint: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    decision: Decision
+    code: str | None
+    reason: str
+    reach: str
+    danger: str = "none"
+    grant: str | None = None
+    waived: bool = False
+    trail: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Chain:
+    tool: ToolDescriptor
+    trail: list[str] = field(default_factory=list)
+    asks: list[tuple[str, str]] = field(default_factory=list)
+    danger: str = "none"
+
+    def deny(self, code: str, reason: str) -> Verdict:
+        self.trail.append(f"deny ({code}): {reason}")
+        return Verdict("deny", code, reason, self.tool.reach, self.danger, trail=tuple(self.trail))
+
+    def ask(self, code: str, reason: str) -> None:
+        self.trail.append(f"ask ({code}): {reason}")
+        self.asks.append((code, reason))
+
+
+def category(tool: ToolDescriptor) -> Category:
+    if tool.effect == "process":
+        return "shell"
+    if tool.effect == "network":
+        return "network"
+    if tool.name.startswith("file_"):
+        return "read_files" if tool.scope == "read" else "write_files"
+    return "write_files" if tool.effect == "write" else "other"
+
+
+def _no_dns(host: str) -> list[str]:
+    """The brain judges literals and names only; the runner resolves at connect time."""
+    raise LookupError(host)
+
+
+def hard_denial(
+    tool: ToolDescriptor, args: Mapping[str, Any], workspace: Path
+) -> tuple[str, str] | None:
+    """Paths outside the workspace or protected, deny-listed commands, blocked URLs."""
+    try:
+        for key in ("path", "directory", "file"):
+            if isinstance(args.get(key), str):
+                resolve(workspace, args[key], write=tool.scope != "read")
+        if isinstance(args.get("url"), str):
+            check_url(args["url"], resolver=_no_dns)
+    except SafetyError as exc:
+        if exc.code != "dns_failed":  # a name the brain does not resolve: the runner decides
+            return exc.code, exc.message
+    if tool.effect == "process" and isinstance(args.get("command"), str):
+        verdict = classify(args["command"])
+        if verdict.decision == "deny":
+            return "deny_listed", "; ".join(verdict.reasons)
+    return None
+
+
+def _shell_asks(chain: _Chain, tool: ToolDescriptor, args: Mapping[str, Any]) -> None:
+    if tool.effect != "process" or not isinstance(args.get("command"), str):
+        return
+    verdict = classify(args["command"])
+    chain.danger = verdict.danger.name.lower()
+    if verdict.decision == "ask":
+        chain.ask("shell_" + ("opaque" if verdict.opaque else "danger"), "; ".join(verdict.reasons))
+
+
+def needs_grant(tool: ToolDescriptor) -> bool:
+    return tool.scope != "read" or REACH_RANK.get(tool.reach, 3) >= REACH_RANK["instance"]
+
+
+def _granted(
+    chain: _Chain, policy: AgentPolicy, args: Mapping[str, Any], session: frozenset[str]
+) -> tuple[Grant | None, str | None]:
+    """The grant that allows the call (or None), and what else allowed it."""
+    tool = chain.tool
+    entries = policy.grants.for_tool(tool.name)
+    if entries:
+        fitting = [g for g in entries if g.allows(args)]
+        if fitting:
+            return next((g for g in fitting if g.noapproval), fitting[0]), None
+        chain.ask("grant_constraint_violated", f"no grant for {tool.name} allows these arguments")
+        return None, None
+    if not needs_grant(tool):
+        return None, "scope read, reach " + tool.reach
+    if tool.name in session:
+        return None, "approved earlier in this run or chat"
+    if policy.mode == "allow-all":
+        return None, "mode allow-all"
+    rule = next((g for g in policy.allowlist if g.covers(tool.name) and g.allows(args)), None)
+    if rule is not None:
+        return rule, "project allowlist"
+    why = "it writes" if tool.scope != "read" else f"its reach is {tool.reach}"
+    chain.ask("not_granted", f"{tool.name} needs an explicit grant: {why} (reach {tool.reach})")
+    return None, None
+
+
+def decide(
+    tool: ToolDescriptor,
+    args: Mapping[str, Any],
+    policy: AgentPolicy,
+    *,
+    tainted: bool = False,
+    session: frozenset[str] = frozenset(),
+) -> Verdict:
+    chain = _Chain(tool)
+    rule = next((v for p, v in policy.guardrails.items() if fnmatchcase(tool.name, p)), None)
+    if rule == "deny":
+        return chain.deny("org_denied", f"the organisation denies {tool.name}")
+    if rule == "confirm":
+        chain.ask("org_confirm", f"the organisation requires confirmation for {tool.name}")
+    if policy.grants.tool_less:
+        return chain.deny("not_granted", f"agent {policy.agent_id} is deliberately tool-less")
+    if (cat := category(tool)) not in policy.categories:
+        return chain.deny("category_off", f"the {cat} category is switched off")
+    if policy.mode == "read-only" and tool.scope != "read":
+        return chain.deny("mode_read_only", f"{tool.name} changes things; the mode is read-only")
+    if (hard := hard_denial(tool, args, policy.workspace)) is not None:
+        return chain.deny(*hard)
+    _shell_asks(chain, tool, args)
+    grant, other = _granted(chain, policy, args, session)
+    waived = grant is not None and grant.noapproval
+    if grant is not None or other is not None:
+        chain.trail.append(f"allowed by {grant.raw if grant else other}")
+        if (tool.scope == "delete" or tool.effect == "admin") and not waived:
+            chain.ask(
+                "confirm_destructive",
+                f"{tool.name} deletes or administers; it is confirmed each time",
+            )
+    if (
+        tainted
+        and policy.untrusted_bar
+        and tool.effect in RISKY_EFFECTS
+        and not (waived and policy.waiver_lifts_taint)
+    ):
+        chain.ask(
+            "untrusted_content",
+            "the run has read untrusted content (web, files); this action is confirmed",
+        )
+    if chain.asks:
+        code, reason = chain.asks[0]
+        return Verdict(
+            "ask",
+            code,
+            reason,
+            tool.reach,
+            chain.danger,
+            grant.raw if grant else None,
+            waived,
+            tuple(chain.trail),
+        )
+    return Verdict(
+        "allow",
+        None,
+        chain.trail[-1] if chain.trail else "allowed",
+        tool.reach,
+        chain.danger,
+        grant.raw if grant else None,
+        waived,
+        tuple(chain.trail),
+    )
