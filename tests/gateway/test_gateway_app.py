@@ -47,7 +47,7 @@ async def test_every_provider_is_registered_on_a_subject_of_its_own() -> None:
     async with httpx.AsyncClient() as client:
         registered = providers(GatewaySettings(text_protocol_models=frozenset({"m"})), client)
     names = [p.name for p in registered]
-    assert names == ["rules", "scripted", "openai", "anthropic", "ollama"]
+    assert names == ["rules", "scripted", "openai", "anthropic", "ollama", "local"]
     subjects = {Subjects("tether").generate(name).subject for name in names}
     assert len(subjects) == len(names)
     assert all(isinstance(p, TextProtocol) for p in registered[2:])

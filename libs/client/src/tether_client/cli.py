@@ -9,6 +9,7 @@ import sys
 
 from tether_client.client import DEFAULT_API_URL, TetherClient
 from tether_client.render import render
+from tether_client.skills_cli import add_subcommands as add_skills_commands
 from tether_common.errors import TetherError
 
 
@@ -86,6 +87,7 @@ def parser() -> argparse.ArgumentParser:
     stop = runs.add_parser("stop")
     stop.add_argument("run_id")
     stop.set_defaults(fn=runs_stop)
+    add_skills_commands(sub, api_url)
     tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
         dest="action", required=True
     )

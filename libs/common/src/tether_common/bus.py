@@ -338,6 +338,46 @@ class Bus:
         self._subs.append(await self._nc.subscribe(subject, cb=on_msg))
         await self._nc.flush()
 
+    async def consume(
+        self,
+        subject: str,
+        *,
+        durable: str,
+        model: type[Req],
+        handler: Callable[[Req], Awaitable[None]],
+    ) -> None:
+        """A durable JetStream consumer shared by the replicas (its name is also their
+        queue group, as nats-py requires): each stored message is
+        handled by one replica and acknowledged after the handler returns; a failed
+        handler leaves it to be redelivered; a body that does not decode is terminated."""
+
+        async def run(msg: Msg) -> None:
+            try:
+                body = decode(model, bytes(msg.data))
+            except TetherError as exc:
+                bus_errors.add(1, {"service": self.service, "code": exc.code})
+                log.warning("dropped undecodable message on %s: %s", subject, exc.message)
+                await msg.term()
+                return
+            try:
+                await handler(body)
+            except Exception:
+                bus_errors.add(1, {"service": self.service, "code": "internal"})
+                log.exception("consumer of %s failed; the message will be redelivered", subject)
+                await msg.nak(delay=1.0)
+                return
+            await msg.ack()
+
+        async def on_msg(msg: Msg) -> None:
+            task = asyncio.create_task(run(msg))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+
+        sub = await self._js.subscribe(
+            subject, queue=durable, durable=durable, cb=on_msg, manual_ack=True
+        )
+        self._subs.append(sub)
+
     async def serve(self, route: Route[Req, Rep], handler: Handler[Req, Rep]) -> None:
         """Answer `route` in its queue group; each message is handled in its own task."""
 

@@ -112,6 +112,8 @@ _BY_CODE: dict[str, type[TetherError]] = {
     "blocked_destination": BlockedDestination,
     "deny_listed": CommandDenied,
     "dns_failed": BlockedDestination,
+    "expired": NotFoundError,
+    "checksum_mismatch": ConflictError,
     "config_invalid": ConfigError,
     "unauthorized": AuthError,
     "forbidden": AuthError,

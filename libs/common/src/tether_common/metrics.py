@@ -1,18 +1,142 @@
-"""The OpenTelemetry instruments every service shares, declared once."""
+"""The OpenTelemetry instruments every service shares, declared once, and the names they
+take in Prometheus.
+
+Each instrument is declared by an `InstrumentSpec`, so the dashboard test can check every
+PromQL query against this table. The collector's Prometheus exporter turns `.` into `_`,
+adds the unit (`s` → `_seconds`, `By` → `_bytes`; units in braces such as `{run}` add
+nothing) and `_total` for counters; histograms become `_bucket`, `_sum` and `_count`.
+An up-down counter becomes a plain gauge.
+
+Attributes each instrument is recorded with are listed in its description; keep their
+values few (status, code, tool, provider, model), never ids.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 from opentelemetry import metrics
+
+Kind = Literal["counter", "updown", "histogram"]
+
+# Seconds, from a fast tool call to a long model generation or approval wait.
+LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+DECISION_BUCKETS_S = (1, 5, 10, 30, 60, 120, 180, 300, 600, 1800, 3600)
+
+PROMETHEUS_UNITS = {"s": "seconds", "By": "bytes", "ms": "milliseconds"}
+
+
+@dataclass(frozen=True, slots=True)
+class InstrumentSpec:
+    name: str
+    kind: Kind
+    unit: str
+    description: str
+    buckets: tuple[float, ...] = ()
+
+    @property
+    def prometheus_name(self) -> str:
+        base = self.name.replace(".", "_")
+        suffix = PROMETHEUS_UNITS.get(self.unit, "")
+        if suffix and not base.endswith(suffix):
+            base = f"{base}_{suffix}"
+        return f"{base}_total" if self.kind == "counter" else base
+
+    @property
+    def prometheus_series(self) -> tuple[str, ...]:
+        """Every series name a query may use for this instrument."""
+        name = self.prometheus_name
+        if self.kind == "histogram":
+            return (f"{name}_bucket", f"{name}_sum", f"{name}_count")
+        return (name,)
+
+
+SPECS: tuple[InstrumentSpec, ...] = (
+    InstrumentSpec("tether.runs.started", "counter", "{run}", "Runs started, by provider"),
+    InstrumentSpec("tether.runs.ended", "counter", "{run}", "Runs ended, by status"),
+    InstrumentSpec("tether.steps", "counter", "{step}", "Loop steps taken, by kind"),
+    InstrumentSpec(
+        "tether.step.duration", "histogram", "s", "Step wall time, by kind", LATENCY_BUCKETS_S
+    ),
+    InstrumentSpec("tether.tool.calls", "counter", "{call}", "Tool calls, by tool and outcome"),
+    InstrumentSpec(
+        "tether.tool.duration", "histogram", "s", "Tool run time, by tool", LATENCY_BUCKETS_S
+    ),
+    InstrumentSpec("tether.denials", "counter", "{denial}", "Gate refusals, by gate and code"),
+    InstrumentSpec("tether.approvals.pending", "updown", "{approval}", "Approvals now pending"),
+    InstrumentSpec(
+        "tether.approval.decision.duration",
+        "histogram",
+        "s",
+        "Request to decision, by decision",
+        DECISION_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "tether.model.tokens", "counter", "{token}", "Tokens, by provider, model and direction"
+    ),
+    InstrumentSpec(
+        "tether.model.cost", "counter", "{USD}", "Cost in US dollars, by provider, model"
+    ),
+    InstrumentSpec(
+        "tether.model.duration",
+        "histogram",
+        "s",
+        "Model generation time, by provider and model",
+        LATENCY_BUCKETS_S,
+    ),
+    InstrumentSpec(
+        "tether.bus.errors",
+        "counter",
+        "{error}",
+        "Bus messages refused or failed, by service and code",
+    ),
+    InstrumentSpec(
+        "tether.http.errors", "counter", "{error}", "HTTP error answers, by service and code"
+    ),
+    InstrumentSpec(
+        "tether.outputs.offloaded", "counter", "By", "Bytes offloaded to the output-store"
+    ),
+)
 
 meter = metrics.get_meter("tether")
 
-bus_errors = meter.create_counter(
-    "tether.bus.errors", description="Bus messages refused or failed, by service and code"
-)
-http_errors = meter.create_counter(
-    "tether.http.errors", description="HTTP requests answered with an error, by service and code"
-)
-runs_started = meter.create_counter("tether.runs.started", description="Runs started")
-runs_ended = meter.create_counter("tether.runs.ended", description="Runs ended, by status")
-steps = meter.create_counter("tether.steps", description="Loop steps taken")
-tool_calls = meter.create_counter("tether.tool.calls", description="Tool calls by tool and outcome")
+
+_SPECS = {spec.name: spec for spec in SPECS}
+
+
+def _counter(name: str) -> metrics.Counter:
+    spec = _SPECS[name]
+    return meter.create_counter(name, unit=spec.unit, description=spec.description)
+
+
+def _updown(name: str) -> metrics.UpDownCounter:
+    spec = _SPECS[name]
+    return meter.create_up_down_counter(name, unit=spec.unit, description=spec.description)
+
+
+def _histogram(name: str) -> metrics.Histogram:
+    spec = _SPECS[name]
+    return meter.create_histogram(
+        name,
+        unit=spec.unit,
+        description=spec.description,
+        explicit_bucket_boundaries_advisory=spec.buckets,
+    )
+
+
+runs_started = _counter("tether.runs.started")
+runs_ended = _counter("tether.runs.ended")
+steps = _counter("tether.steps")
+step_duration = _histogram("tether.step.duration")
+tool_calls = _counter("tether.tool.calls")
+tool_duration = _histogram("tether.tool.duration")
+denials = _counter("tether.denials")
+approvals_pending = _updown("tether.approvals.pending")
+approval_decision_duration = _histogram("tether.approval.decision.duration")
+model_tokens = _counter("tether.model.tokens")
+model_cost = _counter("tether.model.cost")
+model_duration = _histogram("tether.model.duration")
+bus_errors = _counter("tether.bus.errors")
+http_errors = _counter("tether.http.errors")
+outputs_offloaded = _counter("tether.outputs.offloaded")

@@ -28,6 +28,11 @@ class CommonSettings(BaseSettings):
     nats_url: str = DEFAULT_NATS_URL
     nats_user: str | None = None
     nats_password: str | None = None
+    # TLS on the bus (see deploy/README.md): the server's certificate and key (used where
+    # Tether starts the server itself, `tether up`) and the CA that clients trust.
+    nats_tls_cert: Path | None = None
+    nats_tls_key: Path | None = None
+    nats_tls_ca: Path | None = None
     database_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/tether"
     db_pool_size: int = Field(default=10, ge=1, le=200)
     subject_prefix: str = Field(default="tether", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")

@@ -124,7 +124,35 @@ class Subjects:
         )
 
     @property
+    def approval_decide(self) -> Route[approvals.DecideApproval, approvals.ApprovalView]:
+        return Route(
+            self._s("approvals", "decide"),
+            approvals.DecideApproval,
+            approvals.ApprovalView,
+            QUEUE_APPROVALS,
+        )
+
+    @property
+    def approval_consume(self) -> Route[approvals.ConsumeApproval, approvals.ConsumeResult]:
+        return Route(
+            self._s("approvals", "consume"),
+            approvals.ConsumeApproval,
+            approvals.ConsumeResult,
+            QUEUE_APPROVALS,
+        )
+
+    @property
+    def approval_presence(self) -> Route[approvals.PresenceQuery, approvals.Presence]:
+        return Route(
+            self._s("approvals", "presence"),
+            approvals.PresenceQuery,
+            approvals.Presence,
+            QUEUE_APPROVALS,
+        )
+
+    @property
     def approval_decided(self) -> str:
+        """JetStream: one `ApprovalDecided` per decision, automated ones and expiries too."""
         return self._s("approvals", "decided")
 
     # output-store
@@ -138,6 +166,30 @@ class Subjects:
     def output_get(self) -> Route[outputs.GetOutput, outputs.OutputContent]:
         return Route(
             self._s("outputs", "get"), outputs.GetOutput, outputs.OutputContent, QUEUE_OUTPUTS
+        )
+
+    @property
+    def output_begin(self) -> Route[outputs.BeginOutput, outputs.UploadStarted]:
+        return Route(
+            self._s("outputs", "begin"), outputs.BeginOutput, outputs.UploadStarted, QUEUE_OUTPUTS
+        )
+
+    @property
+    def output_chunk(self) -> Route[outputs.OutputChunk, outputs.ChunkStored]:
+        return Route(
+            self._s("outputs", "chunk"), outputs.OutputChunk, outputs.ChunkStored, QUEUE_OUTPUTS
+        )
+
+    @property
+    def output_commit(self) -> Route[outputs.CommitOutput, outputs.OutputStored]:
+        return Route(
+            self._s("outputs", "commit"), outputs.CommitOutput, outputs.OutputStored, QUEUE_OUTPUTS
+        )
+
+    @property
+    def output_query(self) -> Route[outputs.QueryOutput, outputs.OutputPage]:
+        return Route(
+            self._s("outputs", "query"), outputs.QueryOutput, outputs.OutputPage, QUEUE_OUTPUTS
         )
 
     # JetStream streams, declared once
@@ -160,7 +212,14 @@ class Subjects:
             self.tool_execute,  # type: ignore[list-item]
             self.approval_create,  # type: ignore[list-item]
             self.approval_list,  # type: ignore[list-item]
+            self.approval_decide,  # type: ignore[list-item]
+            self.approval_consume,  # type: ignore[list-item]
+            self.approval_presence,  # type: ignore[list-item]
             self.output_put,  # type: ignore[list-item]
             self.output_get,  # type: ignore[list-item]
+            self.output_begin,  # type: ignore[list-item]
+            self.output_chunk,  # type: ignore[list-item]
+            self.output_commit,  # type: ignore[list-item]
+            self.output_query,  # type: ignore[list-item]
         ]
         return tuple(found)

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -77,8 +77,11 @@ class Supervisor:
         restart: bool = True,
         log_dir: Path | None = None,
         fixed_ports: bool = False,
+        env_for: Callable[[ServiceSpec], Mapping[str, str]] | None = None,
     ) -> None:
         self.env = dict(env)
+        # Per-service additions (e.g. each service's own NATS credentials).
+        self.env_for = env_for
         self.restart = restart
         self.log_dir = log_dir
         self.children: list[Child] = [
@@ -110,7 +113,8 @@ class Supervisor:
         await self._launch(child)
 
     async def _launch(self, child: Child) -> None:
-        env = os.environ | self.env | {child.spec.port_env: str(child.port)}
+        own = dict(self.env_for(child.spec)) if self.env_for is not None else {}
+        env = os.environ | self.env | own | {child.spec.port_env: str(child.port)}
         out: int | IO[bytes] = asyncio.subprocess.PIPE
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 Traces go to OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, to the console when
 `TETHER_TRACE_CONSOLE` is true, and nowhere otherwise (spans still carry context across
-the bus so ids appear in logs).
+the bus so ids appear in logs). Metrics (the instruments in `metrics.py`) go to OTLP
+when that endpoint is set, and are dropped otherwise.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
@@ -93,6 +96,26 @@ def setup_tracing(
     return provider
 
 
+def setup_metrics(
+    service: str, settings: CommonSettings, *, extra: MetricReader | None = None
+) -> MeterProvider | None:
+    """Install the global meter provider for `service` when metrics have somewhere to go."""
+    del settings  # the OTLP exporter reads the standard OTEL_* variables itself
+    readers: list[MetricReader] = [] if extra is None else [extra]
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    if not readers:
+        return None  # the API's no-op meter stays: recording costs nothing
+    resource = Resource.create({"service.name": f"tether-{service}"})
+    provider = MeterProvider(resource=resource, metric_readers=readers)
+    metrics.set_meter_provider(provider)
+    return provider
+
+
 def setup_telemetry(service: str, settings: CommonSettings) -> TracerProvider:
     setup_logging(service, settings)
+    setup_metrics(service, settings)
     return setup_tracing(service, settings)

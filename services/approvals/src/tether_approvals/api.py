@@ -1,31 +1,188 @@
-"""The operator API over HTTP: every route but health needs a bearer token."""
+"""The operator API over HTTP: every route needs a bearer token; a request outside the
+token's team scope answers 404, exactly like one that does not exist."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import APIRouter, Depends, Header, Query
+from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sse_starlette import EventSourceResponse
 
+from tether_approvals.auth import TOKENS_TRAIL, Principal, TokenStore
+from tether_approvals.lifecycle import Lifecycle
+from tether_approvals.presence import PresenceBoard
 from tether_approvals.store import ApprovalStore
-from tether_common.http import check_bearer
-from tether_common.messages.approvals import ApprovalList, ApprovalStatus, ApprovalView
+from tether_approvals.trail import head_of, run_trail
+from tether_common import audit
+from tether_common.messages.approvals import (
+    ApprovalEvent,
+    ApprovalList,
+    ApprovalStatus,
+    ApprovalView,
+    CreateToken,
+    DecisionBody,
+    ListApprovals,
+    TokenCreated,
+    TokenView,
+)
 
 
-def approvals_router(store: ApprovalStore, token_hashes: frozenset[str]) -> APIRouter:
-    def operator(authorization: Annotated[str | None, Header()] = None) -> str:
-        return check_bearer(authorization, token_hashes)
+def bearer(authorization: str | None) -> str | None:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        return None
+    return authorization[7:].strip() or None
 
-    router = APIRouter(prefix="/v1/approvals", tags=["approvals"], dependencies=[Depends(operator)])
+
+def principal_dependency(tokens: TokenStore) -> Any:
+    async def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
+        return await tokens.authenticate(bearer(authorization))
+
+    return Depends(principal)
+
+
+async def follow(
+    store: ApprovalStore, board: PresenceBoard, who: Principal, after: int, poll_s: float
+) -> AsyncIterator[ApprovalEvent]:
+    """Events past `after`, then live ones, while keeping this operator's presence fresh.
+    Polling the event log (not a local hub) lets any replica serve any operator."""
+    session = await board.join(who)
+    beat = time.monotonic()
+    try:
+        while True:
+            events, after = await store.events_after(after, who)
+            for event in events:
+                yield event
+            if time.monotonic() - beat > board.heartbeat_s:
+                await board.beat(session)
+                beat = time.monotonic()
+            if not events:
+                await asyncio.sleep(poll_s)
+    finally:
+        with anyio.CancelScope(shield=True):  # the client is gone; still drop its presence
+            await board.leave(session)
+
+
+def add_events_route(
+    router: APIRouter, store: ApprovalStore, board: PresenceBoard, who_dep: Any, poll_s: float
+) -> None:
+    @router.get("/events")
+    async def approval_events(
+        last_event_id: Annotated[str | None, Header()] = None,
+        who: Principal = who_dep,
+    ) -> EventSourceResponse:
+        """SSE of `created`, `decided`, `expired`, `consumed`; resumable with Last-Event-ID
+        (without it, only events from now on)."""
+        if last_event_id and last_event_id.isdigit():
+            after = int(last_event_id)
+        else:
+            after = await store.last_event_id()
+
+        async def source() -> AsyncIterator[dict[str, str]]:
+            async for event in follow(store, board, who, after, poll_s):
+                yield {
+                    "id": str(event.event_id),
+                    "event": event.kind,
+                    "data": event.model_dump_json(),
+                }
+
+        return EventSourceResponse(source(), ping=15)
+
+
+def approvals_router(
+    store: ApprovalStore,
+    lifecycle: Lifecycle,
+    tokens: TokenStore,
+    board: PresenceBoard,
+    poll_s: float = 0.25,
+) -> APIRouter:
+    router = APIRouter(prefix="/v1/approvals", tags=["approvals"])
+    who_dep = principal_dependency(tokens)
 
     @router.get("")
     async def list_approvals(
-        status: ApprovalStatus | None = "pending",
+        status: ApprovalStatus | Literal["all"] = "pending",
+        run_id: str | None = None,
+        agent: str | None = None,
+        owner: str | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        who: Principal = who_dep,
     ) -> ApprovalList:
-        return ApprovalList(approvals=await store.list(status, limit))
+        wanted = None if status == "all" else status
+        query = ListApprovals(status=wanted, run_id=run_id, agent=agent, owner=owner, limit=limit)
+        return ApprovalList(approvals=await store.find(query, who))
+
+    # Before `/{approval_id}`, which would otherwise take "events" for an id.
+    add_events_route(router, store, board, who_dep, poll_s)
 
     @router.get("/{approval_id}")
-    async def get_approval(approval_id: str) -> ApprovalView:
-        return await store.get(approval_id)
+    async def get_approval(approval_id: str, who: Principal = who_dep) -> ApprovalView:
+        return await store.get(approval_id, who)
+
+    @router.post("/{approval_id}/decision")
+    async def decide(
+        approval_id: str, body: DecisionBody, who: Principal = who_dep
+    ) -> ApprovalView:
+        """Decide a pending request (approver or admin). 409 `already_decided` or
+        `expired`; 422 `delete_not_remembered` for `allow_run`/`allow_chat` on a delete;
+        404 for a request outside the token's team scope."""
+        return await lifecycle.decide(who, approval_id, body.decision, body.note)
+
+    return router
+
+
+def tokens_router(tokens: TokenStore) -> APIRouter:
+    """Admin only: issue (the plain token is shown once), list and revoke tokens."""
+    router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+    who_dep = principal_dependency(tokens)
+
+    @router.post("", status_code=201)
+    async def create_token(body: CreateToken, who: Principal = who_dep) -> TokenCreated:
+        return await tokens.create(who, body)
+
+    @router.get("")
+    async def list_tokens(who: Principal = who_dep) -> list[TokenView]:
+        return await tokens.all(who)
+
+    @router.delete("/{token_id}")
+    async def revoke_token(token_id: str, who: Principal = who_dep) -> TokenView:
+        return await tokens.revoke(who, token_id)
+
+    return router
+
+
+class AuditProblem(BaseModel):
+    kind: str
+    seq: int | None
+    detail: str
+
+
+class AuditReport(BaseModel):
+    trail: str
+    head: str | None
+    intact: bool
+    problems: list[AuditProblem]
+
+
+def audit_router(engine: AsyncEngine, tokens: TokenStore) -> APIRouter:
+    """Admin only: check a run's approvals trail (or `_tokens`) against its kept head."""
+    router = APIRouter(prefix="/v1/audit", tags=["audit"])
+    who_dep = principal_dependency(tokens)
+
+    @router.get("/{run_id}")
+    async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
+        who.require("admin")
+        trail = TOKENS_TRAIL if run_id == TOKENS_TRAIL else run_trail(run_id)
+        head = await head_of(engine, trail)
+        problems = [
+            AuditProblem(kind=p.kind, seq=p.seq, detail=p.detail)
+            for p in await audit.verify(engine, trail, head)
+        ]
+        return AuditReport(trail=trail, head=head, intact=not problems, problems=problems)
 
     return router

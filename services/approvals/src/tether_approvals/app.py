@@ -1,42 +1,92 @@
-"""Composition root of the approvals service."""
+"""Composition root of the approvals service: settings, bus, database, handlers, the
+operator API and console, and the expiry sweeper."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+from contextlib import suppress
 from pathlib import Path
 
 from fastapi import FastAPI
 
-from tether_approvals.api import approvals_router
+from tether_approvals.api import approvals_router, audit_router, tokens_router
+from tether_approvals.auth import TokenStore
+from tether_approvals.console import console_router
+from tether_approvals.handlers import serve_bus
+from tether_approvals.lifecycle import Lifecycle
+from tether_approvals.presence import PresenceBoard
+from tether_approvals.rules import build_approvers
 from tether_approvals.settings import ApprovalSettings
 from tether_approvals.store import ApprovalStore
-from tether_common.http import operator_token_hashes
-from tether_common.messages.approvals import (
-    ApprovalList,
-    ApprovalView,
-    CreateApproval,
-    ListApprovals,
-)
+from tether_common import audit
+from tether_common.messages.approvals import ApprovalDecided
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
 SERVICE = "approvals"
 
+log = logging.getLogger(__name__)
+
+
+PRUNE_EVERY_S = 60.0
+
+
+async def sweep_forever(
+    lifecycle: Lifecycle, store: ApprovalStore, board: PresenceBoard, settings: ApprovalSettings
+) -> None:
+    """Expiry counts as denied even when nobody is watching, so it runs on a timer; old
+    operator events and dead operator sessions are pruned now and then."""
+    pruned = 0.0
+    while True:
+        try:
+            await lifecycle.sweep(settings.republish_after_s)
+            if time.monotonic() - pruned > PRUNE_EVERY_S:
+                await store.prune_events(settings.event_retention_s)
+                await board.prune()
+                pruned = time.monotonic()
+        except Exception:
+            log.exception("approval sweep failed; retrying next tick")
+        await asyncio.sleep(settings.sweep_interval_s)
+
 
 def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
+    sink = None if settings.audit_jsonl is None else audit.JsonlSink(settings.audit_jsonl)
+
+    async def publish(decided: ApprovalDecided) -> None:
+        subject = service.subjects.approval_decided
+        await service.bus.js_publish(subject, decided, msg_id=f"{decided.approval_id}:decided")
+
     store = ApprovalStore(service.engine)
-    tokens = operator_token_hashes(common.operator_token)
-
-    async def create(req: CreateApproval) -> ApprovalView:
-        return await store.create(req)
-
-    async def list_pending(req: ListApprovals) -> ApprovalList:
-        return ApprovalList(approvals=await store.list(req.status, req.limit))
+    tokens = TokenStore(service.engine, common.operator_token, sink)
+    board = PresenceBoard(service.engine, settings.presence_ttl_s)
+    lifecycle = Lifecycle(
+        service.engine,
+        publish,
+        default_expiry_s=settings.default_expiry_s,
+        approvers=build_approvers(settings.rules, settings.approvers),
+        sink=sink,
+    )
+    sweeper: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
-        await service.bus.serve(service.subjects.approval_create, create)
-        await service.bus.serve(service.subjects.approval_list, list_pending)
+        await serve_bus(service.bus, store, lifecycle, tokens, board)
+        sweeper.append(asyncio.create_task(sweep_forever(lifecycle, store, board, settings)))
 
+    async def on_stop() -> None:
+        for task in sweeper:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    routers = [
+        approvals_router(store, lifecycle, tokens, board),
+        tokens_router(tokens),
+        audit_router(service.engine, tokens),
+        console_router(),
+    ]
     return service.app(
-        title="Tether approvals", on_start=on_start, routers=[approvals_router(store, tokens)]
+        title="Tether approvals", on_start=on_start, on_stop=on_stop, routers=routers
     )

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from tether_common.settings import HttpSettings
+
+
+class ApproverRule(BaseModel):
+    """One automated approver rule (see `tether_approvals.rules`); `no_opinion` parks the
+    request for a person."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    tool: str = "*"
+    danger: list[str] | None = None
+    reach: list[str] | None = None
+    answer: Literal["allow_once", "deny", "no_opinion"]
 
 
 class ApprovalSettings(HttpSettings):
@@ -13,3 +29,17 @@ class ApprovalSettings(HttpSettings):
 
     http_port: int = 8701
     default_expiry_s: float = Field(default=180.0, gt=0)
+    sweep_interval_s: float = Field(default=1.0, gt=0, le=60)
+    # A decision not yet on JetStream this long after it was made is re-sent by the sweeper.
+    republish_after_s: float = Field(default=5.0, gt=0)
+    presence_ttl_s: float = Field(default=15.0, gt=0)
+    event_retention_s: float = Field(default=7 * 86400, gt=0)
+    rules: list[ApproverRule] = Field(default_factory=list)
+    approvers: list[str] = Field(
+        default_factory=list,
+        description="Automated approvers a deployment registers, as `module:attribute`; "
+        "asked after the rules, in order.",
+    )
+    audit_jsonl: Path | None = Field(
+        default=None, description="Also append every audit record to this JSONL file (fsync)."
+    )

@@ -1,108 +1,113 @@
-"""Approval requests in PostgreSQL; a pending request past its expiry reads as expired."""
+"""Reading approval requests and the operator event log, always within a caller's scope."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, select, update
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from tether_approvals.auth import Principal
+from tether_approvals.tables import approval_events, approvals
 from tether_common.errors import NotFoundError
-from tether_common.messages.approvals import ApprovalStatus, ApprovalView, CreateApproval
-
-metadata = MetaData()
-
-approvals = Table(
-    "approvals",
-    metadata,
-    Column("approval_id", String(40), primary_key=True),
-    Column("run_id", String(64), nullable=False, index=True),
-    Column("step", Integer, nullable=False),
-    Column("tool", String(200), nullable=False),
-    Column("args", JSONB, nullable=False),
-    Column("danger", String(40), nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("reach", String(20), nullable=False),
-    Column("action_digest", String(64), nullable=False),
-    Column("status", String(20), nullable=False, index=True),
-    Column("decision", String(20)),
-    Column("note", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=False),
-    Column("decided_at", DateTime(timezone=True)),
+from tether_common.messages.approvals import (
+    ApprovalEvent,
+    ApprovalView,
+    EventKind,
+    ListApprovals,
 )
 
 
-def _view(row: Any) -> ApprovalView:
-    return ApprovalView(
-        approval_id=row.approval_id,
-        run_id=row.run_id,
-        step=row.step,
-        tool=row.tool,
-        args=row.args,
-        danger=row.danger,
-        reason=row.reason,
-        reach=row.reach,
-        action_digest=row.action_digest,
-        status=row.status,
-        decision=row.decision,
-        note=row.note,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
+def view(row: Any) -> ApprovalView:
+    fields = ApprovalView.model_fields.keys() - {"version"}
+    return ApprovalView.model_validate({name: getattr(row, name) for name in fields})
+
+
+async def add_event(
+    conn: AsyncConnection, kind: EventKind, item: ApprovalView, ts: datetime
+) -> None:
+    """Record an event in the transaction that made the change, so the log never lies."""
+    await conn.execute(
+        approval_events.insert().values(
+            approval_id=item.approval_id,
+            kind=kind,
+            approval=item.model_dump(mode="json"),
+            ts=ts,
+        )
     )
+
+
+async def locked_row(conn: AsyncConnection, approval_id: str, who: Principal | None) -> Any:
+    """The row, locked for a transition; a request out of `who`'s scope does not exist."""
+    row = (
+        await conn.execute(
+            select(approvals).where(approvals.c.approval_id == approval_id).with_for_update()
+        )
+    ).first()
+    if row is None or (who is not None and not who.sees(row.agent, row.owner)):
+        raise NotFoundError(f"no approval '{approval_id}'")
+    return row
 
 
 class ApprovalStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def create(self, req: CreateApproval) -> ApprovalView:
-        now = datetime.now(UTC)
-        values = {
-            "approval_id": f"apr_{uuid.uuid4().hex}",
-            "run_id": req.run_id,
-            "step": req.step,
-            "tool": req.tool,
-            "args": req.args,
-            "danger": req.danger,
-            "reason": req.reason,
-            "reach": req.reach,
-            "action_digest": req.action_digest,
-            "status": "pending",
-            "created_at": now,
-            "expires_at": now + timedelta(seconds=req.expires_in_s),
-        }
-        async with self.engine.begin() as conn:
-            row = (await conn.execute(approvals.insert().values(values).returning(approvals))).one()
-        return _view(row)
-
-    async def expire_due(self) -> int:
-        """Mark pending requests past their expiry as expired (expiry counts as denied)."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                update(approvals)
-                .where(approvals.c.status == "pending", approvals.c.expires_at <= datetime.now(UTC))
-                .values(status="expired", decided_at=datetime.now(UTC))
-            )
-        return int(result.rowcount)
-
-    async def list(self, status: ApprovalStatus | None, limit: int) -> list[ApprovalView]:
-        await self.expire_due()
-        query = select(approvals).order_by(approvals.c.created_at).limit(limit)
-        if status is not None:
-            query = query.where(approvals.c.status == status)
-        async with self.engine.connect() as conn:
-            return [_view(r) for r in await conn.execute(query)]
-
-    async def get(self, approval_id: str) -> ApprovalView:
-        await self.expire_due()
+    async def get(self, approval_id: str, who: Principal | None) -> ApprovalView:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(select(approvals).where(approvals.c.approval_id == approval_id))
             ).first()
-        if row is None:
+        if row is None or (who is not None and not who.sees(row.agent, row.owner)):
             raise NotFoundError(f"no approval '{approval_id}'")
-        return _view(row)
+        return view(row)
+
+    async def find(self, query: ListApprovals, who: Principal | None) -> list[ApprovalView]:
+        stmt = select(approvals).order_by(approvals.c.created_at)
+        for column, wanted in (
+            (approvals.c.status, query.status),
+            (approvals.c.run_id, query.run_id),
+            (approvals.c.agent, query.agent),
+            (approvals.c.owner, query.owner),
+        ):
+            if wanted is not None:
+                stmt = stmt.where(column == wanted)
+        if who is not None and who.agents is not None:
+            stmt = stmt.where(approvals.c.agent.in_(sorted(who.agents)))
+        if who is not None and who.owners is not None:
+            stmt = stmt.where(approvals.c.owner.in_(sorted(who.owners)))
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(stmt.limit(query.limit))
+            return [view(r) for r in rows]
+
+    async def last_event_id(self) -> int:
+        async with self.engine.connect() as conn:
+            found = (await conn.execute(select(func.max(approval_events.c.event_id)))).scalar()
+        return int(found or 0)
+
+    async def events_after(
+        self, after: int, who: Principal, limit: int = 200
+    ) -> tuple[list[ApprovalEvent], int]:
+        """Events past `after` that `who` may see, in order, and the last id read (the
+        SSE replay and tail go on from there even when nothing was in scope)."""
+        stmt = (
+            select(approval_events)
+            .where(approval_events.c.event_id > after)
+            .order_by(approval_events.c.event_id)
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = list(await conn.execute(stmt))
+        events = [
+            ApprovalEvent(event_id=r.event_id, kind=r.kind, approval=r.approval, ts=r.ts)
+            for r in rows
+        ]
+        last = rows[-1].event_id if rows else after
+        return [e for e in events if who.sees(e.approval.agent, e.approval.owner)], last
+
+    async def prune_events(self, retention_s: float) -> None:
+        """Drop operator events older than the retention (resuming past it starts fresh)."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=retention_s)
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(approval_events).where(approval_events.c.ts < cutoff))

@@ -1,28 +1,43 @@
-"""The act half of a step: every call through the gates, identical calls from the cache,
-non-idempotent calls journaled as intended before they run, results paired to call ids."""
+"""The act half of a step: every call through the gates (validation, then the permission
+chain, then budget), identical calls from the cache, results paired to call ids."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Literal
 
+from tether_brain.agents import Agents
 from tether_brain.events import emit
+from tether_brain.gates import Verdict, decide
 from tether_brain.state import RunState, call_key
 from tether_brain.toolbox import GateOutcome, Toolbox
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
+# Results of these feed the run untrusted text: the bar against prompt injection rises.
+UNTRUSTED_NAMES = frozenset({"file_read", "file_search", "retrieve_output"})
+
 
 @dataclass(frozen=True, slots=True)
 class Planned:
     call: CallRecord
     gate: GateOutcome
+    verdict: Verdict | None = None
     cached: str | None = None
 
     @property
-    def runs_tool(self) -> bool:
-        return self.gate.allowed and self.cached is None
+    def decision(self) -> Literal["run", "cached", "refused", "ask"]:
+        if self.cached is not None:
+            return "cached"
+        if not self.gate.allowed or self.verdict is None or self.verdict.decision == "deny":
+            return "refused"
+        return "ask" if self.verdict.decision == "ask" else "run"
+
+    @property
+    def tool(self) -> ToolDescriptor | None:
+        return self.gate.tool
 
 
 def refused(call: CallRecord, code: str, message: str) -> ToolResult:
@@ -44,65 +59,122 @@ def interrupted(call: CallRecord) -> ToolResult:
     )
 
 
+def refusal(item: Planned) -> ToolResult:
+    if not item.gate.allowed or item.verdict is None:
+        return refused(item.call, item.gate.code or "refused", item.gate.message)
+    return refused(item.call, item.verdict.code or "refused", item.verdict.reason)
+
+
+def taints(tool: ToolDescriptor) -> bool:
+    return tool.reach == "external" or tool.name in UNTRUSTED_NAMES
+
+
 class Actor:
-    def __init__(self, toolbox: Toolbox, *, max_calls_per_step: int) -> None:
+    def __init__(self, toolbox: Toolbox, agents: Agents, *, max_calls_per_step: int) -> None:
         self.toolbox = toolbox
+        self.agents = agents
         self.max_calls_per_step = max_calls_per_step
 
-    async def plan(self, state: RunState, calls: list[CallRecord]) -> list[Planned]:
-        """Gates for each call, in order; budget counts every call that would run."""
+    async def plan(
+        self, state: RunState, calls: list[CallRecord], *, approved: str | None = None
+    ) -> list[Planned]:
+        """Gates for each call, in order. `approved`: the call id an operator approved,
+        whose `ask` is satisfied (a `deny` still denies)."""
         try:
             await self.toolbox.catalog()
         except TetherError as exc:
             gate = GateOutcome(False, exc.code, f"the tool catalogue is unavailable: {exc.message}")
             return [Planned(c, gate) for c in calls]
-        planned = []
-        for index, call in enumerate(calls):
-            planned.append(self._plan_one(state, call, index))
-        return planned
+        return [self._plan_one(state, call, index, approved) for index, call in enumerate(calls)]
 
-    def _plan_one(self, state: RunState, call: CallRecord, index: int) -> Planned:
+    def _plan_one(
+        self, state: RunState, call: CallRecord, index: int, approved: str | None
+    ) -> Planned:
         if index >= self.max_calls_per_step:
             limit = self.max_calls_per_step
-            return Planned(
-                call,
-                GateOutcome(
-                    False, "too_many_calls", f"not run: at most {limit} calls run per step."
-                ),
+            gate = GateOutcome(
+                False, "too_many_calls", f"not run: at most {limit} calls run per step."
             )
+            return Planned(call, gate)
         gate = self.toolbox.validate(call, state.options)
         if not gate.allowed or gate.tool is None:
             return Planned(call, gate)
+        verdict = self.verdict(state, gate.tool, call)
+        if verdict.decision == "ask" and approved == call.id:
+            verdict = Verdict(
+                "allow",
+                None,
+                "approved by an operator",
+                verdict.reach,
+                verdict.danger,
+                verdict.grant,
+                verdict.waived,
+                verdict.trail,
+            )
+        if verdict.decision != "allow":
+            return Planned(call, gate, verdict)
         cached = state.cache.get(call_key(gate.tool.name, call.arguments))
         if cached is not None:
-            return Planned(call, gate, cached=cached)
+            return Planned(call, gate, verdict, cached=cached)
         budget = state.limits.max_tool_calls
         if budget is not None and state.counters.tool_calls >= budget:
-            return Planned(
-                call,
-                GateOutcome(
-                    False, "budget_exhausted", f"the run's budget of {budget} tool calls is spent."
-                ),
+            spent = Verdict(
+                "deny",
+                "budget_exhausted",
+                f"the run's budget of {budget} tool calls is spent.",
+                verdict.reach,
             )
+            return Planned(call, gate, spent)
         state.counters.tool_calls += 1
-        return Planned(call, gate)
+        return Planned(call, gate, verdict)
+
+    def verdict(self, state: RunState, tool: ToolDescriptor, call: CallRecord) -> Verdict:
+        policy = self.agents.policy(state.options.get("agent"), state.options)
+        session = frozenset(state.options.get("session_grants", ()))
+        return decide(tool, call.arguments, policy, tainted=state.counters.tainted, session=session)
 
     async def run(self, state: RunState, planned: list[Planned]) -> list[ToolResult]:
         """Run what the gates allowed, concurrently; results keep the calls' order."""
         return list(await asyncio.gather(*(self._result(state, p) for p in planned)))
 
     async def _result(self, state: RunState, item: Planned) -> ToolResult:
-        if item.cached is not None:
-            emit(state, "guard", step=state.step, kind="repeated_call", name=item.call.name)
-            return ToolResult(
-                call_id=item.call.id, name=item.call.name, ok=True, content=item.cached
-            )
-        if not item.gate.allowed or item.gate.tool is None:
-            return refused(item.call, item.gate.code or "refused", item.gate.message)
+        match item.decision:
+            case "cached":
+                emit(state, "guard", step=state.step, kind="repeated_call", name=item.call.name)
+                return ToolResult(
+                    call_id=item.call.id, name=item.call.name, ok=True, content=item.cached or ""
+                )
+            case "refused":
+                emit(
+                    state,
+                    "tool.denied",
+                    step=state.step,
+                    call_id=item.call.id,
+                    name=item.call.name,
+                    code=refusal(item).error_code,
+                )
+                return refusal(item)
+            case "ask":
+                return refused(
+                    item.call,
+                    "deferred",
+                    "needs an operator's approval; another call of this step is waiting for one, ask again after it is decided.",
+                )
+            case "run":
+                return await self._execute(state, item)
+
+    async def _execute(self, state: RunState, item: Planned) -> ToolResult:
+        assert item.tool is not None
+        local = self.toolbox.local.get(item.tool.name)
         try:
-            return await self.toolbox.execute(state.run_id, item.call, item.gate.tool)
+            if local is not None:
+                return await local.run(state, item.call)
+            result = await self.toolbox.execute(state.run_id, item.call, item.tool)
         except Exception as exc:  # a tool never crashes a step
             return refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
+        if result.ok and taints(item.tool):
+            state.counters.tainted = True
+        return result
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
         return self.toolbox.descriptor(name)

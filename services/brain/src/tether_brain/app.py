@@ -8,13 +8,19 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from tether_brain.acting import Actor
+from tether_brain.agents import Agents
 from tether_brain.api import runs_router
+from tether_brain.approval import ApprovalClient
+from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
 from tether_brain.runs import RunManager
 from tether_brain.settings import BrainSettings
+from tether_brain.skills import FolderSkillStore
+from tether_brain.skills_api import skills_router
 from tether_brain.store import RunStore
 from tether_brain.toolbox import Toolbox
+from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import GetRun, RunView, StopRun
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -26,12 +32,26 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
     bus, subjects = service.bus, service.subjects
     store = RunStore(service.engine)
-    toolbox = Toolbox(bus, ttl_s=settings.catalog_ttl_s, timeout_s=settings.tool_timeout_s)
+    skills = SkillLibrary(FolderSkillStore(settings.skill_folders))
+    toolbox = Toolbox(
+        bus,
+        ttl_s=settings.catalog_ttl_s,
+        timeout_s=settings.tool_timeout_s,
+        local=[SkillTool(skills)],
+    )
+    agents = Agents(
+        settings.agents,
+        workspace=settings.workspace,
+        guardrails=settings.guardrails,
+        allowlist=settings.allowlist,
+    )
     loop = Loop(
         bus,
         store,
         ModelClient(bus, timeout_s=settings.model_timeout_s),
-        Actor(toolbox, max_calls_per_step=settings.max_calls_per_step),
+        Actor(toolbox, agents, max_calls_per_step=settings.max_calls_per_step),
+        ApprovalClient(bus, expiry_s=settings.approval_expiry_s),
+        skills,
     )
     manager = RunManager(bus, store, loop, settings)
 
@@ -44,11 +64,17 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await bus.serve(subjects.run_stop, manager.stop)
         await bus.serve(subjects.run_message, manager.queue_message)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
+        await bus.consume(
+            subjects.approval_decided,
+            durable="brain_decisions",
+            model=ApprovalDecided,
+            handler=manager.on_decision,
+        )
         manager.begin_maintenance()
 
     return service.app(
         title="Tether brain",
         on_start=on_start,
         on_stop=manager.close,
-        routers=[runs_router(manager, toolbox)],
+        routers=[runs_router(manager, toolbox), skills_router(skills.store)],
     )

@@ -14,15 +14,20 @@ from opentelemetry.trace import SpanKind
 
 from tether_brain import rules
 from tether_brain.acting import Actor, Planned, interrupted
+from tether_brain.approval import ApprovalClient, Decision
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
+from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
+from tether_brain.parking import Parking
 from tether_brain.prompts import LAST_STEP, STEP_LIMIT_ANSWER, system_prompt
+from tether_brain.recording import record_answer, record_result
+from tether_brain.skills import forget_loaded_skills, invoke, skill_index
 from tether_brain.state import Entry, RunState
 from tether_brain.store import RunStore
 from tether_brain.toolbox import GateOutcome
 from tether_common.bus import Bus
-from tether_common.errors import ConflictError
+from tether_common.errors import ConflictError, TetherError
 from tether_common.messages.gateway import (
     CallRecord,
     ChatMessage,
@@ -30,7 +35,6 @@ from tether_common.messages.gateway import (
     OfferedToolSpec,
 )
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
-from tether_common.messages.tools import ToolResult
 from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
@@ -38,27 +42,43 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TAKEOVERS = 3
+SKILL_NOTE = "skill"  # the `name` of a system message carrying invoked skills
 
 
 class Loop:
-    def __init__(self, bus: Bus, store: RunStore, model: ModelClient, actor: Actor) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        store: RunStore,
+        model: ModelClient,
+        actor: Actor,
+        approvals: ApprovalClient,
+        skills: SkillLibrary,
+    ) -> None:
+        self.parking = Parking(actor, approvals)
+        self.skills = skills
         self.bus = bus
         self.store = store
         self.model = model
         self.actor = actor
 
-    async def run(self, state: RunState, control: Control) -> None:
+    async def run(
+        self, state: RunState, control: Control, decision: Decision | None = None
+    ) -> None:
         """Advance `state` until it ends or is handed back; every outcome, even a crash of
         ours, is recorded. The run is one trace: every bus call below is its child."""
         current_run_id.set(state.run_id)
         with tracer.start_as_current_span("run", kind=SpanKind.INTERNAL) as span:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
-            await self._guarded(state, control)
+            await self._guarded(state, control, decision)
             span.set_attribute("tether.run.status", state.status)
 
-    async def _guarded(self, state: RunState, control: Control) -> None:
+    async def _guarded(self, state: RunState, control: Control, decision: Decision | None) -> None:
         try:
+            if decision is not None:
+                await self.parking.resume(state, decision)
+                await self._commit(state)
             await self._advance(state, control)
         except asyncio.CancelledError:
             raise
@@ -93,9 +113,18 @@ class Loop:
 
     async def _begin(self, state: RunState) -> None:
         state.status = "running"
-        state.add_message(ChatMessage(role="user", content=state.prompt))
+        await self._user_turn(state, state.prompt)
         emit(state, "run.start", prompt=state.prompt, provider=state.provider, model=state.model)
         await self._commit(state)
+
+    async def _user_turn(self, state: RunState, text: str) -> None:
+        """A user message; `/name` tokens of stored skills inject those skills for the turn."""
+        invocation = invoke(text, await self.skills.refresh())
+        if (note := invocation.message()) is not None:
+            state.add_message(note.model_copy(update={"name": SKILL_NOTE}))
+        state.add_message(ChatMessage(role="user", content=invocation.prompt))
+        for data in invocation.events():
+            emit(state, "skill.used", step=state.step, **data)
 
     def _boundary_stop(self, state: RunState, control: Control) -> str | None:
         """The stop reason due before the next step, if any (each limit before what it bounds)."""
@@ -127,7 +156,10 @@ class Loop:
         steps.add(1)
         last = state.step == state.max_steps
         tools_off = last or state.max_steps == 1 or bool(state.options.get("guide_only"))
-        offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
+        try:
+            offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
+        except TetherError as exc:
+            return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
         turn = await self._generate(state, self._request(state, offered, last), control)
         if turn is None and control.handback.is_set():
             return (
@@ -165,8 +197,11 @@ class Loop:
     def _request(
         self, state: RunState, offered: list[OfferedToolSpec], last: bool
     ) -> GenerateRequest:
-        messages = [ChatMessage(role="system", content=system_prompt(datetime.now(UTC)))]
-        messages += state.messages
+        system = system_prompt(datetime.now(UTC))
+        if index := skill_index(self.skills.current().values()):
+            system += "\n\n" + index
+        messages = [ChatMessage(role="system", content=system)]
+        messages += forget_loaded_skills(_this_turns_skills(state.messages))
         if last and state.max_steps > 1:
             messages.append(ChatMessage(role="system", content=LAST_STEP))
         return GenerateRequest(
@@ -181,18 +216,17 @@ class Loop:
     async def _tools_refused(self, state: RunState, turn: ModelTurn, last: bool) -> bool:
         answer = turn.text.strip()
         if last:
-            self._record_answer(state, answer or STEP_LIMIT_ANSWER)
+            record_answer(state, answer or STEP_LIMIT_ANSWER)
             return await self._end(state, "stopped", "max_steps", answer or STEP_LIMIT_ANSWER)
         emit(state, "guard", step=state.step, kind="call_rejected", reason="guide_only")
-        self._record_answer(state, answer)
+        record_answer(state, answer)
         return await self._complete(state, answer)
 
     async def _calls(self, state: RunState, turn: ModelTurn) -> bool:
         names = self.actor.toolbox.names()
         usable = [c for c in turn.calls if self.actor.descriptor(c.name) is not None]
         if usable:
-            await self._act(state, turn, turn.calls)
-            return False
+            return await self._act(state, turn, turn.calls)
         if state.counters.corrections == 0:
             state.counters.corrections += 1
             state.counters.low_effort = False
@@ -211,7 +245,8 @@ class Loop:
             return False
         return await self._answer(state, turn)
 
-    async def _act(self, state: RunState, turn: ModelTurn, calls: list[CallRecord]) -> None:
+    async def _act(self, state: RunState, turn: ModelTurn, calls: list[CallRecord]) -> bool:
+        """Run the step's calls; True when the run parked for an operator's decision."""
         text = turn.text.strip()
         state.add_message(ChatMessage(role="assistant", content=text, tool_calls=calls))
         described = _describe_calls(text, calls)
@@ -227,13 +262,21 @@ class Loop:
                 arguments=call.arguments,
             )
         planned = await self.actor.plan(state, calls)
-        if any(p.runs_tool and p.gate.tool and not p.gate.tool.idempotent for p in planned):
-            await self._commit(state)  # intent is durable before a non-idempotent call runs
+        asking = next((p for p in planned if p.decision == "ask"), None)
+        if asking is not None or any(
+            p.decision == "run" and p.tool and not p.tool.idempotent for p in planned
+        ):
+            await self._commit(state)  # intent is durable before anything irreversible
         results = await self.actor.run(state, planned)
         for item, result in zip(planned, results, strict=True):
-            self._record_result(state, item, result)
+            if item is not asking:
+                record_result(state, item, result)
         state.counters.low_effort = all(r.ok for r in results)
+        if asking is not None and await self.parking.park(state, asking):
+            await self._commit(state)
+            return True
         await self._commit(state)
+        return False
 
     async def _recover(self, state: RunState) -> None:
         """After a takeover: calls left without a result are re-run through every gate if
@@ -251,92 +294,20 @@ class Loop:
         )
         for call in calls:
             result = results.get(call.id) or interrupted(call)
-            self._record_result(state, Planned(call, GateOutcome(True)), result)
+            record_result(state, Planned(call, GateOutcome(True)), result)
         state.counters.low_effort = False
         await self._commit(state)
 
-    def _record_result(self, state: RunState, item: Planned, result: ToolResult) -> None:
-        call = item.call
-        state.add_message(
-            ChatMessage(role="tool", content=result.content, tool_call_id=call.id, name=call.name)
-        )
-        outcome = "ok" if result.ok else (result.error_code or "failed")
-        state.add_step(
-            StepView(
-                step=state.step,
-                kind="tool",
-                text=result.content[:2000],
-                tool=call.name,
-                call_id=call.id,
-                outcome=outcome,
-            )
-        )
-        emit(
-            state,
-            "tool.result",
-            step=state.step,
-            call_id=call.id,
-            name=call.name,
-            ok=result.ok,
-            error_code=result.error_code,
-            content=result.content,
-            cached=item.cached is not None,
-            duration_ms=round(result.duration_ms, 2),
-        )
-
     async def _answer(self, state: RunState, turn: ModelTurn) -> bool:
         answer = turn.text.strip()
-        if (note := self._second_look(state, turn, answer)) is not None:
+        if (note := rules.second_look(state, turn.thinking, answer)) is not None:
             state.add_message(ChatMessage(role="assistant", content=answer or "(no answer)"))
             state.add_message(ChatMessage(role="user", content=note))
             state.counters.low_effort = False
             await self._commit(state)
             return False
-        self._record_answer(state, answer)
+        record_answer(state, answer)
         return await self._complete(state, answer)
-
-    def _second_look(self, state: RunState, turn: ModelTurn, answer: str) -> str | None:
-        """One extra step where the answer is not yet an answer (each rule fires once)."""
-        counters = c = state.counters
-        had_result = any(
-            m.role == "tool" and not m.content.startswith("FAILED") for m in state.messages
-        )
-        if state.step >= state.max_steps:
-            return None
-        if not answer and turn.thinking and counters.nudges == 0:
-            c.nudges += 1
-            emit(state, "guard", step=state.step, kind="no_answer")
-            return rules.NUDGE_FINAL
-        if state.options.get("research") and counters.coercions == 0 and not self._retrieved(state):
-            c.coercions += 1
-            emit(state, "guard", step=state.step, kind="no_retrieval")
-            return rules.COERCE_RETRIEVAL
-        if counters.reminders == 0 and rules.needs_live_reminder(state.prompt, answer, had_result):
-            c.reminders += 1
-            emit(state, "guard", step=state.step, kind="live_data")
-            return rules.REMIND_LIVE
-        if (
-            counters.nudges == 0
-            and rules.promises_action(answer)
-            and not state.options.get("guide_only")
-        ):
-            c.nudges += 1
-            emit(state, "guard", step=state.step, kind="promised_action")
-            return rules.PROMISE_WITHOUT_CALL
-        return None
-
-    def _retrieved(self, state: RunState) -> bool:
-        return any(
-            m.role == "tool"
-            and m.name in rules.RETRIEVAL_TOOLS
-            and not m.content.startswith("FAILED")
-            for m in state.messages
-        )
-
-    def _record_answer(self, state: RunState, answer: str) -> None:
-        state.add_message(ChatMessage(role="assistant", content=answer))
-        state.add_step(StepView(step=state.step, kind="model", text=answer))
-        emit(state, "step", step=state.step, kind="model", text=answer)
 
     async def _complete(self, state: RunState, answer: str) -> bool:
         """An answer: deliver queued user messages and go on, or end `completed`."""
@@ -355,11 +326,12 @@ class Loop:
 
         queued = await self.store.finish_unless_queued(state, finishing)
         if not queued:
-            await publish(self.bus, _events_of(state.published))
+            state.unpublished += _events_of(state.published)
+            await publish(self.bus, state.unpublished)
             runs_ended.add(1, {"status": "completed"})
             return True
         for text in queued:
-            state.add_message(ChatMessage(role="user", content=text))
+            await self._user_turn(state, text)
         emit(
             state,
             "step",
@@ -394,8 +366,31 @@ class Loop:
         runs_ended.add(1, {"status": status})
 
     async def _commit(self, state: RunState) -> None:
+        """The step's one durable write, then its events. Events are already in the
+        journal, so a failed publish is retried with the next commit (ids deduplicate)."""
         await self.store.commit(state)
-        await publish(self.bus, _events_of(state.published))
+        state.unpublished += _events_of(state.published)
+        try:
+            await publish(self.bus, state.unpublished)
+        except TetherError as exc:
+            log.warning(
+                "publishing %d events of %s failed: %s",
+                len(state.unpublished),
+                state.run_id,
+                exc.message,
+            )
+            return
+        state.unpublished = []
+
+
+def _this_turns_skills(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Skills injected with `/name` last one turn: older injections are left out."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return [
+        m
+        for i, m in enumerate(messages)
+        if not (m.role == "system" and m.name == SKILL_NOTE and i != last_user - 1)
+    ]
 
 
 def _events_of(entries: list[Entry]) -> list[RunEvent]:

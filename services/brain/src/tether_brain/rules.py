@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+from tether_brain.events import emit
+from tether_brain.state import RunState
+
 LIVE_QUESTION = re.compile(
     r"\b(now|today|tonight|currently|current|latest|right now|at the moment|this (week|month|year)|"
     r"what time|what's the time|weather|price of|stock|news)\b",
@@ -60,3 +63,37 @@ def needs_live_reminder(prompt: str, answer: str, had_tool_result: bool) -> bool
 
 def promises_action(answer: str) -> bool:
     return bool(PROMISE.search(answer)) and len(answer) < 400
+
+
+def second_look(state: RunState, thinking: str, answer: str) -> str | None:
+    """One extra step where the answer is not yet an answer (each rule fires once)."""
+    counters = c = state.counters
+    had_result = any(
+        m.role == "tool" and not m.content.startswith("FAILED") for m in state.messages
+    )
+    if state.step >= state.max_steps:
+        return None
+    if not answer and thinking and counters.nudges == 0:
+        c.nudges += 1
+        emit(state, "guard", step=state.step, kind="no_answer")
+        return NUDGE_FINAL
+    if state.options.get("research") and counters.coercions == 0 and not retrieved(state):
+        c.coercions += 1
+        emit(state, "guard", step=state.step, kind="no_retrieval")
+        return COERCE_RETRIEVAL
+    if counters.reminders == 0 and needs_live_reminder(state.prompt, answer, had_result):
+        c.reminders += 1
+        emit(state, "guard", step=state.step, kind="live_data")
+        return REMIND_LIVE
+    if counters.nudges == 0 and promises_action(answer) and not state.options.get("guide_only"):
+        c.nudges += 1
+        emit(state, "guard", step=state.step, kind="promised_action")
+        return PROMISE_WITHOUT_CALL
+    return None
+
+
+def retrieved(state: RunState) -> bool:
+    return any(
+        m.role == "tool" and m.name in RETRIEVAL_TOOLS and not m.content.startswith("FAILED")
+        for m in state.messages
+    )

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from tether_brain.approval import Decision
 from tether_brain.control import Control
 from tether_brain.loop import Loop
 from tether_brain.settings import STEP_CEILING, BrainSettings
@@ -18,6 +19,7 @@ from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
+from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
@@ -53,7 +55,15 @@ class RunManager:
     async def start(self, req: StartRun) -> RunAccepted:
         now = datetime.now(UTC)
         options = req.model_dump(
-            include={"agent", "allow_shell", "allow_web", "mode", "guide_only", "research"},
+            include={
+                "agent",
+                "allow_shell",
+                "allow_web",
+                "mode",
+                "guide_only",
+                "research",
+                "interactive",
+            },
             exclude_none=True,
         )
         state = RunState(
@@ -78,9 +88,11 @@ class RunManager:
         self._spawn(state)
         return RunAccepted(run_id=state.run_id, status=state.status)
 
-    def _spawn(self, state: RunState) -> None:
+    def _spawn(self, state: RunState, decision: Decision | None = None) -> None:
         control = self._controls.setdefault(state.run_id, Control())
-        task = asyncio.create_task(self.loop.run(state, control), name=f"run:{state.run_id}")
+        task = asyncio.create_task(
+            self.loop.run(state, control, decision), name=f"run:{state.run_id}"
+        )
         self._tasks[state.run_id] = task
 
         def forget(_task: asyncio.Task[None]) -> None:
@@ -144,6 +156,17 @@ class RunManager:
         control = self._controls.get(req.run_id)
         if control is not None:
             control.stop.set()
+
+    async def on_decision(self, decided: ApprovalDecided) -> None:
+        """A decision arrived (any replica may get it): resume the parked run here."""
+        if not await self.store.claim_parked(decided.run_id, self.owner, self.settings.lease_s):
+            return
+        state = await self.store.load(decided.run_id)
+        pending = state.counters.pending_approval or {}
+        if pending.get("approval_id") != decided.approval_id:
+            log.warning("decision %s does not match run %s", decided.approval_id, decided.run_id)
+        decision = Decision(decided.approval_id, decided.decision, decided.note, decided.decided_by)
+        self._spawn(state, decision)
 
     async def queue_message(self, req: QueueMessage) -> RunAccepted:
         status = await self.store.queue_message(req.run_id, req.text)

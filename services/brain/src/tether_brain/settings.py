@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
+from tether_brain.agents import AgentConfig
+from tether_brain.skills import default_skill_folders
 from tether_common.settings import HttpSettings
 
 STEP_CEILING = 20
@@ -35,3 +40,20 @@ class BrainSettings(HttpSettings):
         default=10.0, gt=0, description="a replica's hold on a run; another takes over after it"
     )
     drain_s: float = Field(default=20.0, ge=0, description="graceful shutdown: time to hand back")
+    workspace: Path = Field(
+        default_factory=lambda: Path.home() / ".tether" / "workspace",
+        validation_alias=AliasChoices("TETHER_BRAIN_WORKSPACE", "TETHER_RUNNER_WORKSPACE"),
+        description="the tools-runner's workspace, for path checks in the gates",
+    )
+    skill_folders: list[Path] = Field(
+        default_factory=lambda: default_skill_folders(Path("skills")),
+        description="searched in order; the first is where new skills are written",
+    )
+    approval_expiry_s: float = Field(default=180.0, gt=0, le=7 * 86400)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    guardrails: dict[str, Literal["confirm", "deny"]] = Field(
+        default_factory=dict, description="organisation guardrails: tool id or glob → confirm|deny"
+    )
+    allowlist: list[str] = Field(
+        default_factory=list, description="project allowlist: grant entries that need no approval"
+    )

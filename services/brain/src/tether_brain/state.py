@@ -34,6 +34,8 @@ class Counters:
     retrievals: int = 0
     coercions: int = 0
     low_effort: bool = False
+    tainted: bool = False
+    pending_approval: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +87,7 @@ class RunState:
     stop_requested: bool = False
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
+    unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus
 
     @property
     def max_steps(self) -> int:

@@ -321,6 +321,20 @@ class RunStore:
             )
             return [r.run_id for r in rows]
 
+    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a run parked for approval to resume it; False if it is not parked (already
+        resumed by another replica, or a replayed decision)."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
+                    "WHERE run_id = :run_id AND status = 'awaiting_approval'"
+                ),
+                {"owner": owner, "s": lease_s, "run_id": run_id},
+            )
+        return bool(result.rowcount == 1)
+
     async def release(self, run_id: str, owner: str) -> None:
         """Hand a run back (graceful shutdown): another replica may claim it at once."""
         async with self.engine.begin() as conn:

@@ -3,16 +3,26 @@ validation gate, and sending an allowed call to the runner. Failures are results
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from tether_brain.local_tools import LocalTool
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
-from tether_common.messages.tools import CatalogRequest, ExecuteTool, ToolDescriptor, ToolResult
+from tether_common.messages.tools import (
+    Catalog,
+    CatalogRequest,
+    ExecuteTool,
+    ToolDescriptor,
+    ToolResult,
+)
 
 
 def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
@@ -26,6 +36,9 @@ def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
     return None
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class GateOutcome:
     """What the gates decided for one call; a refusal is read by the model, never raised."""
@@ -37,7 +50,15 @@ class GateOutcome:
 
 
 class Toolbox:
-    def __init__(self, bus: Bus, *, ttl_s: float, timeout_s: float) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        ttl_s: float,
+        timeout_s: float,
+        local: Sequence[LocalTool] = (),
+    ) -> None:
+        self.local = {tool.name: tool for tool in local}
         self.bus = bus
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
@@ -47,17 +68,46 @@ class Toolbox:
         self._fetched_at = float("-inf")
 
     async def catalog(self) -> list[ToolDescriptor]:
+        """The catalogue, refreshed every `ttl_s`; a failed refresh keeps the last one
+        (a read, retried a few times; with nothing known yet it raises)."""
         if time.monotonic() - self._fetched_at > self.ttl_s:
-            reply = await self.bus.request(
-                self.bus.subjects.tool_catalog, CatalogRequest(), timeout=10.0
-            )
+            try:
+                reply = await self._fetch()
+            except TetherError:
+                if not self._fetched_at > float("-inf"):
+                    raise
+                log.warning("tool catalogue refresh failed; keeping the last one")
+                self._fetched_at = time.monotonic() - self.ttl_s / 2
+                return list(self._tools.values())
             self._tools = {t.name: t for t in reply.tools if t.available}
             self._aliases = {a: t.name for t in reply.tools for a in t.aliases}
             self._validators = {
                 n: Draft202012Validator(t.parameters) for n, t in self._tools.items()
             }
             self._fetched_at = time.monotonic()
+        self._add_local()
         return list(self._tools.values())
+
+    async def _fetch(self, attempts: int = 3) -> Catalog:
+        for attempt in range(attempts):
+            try:
+                return await self.bus.request(
+                    self.bus.subjects.tool_catalog, CatalogRequest(), timeout=10.0
+                )
+            except TetherError:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _add_local(self) -> None:
+        for name, tool in self.local.items():
+            descriptor = tool.descriptor()
+            if descriptor is None:
+                self._tools.pop(name, None)
+            elif self._tools.get(name) != descriptor:
+                self._tools[name] = descriptor
+                self._validators[name] = Draft202012Validator(descriptor.parameters)
 
     async def offered(self, options: dict[str, Any]) -> list[OfferedToolSpec]:
         return [

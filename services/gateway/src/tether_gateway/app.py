@@ -23,6 +23,7 @@ from tether_gateway.providers import (
     ScriptedProvider,
     TextProtocol,
 )
+from tether_gateway.providers.local import LocalProvider
 from tether_gateway.settings import GatewaySettings
 
 SERVICE = "gateway"
@@ -40,6 +41,7 @@ def providers(settings: GatewaySettings, client: httpx.AsyncClient) -> list[Prov
         TextProtocol(OpenAIProvider(settings, client), text_models, settings.openai_model),
         TextProtocol(AnthropicProvider(settings, client), text_models, settings.anthropic_model),
         TextProtocol(OllamaProvider(settings, client), text_models, settings.ollama_model),
+        LocalProvider(settings, client),
     ]
 
 

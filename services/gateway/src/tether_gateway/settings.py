@@ -74,6 +74,18 @@ class GatewaySettings(HttpSettings):
     ollama_url: str = "http://127.0.0.1:11434"
     ollama_model: str | None = None
 
+    # `local`: llama.cpp's OpenAI-compatible server that `tether up` starts on a GGUF.
+    local_base_url: str = "http://127.0.0.1:8705/v1"
+    local_model: str = Field(
+        default="smollm2-135m-instruct", description="the alias the local server answers to"
+    )
+    local_text_protocol: bool = Field(
+        default=True, description="teach the fenced tool format (small models lack native tools)"
+    )
+    local_max_output_tokens: int = Field(
+        default=512, ge=1, description="output cap when a request names none"
+    )
+
     @field_validator("text_protocol_models", "openai_reasoning_models", mode="before")
     @classmethod
     def _names(cls, value: Any) -> Any:

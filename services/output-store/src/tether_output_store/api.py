@@ -1,8 +1,9 @@
-"""The operator's HTTP download of a whole output (bearer token)."""
+"""The operator's HTTP download of a whole output (bearer token), streamed chunk by chunk."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
@@ -19,12 +20,12 @@ def outputs_router(store: OutputStore, token_hashes: frozenset[str]) -> APIRoute
         ref: str, authorization: str | None = Header(default=None)
     ) -> StreamingResponse:
         check_bearer(authorization, token_hashes)
-        stored, chunk_size, _ = await store.describe(ref, None)
+        stored = await store.describe(ref, None)
 
         async def body() -> AsyncIterator[bytes]:
-            for offset in range(0, stored.size, chunk_size):
-                _, piece = await store.read(ref, None, offset, chunk_size)
-                yield piece
+            async with aclosing(store.iter_chunks(stored)) as pieces:
+                async for piece in pieces:
+                    yield piece
 
         return StreamingResponse(
             body(),

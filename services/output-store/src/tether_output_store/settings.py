@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from tether_common.messages.outputs import MAX_INLINE_BYTES
 from tether_common.settings import HttpSettings
 
 
@@ -13,4 +14,10 @@ class OutputSettings(HttpSettings):
 
     http_port: int = 8702
     retention_days: float = Field(default=7.0, gt=0)
-    chunk_bytes: int = Field(default=256 * 1024, ge=1024, le=8 * 1024 * 1024)
+    # One stored chunk is one upload message, so it must fit a NATS payload after base64.
+    chunk_bytes: int = Field(default=256 * 1024, ge=1024, le=MAX_INLINE_BYTES)
+    upload_ttl_s: float = Field(default=3600.0, gt=0, description="An uncommitted upload dies.")
+    gc_interval_s: float = Field(default=300.0, gt=0)
+    tombstone_days: float = Field(default=30.0, ge=0, description="How long `expired` answers.")
+    grep_budget_s: float = Field(default=5.0, gt=0, le=60)
+    parse_cap_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)

@@ -2,32 +2,88 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import logging
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
 
 from tether_common.messages.tools import Catalog, CatalogRequest, ExecuteTool, ToolResult
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 from tether_tools_runner.executor import Executor
+from tether_tools_runner.mcp_tools import McpHub
+from tether_tools_runner.offload import maybe_offload, threshold_for
+from tether_tools_runner.sandbox import Attestation, attest, release_cgroups
 from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.tool import Registry
-from tether_tools_runner.tools import builtin_tools
+from tether_tools_runner.tools import Builtins
+from tether_tools_runner.tools.retrieve import make_retrieve_tool
 
 SERVICE = "tools-runner"
+log = logging.getLogger(__name__)
+
+
+def sandbox_router(attestation: Attestation) -> APIRouter:
+    router = APIRouter(tags=["health"])
+    report = asdict(attestation)
+
+    @router.get("/sandbox")
+    async def sandbox() -> dict[str, Any]:
+        return report
+
+    return router
 
 
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     service = Service(SERVICE, common, uses_db=False)
-    registry = Registry(builtin_tools())
-    executor = Executor(registry, default_timeout_s=settings.default_timeout_s)
+    settings.workspace.mkdir(parents=True, exist_ok=True)
+    attestation = attest()
+    log.info("sandbox level %s (%s)", attestation.level, attestation.problems or "no problems")
+    registry = Registry(Builtins(settings, attestation).tools())
+    thresholds = settings.offload_thresholds
+    registry.add(
+        make_retrieve_tool(
+            service.bus, threshold=threshold_for("retrieve_output", thresholds)
+        ).as_tool()
+    )
+    executor = Executor(
+        registry,
+        default_timeout_s=settings.default_timeout_s,
+        attestation=attestation,
+        min_sandbox=settings.min_sandbox,
+    )
 
     async def catalog(_req: CatalogRequest) -> Catalog:
-        return Catalog(tools=registry.descriptors())
+        return Catalog(tools=registry.descriptors(), sandbox_level=attestation.level)
 
     async def execute(call: ExecuteTool) -> ToolResult:
-        return await executor.execute(call)
+        """Run the call; a large result goes to the output-store before the reply, so
+        only its digest and ref ride the bus."""
+        result = await executor.execute(call)
+        stamped = {"sandbox_level": attestation.level}
+        if not result.ok:
+            return result.model_copy(update=stamped)
+        threshold = threshold_for(call.name, thresholds)
+        text, ref = await maybe_offload(
+            service.bus, call.run_id, call.name, result.content, threshold=threshold
+        )
+        return result.model_copy(update=stamped | {"content": text, "output_ref": ref})
+
+    mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
 
     async def on_start() -> None:
+        await mcp.start()
         await service.bus.serve(service.subjects.tool_catalog, catalog)
         await service.bus.serve(service.subjects.tool_execute, execute)
 
-    return service.app(title="Tether tools-runner", on_start=on_start)
+    async def on_stop() -> None:
+        await mcp.stop()
+        release_cgroups()
+
+    return service.app(
+        title="Tether tools-runner",
+        on_start=on_start,
+        on_stop=on_stop,
+        routers=[sandbox_router(attestation)],
+    )

@@ -1,32 +1,56 @@
 """Runs one tool call: re-validates the arguments (the bus may be spoken to directly),
-applies the time limit, and turns every failure into a result. Never raises."""
+refuses a tool whose minimum sandbox level this host cannot give, applies the time
+limit, and turns every failure into a result. Never raises."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.metrics import tool_calls
-from tether_tools_runner.tool import Registry, ToolFailure
+from tether_tools_runner.context import current_run_id
+from tether_tools_runner.sandbox import Attestation, missing_for
+from tether_tools_runner.tool import Registry, Tool, ToolFailure
 
 log = logging.getLogger(__name__)
 
+MAX_TIMEOUT_S = 120.0
+
 
 class Executor:
-    def __init__(self, registry: Registry, *, default_timeout_s: float) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        default_timeout_s: float,
+        attestation: Attestation | None = None,
+        min_sandbox: Mapping[str, str] | None = None,
+    ) -> None:
         self.registry = registry
         self.default_timeout_s = default_timeout_s
-        self._validators = {
-            d.name: Draft202012Validator(d.parameters) for d in registry.descriptors()
-        }
+        self.attestation = attestation
+        self.min_sandbox = dict(min_sandbox or {})
+        # Keyed by the schema object itself (held, so its identity cannot be reused): a
+        # tool re-registered with a new schema (MCP) gets a new validator.
+        self._validators: dict[str, tuple[dict[str, Any], Draft202012Validator]] = {}
+
+    @property
+    def sandbox_level(self) -> str:
+        return self.attestation.level if self.attestation is not None else "none"
 
     async def execute(self, call: ExecuteTool) -> ToolResult:
         started = time.perf_counter()
-        code, content = await self._run(call)
+        try:
+            code, content = await self._run(call)
+        except Exception as exc:  # e.g. a broken schema from an MCP server: still a result
+            log.exception("executing %s failed", call.name)
+            code, content = "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
         tool_calls.add(1, {"tool": call.name, "outcome": code or "ok"})
         return ToolResult(
             call_id=call.call_id,
@@ -37,16 +61,40 @@ class Executor:
             duration_ms=(time.perf_counter() - started) * 1000,
         )
 
+    def _validator(self, tool: Tool) -> Draft202012Validator:
+        schema = tool.descriptor.parameters
+        cached = self._validators.get(tool.name)
+        if cached is None or cached[0] is not schema:
+            cached = (schema, Draft202012Validator(schema))
+            self._validators[tool.name] = cached
+        return cached[1]
+
+    def _refusal(self, call: ExecuteTool, tool: Tool) -> tuple[str, str] | None:
+        errors = sorted(self._validator(tool).iter_errors(call.args), key=str)
+        if errors:
+            detail = "; ".join(e.message for e in errors[:3])
+            return "schema_invalid", f"arguments do not match the schema: {detail}. Do not guess."
+        required = self.min_sandbox.get(call.name)
+        if required is not None:
+            missing = (
+                "no sandbox attestation was made"
+                if self.attestation is None
+                else missing_for(self.attestation, required)
+            )
+            if missing is not None:
+                return "sandbox_insufficient", f"{call.name} needs sandbox {required!r}: {missing}."
+        return None
+
     async def _run(self, call: ExecuteTool) -> tuple[str | None, str]:
         tool = self.registry.get(call.name)
         if tool is None:
             known = ", ".join(self.registry.names())
             return "unknown_tool", f"no tool named '{call.name}'. Known tools: {known}."
-        errors = sorted(self._validators[call.name].iter_errors(call.args), key=str)
-        if errors:
-            detail = "; ".join(e.message for e in errors[:3])
-            return "schema_invalid", f"arguments do not match the schema: {detail}. Do not guess."
-        timeout = min(call.timeout_s or self.default_timeout_s, 120.0)
+        refusal = self._refusal(call, tool)
+        if refusal is not None:
+            return refusal
+        timeout = tool.own_timeout_s or min(call.timeout_s or self.default_timeout_s, MAX_TIMEOUT_S)
+        token = current_run_id.set(call.run_id)
         try:
             async with asyncio.timeout(timeout):
                 return None, await tool.run(call.args)
@@ -57,3 +105,8 @@ class Executor:
         except Exception as exc:
             log.exception("tool %s raised", call.name)
             return "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
+        finally:
+            current_run_id.reset(token)
+
+
+__all__ = ["MAX_TIMEOUT_S", "Executor"]

@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from tether_common.settings import HttpSettings
+
+SearchProvider = Literal["brave", "tavily", "serper", "searxng"]
+
+
+class McpServer(BaseModel):
+    """One configured MCP server: a stdio command, or a streamable-HTTP URL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
 
 
 class RunnerSettings(HttpSettings):
@@ -16,3 +31,23 @@ class RunnerSettings(HttpSettings):
     http_port: int = 8704
     workspace: Path = Field(default_factory=lambda: Path.home() / ".tether" / "workspace")
     default_timeout_s: float = Field(default=30.0, gt=0, le=120)
+    # Per tool, the weakest sandbox level it may run under, e.g. {"shell": "bwrap"}.
+    min_sandbox: dict[str, str] = Field(default_factory=lambda: {"shell": "bwrap"})
+    # Processes per shell call: RLIMIT_NPROC, or a pids cgroup when the runner is root.
+    sandbox_pids_max: int = Field(default=256, ge=8)
+    sandbox_memory_mb: int = Field(default=1024, ge=64)
+    sandbox_file_size_mb: int = Field(default=100, ge=1)
+    fetch_max_bytes: int = Field(default=2_000_000, ge=1024)
+    fetch_timeout_s: float = Field(default=20.0, gt=0, le=120)
+    search_provider: SearchProvider | None = None
+    brave_api_key: str | None = None
+    tavily_api_key: str | None = None
+    serper_api_key: str | None = None
+    searxng_url: str | None = None
+    mcp_servers: list[McpServer] = Field(default_factory=list)
+    # How often each MCP server's tool list is re-read; also how soon a silent death shows.
+    mcp_refresh_s: float = Field(default=30.0, gt=0)
+    offload_thresholds: dict[str, int] = Field(
+        default_factory=dict,
+        description="per-tool bytes above which a result is offloaded (default 8 KiB, shell 4 KiB)",
+    )

@@ -26,6 +26,9 @@ ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
 class Tool:
     descriptor: ToolDescriptor
     run: ToolFn
+    # A tool that enforces its own time limit (and cleans up after it) gets this many
+    # seconds from the executor instead of the call's timeout.
+    own_timeout_s: float | None = None
 
     @property
     def name(self) -> str:
@@ -42,6 +45,9 @@ class Registry:
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
+
+    def remove(self, name: str) -> None:
+        self._tools.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

@@ -1,4 +1,9 @@
-"""Approval requests between brain, approvals service and operators."""
+"""Approval requests between brain, approvals service and operators.
+
+The brain creates a request (`CreateApproval`), learns the outcome from the JetStream
+subject `approval_decided` (`ApprovalDecided`, decision `expired` included), and spends a
+granted approval exactly once with `ConsumeApproval` before it runs the action.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,17 @@ from tether_common.messages.base import WireModel
 
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
+DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
+Role = Literal["viewer", "approver", "admin"]
+EventKind = Literal["created", "decided", "expired", "consumed"]
+ConsumeOutcome = Literal[
+    "consumed",
+    "already_consumed",
+    "approval_stale",
+    "approval_denied",
+    "approval_expired",
+    "approval_pending",
+]
 
 
 class CreateApproval(WireModel):
@@ -22,7 +38,14 @@ class CreateApproval(WireModel):
     reason: str
     reach: str = "external"
     action_digest: str
-    expires_in_s: float = Field(default=180.0, gt=0, le=7 * 86400)
+    # None: the service's default expiry (180 s unless configured).
+    expires_in_s: float | None = Field(default=None, gt=0, le=7 * 86400)
+    agent: str | None = None
+    owner: str | None = None
+    # The tool's declared scope (read/create/update/delete) and effect: deletes are
+    # never remembered, so they may only be allowed once.
+    scope: str | None = None
+    effect: str | None = None
 
 
 class ApprovalView(WireModel):
@@ -36,16 +59,118 @@ class ApprovalView(WireModel):
     reach: str
     action_digest: str
     status: ApprovalStatus
-    decision: Decision | None = None
+    decision: DecidedAs | None = None
     note: str | None = None
     created_at: datetime
     expires_at: datetime
+    agent: str | None = None
+    owner: str | None = None
+    scope: str | None = None
+    effect: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    consumed_at: datetime | None = None
 
 
 class ListApprovals(WireModel):
     status: ApprovalStatus | None = "pending"
     limit: int = Field(default=100, ge=1, le=1000)
+    run_id: str | None = None
+    agent: str | None = None
+    owner: str | None = None
+    # Without a token this is a service call (the bus itself is authenticated);
+    # with one, the token's role and team scope apply.
+    token: str | None = None
 
 
 class ApprovalList(WireModel):
     approvals: list[ApprovalView]
+
+
+class DecideApproval(WireModel):
+    """An operator's decision over NATS; `token` is the operator's bearer token."""
+
+    approval_id: str
+    decision: Decision
+    note: str | None = Field(default=None, max_length=2000)
+    token: str
+
+
+class ApprovalDecided(WireModel):
+    """On JetStream `approval_decided`: what the brain resumes a parked run from."""
+
+    approval_id: str
+    run_id: str
+    step: int
+    decision: DecidedAs
+    action_digest: str
+    decided_by: str
+    note: str | None = None
+    ts: datetime
+
+
+class ConsumeApproval(WireModel):
+    """The brain spends a granted approval just before it runs the action."""
+
+    approval_id: str
+    action_digest: str
+
+
+class ConsumeResult(WireModel):
+    """Only `consumed` lets the action run; every other outcome is the gate's refusal."""
+
+    approval_id: str
+    outcome: ConsumeOutcome
+    approval: ApprovalView
+
+
+class PresenceQuery(WireModel):
+    """Is an operator who may decide for this agent/owner connected right now?"""
+
+    agent: str | None = None
+    owner: str | None = None
+
+
+class Presence(WireModel):
+    approvers: int = Field(ge=0)
+
+
+class ApprovalEvent(WireModel):
+    """One entry of the operator event stream (SSE `id` is `event_id`)."""
+
+    event_id: int
+    kind: EventKind
+    approval: ApprovalView
+    ts: datetime
+
+
+class CreateToken(WireModel):
+    name: str = Field(min_length=1, max_length=200)
+    role: Role
+    # None: every agent / owner; a list limits the token to those (both lists must match).
+    agents: list[str] | None = None
+    owners: list[str] | None = None
+
+
+class TokenView(WireModel):
+    token_id: str
+    name: str
+    role: Role
+    agents: list[str] | None = None
+    owners: list[str] | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class TokenCreated(WireModel):
+    """The plain token is shown once; only its hash is stored."""
+
+    token: str
+    info: TokenView
+
+
+class DecisionBody(WireModel):
+    """`POST /v1/approvals/{approval_id}/decision`."""
+
+    decision: Decision
+    note: str | None = Field(default=None, max_length=2000)

@@ -42,6 +42,7 @@ class StartRun(WireModel):
     mode: PermissionMode | None = None
     guide_only: bool = False
     research: bool = False
+    interactive: bool = False
     max_tool_calls: int | None = Field(default=None, ge=0, le=1000)
     max_cost: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)

@@ -52,3 +52,4 @@ class ToolResult(WireModel):
     error_code: str | None = None
     duration_ms: float = 0.0
     output_ref: str | None = None
+    sandbox_level: str | None = None

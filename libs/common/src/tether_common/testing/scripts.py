@@ -20,12 +20,12 @@ def say(text: str) -> Turn:
     return [{"kind": "chunk", "text": text}]
 
 
-def call(name: str, **arguments: Any) -> dict[str, Any]:
+def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
     """One `tool_call` event with a fresh id."""
     return {
         "kind": "tool_call",
         "id": f"c_{uuid.uuid4().hex[:8]}",
-        "name": name,
+        "name": tool,
         "arguments": arguments,
     }
 

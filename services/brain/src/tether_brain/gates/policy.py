@@ -22,9 +22,8 @@ Decision = Literal["allow", "ask", "deny"]
 Category = Literal["read_files", "write_files", "shell", "network", "other"]
 REACH_RANK = {"self": 0, "user": 1, "instance": 2, "external": 3}
 RISKY_EFFECTS = frozenset({"process", "write", "network", "admin", "mcp", "unclassified"})
-ALL_CATEGORIES: frozenset[str] = frozenset(
-    {"read_files", "write_files", "shell", "network", "other"}
-)
+CATEGORIES: tuple[Category, ...] = ("read_files", "write_files", "shell", "network", "other")
+ALL_CATEGORIES: frozenset[str] = frozenset(CATEGORIES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,57 @@
-"""The built-in tools, one module per family."""
+"""The built-in tools, one module per family, and the one place that assembles them."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+from tether_tools_runner.fetch import Fetcher, PublicGuard
+from tether_tools_runner.revisions import RevisionBook
+from tether_tools_runner.sandbox import Attestation, SandboxLimits
+from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.tool import Tool
+from tether_tools_runner.tools.calculate import calculate_tools
 from tether_tools_runner.tools.clock import clock_tools
+from tether_tools_runner.tools.files_read import read_tools
+from tether_tools_runner.tools.files_write import write_tools
+from tether_tools_runner.tools.shell import shell_tools
+from tether_tools_runner.tools.web_fetch import web_fetch_tools
+from tether_tools_runner.tools.web_search import web_search_tools
+from tether_tools_runner.workspace import Workspace
 
 
-def builtin_tools() -> list[Tool]:
-    return [*clock_tools()]
+@dataclass
+class Builtins:
+    """What the built-in tools need; tests replace the fetcher or the search transport."""
+
+    settings: RunnerSettings
+    attestation: Attestation
+    book: RevisionBook = field(default_factory=RevisionBook)
+    fetcher: Fetcher | None = None
+    search_transport: httpx.AsyncBaseTransport | None = None
+
+    def tools(self) -> list[Tool]:
+        workspace = Workspace(self.settings.workspace)
+        fetcher = self.fetcher or Fetcher(
+            PublicGuard(),
+            max_bytes=self.settings.fetch_max_bytes,
+            timeout_s=self.settings.fetch_timeout_s,
+        )
+        limits = SandboxLimits(
+            memory_mb=self.settings.sandbox_memory_mb,
+            file_size_mb=self.settings.sandbox_file_size_mb,
+            processes=self.settings.sandbox_pids_max,
+        )
+        return [
+            *clock_tools(),
+            *calculate_tools(),
+            *read_tools(workspace, self.book),
+            *write_tools(workspace, self.book),
+            *shell_tools(workspace, self.attestation, limits),
+            *web_fetch_tools(fetcher),
+            *web_search_tools(self.settings, self.search_transport),
+        ]
 
 
-__all__ = ["builtin_tools"]
+__all__ = ["Builtins"]

@@ -1,0 +1,225 @@
+"""The hash-chained audit trail, shared by brain and approvals.
+
+Per trail (a run id, or a named trail such as `_tokens`): records numbered from 0, each
+holding its event, its data as canonical JSON, and the digest of the previous record; the
+first record holds a random nonce instead, so a trail cannot be forged from scratch. The
+caller keeps the head digest `append` returns, so `verify` also finds a trail cut after
+its last record. Argument values never enter the trail: pass them through `redact`.
+
+Both services create the table `audit_records` from their own migrations with
+`create_table` (idempotent, serialised by an advisory lock), sharing `metadata`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    func,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+__all__ = [
+    "JsonlSink",
+    "Problem",
+    "append",
+    "canonical",
+    "create_table",
+    "metadata",
+    "records",
+    "redact",
+    "verify",
+]
+
+metadata = MetaData()
+
+records = Table(
+    "audit_records",
+    metadata,
+    Column("run_id", String(200), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("event", String(100), nullable=False),
+    Column("data", Text, nullable=False),
+    Column("prev_digest", String(64), nullable=True),
+    Column("nonce", String(64), nullable=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("digest", String(64), nullable=False),
+    PrimaryKeyConstraint("run_id", "seq", name="pk_audit_records"),
+)
+
+# One key for everyone who creates the table, so brain and approvals migrating at the
+# same moment cannot both try to create it.
+_CREATE_LOCK = 0x7E7A_0A0D
+
+
+def create_table(conn: Connection) -> None:
+    """Create `audit_records` if missing; call from an alembic migration's `upgrade`."""
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _CREATE_LOCK})
+    metadata.create_all(conn, checkfirst=True)
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def redact(args: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Argument names with the sha256 of each value's canonical JSON; never the values."""
+    return {
+        name: {"sha256": hashlib.sha256(canonical(value).encode()).hexdigest()}
+        for name, value in args.items()
+    }
+
+
+def _digest(
+    run_id: str, seq: int, event: str, data: str, prev: str | None, nonce: str | None, ts: datetime
+) -> str:
+    body = canonical(
+        {
+            "run_id": run_id,
+            "seq": seq,
+            "event": event,
+            "data": data,
+            "prev": prev,
+            "nonce": nonce,
+            "ts": ts.astimezone(UTC).isoformat(),
+        }
+    )
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+class JsonlSink:
+    """Also write each record as a JSON line, flushed and fsynced before `append` returns.
+    Written inside the caller's transaction, so a rolled-back record may appear in the
+    file, but a committed one is never missing from it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _write(self, line: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    async def write(self, record: Mapping[str, Any]) -> None:
+        await asyncio.to_thread(self._write, canonical(dict(record)))
+
+
+def _lock_key(run_id: str) -> int:
+    return int.from_bytes(
+        hashlib.sha256(b"audit:" + run_id.encode()).digest()[:8], "big", signed=True
+    )
+
+
+async def _append(
+    conn: AsyncConnection, run_id: str, event: str, data: Mapping[str, Any]
+) -> dict[str, Any]:
+    # Serialises appends per trail for this transaction; other trails go on in parallel.
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(run_id)})
+    last = (
+        await conn.execute(
+            select(records.c.seq, records.c.digest)
+            .where(records.c.run_id == run_id)
+            .order_by(records.c.seq.desc())
+            .limit(1)
+        )
+    ).first()
+    seq = 0 if last is None else last.seq + 1
+    prev = None if last is None else str(last.digest)
+    nonce = secrets.token_hex(16) if last is None else None
+    ts = (await conn.execute(select(func.now()))).scalar_one()
+    body = canonical(dict(data))
+    row = {"run_id": run_id, "seq": seq, "event": event, "data": body, "prev_digest": prev}
+    row |= {"nonce": nonce, "ts": ts, "digest": _digest(run_id, seq, event, body, prev, nonce, ts)}
+    await conn.execute(records.insert().values(row))
+    return row
+
+
+async def append(
+    db: AsyncConnection | AsyncEngine,
+    run_id: str,
+    event: str,
+    data: Mapping[str, Any],
+    *,
+    sink: JsonlSink | None = None,
+) -> str:
+    """Append one record and return the trail's new head digest. With a connection the
+    record joins the caller's transaction; with an engine it commits on its own."""
+    if isinstance(db, AsyncEngine):
+        async with db.begin() as conn:
+            row = await _append(conn, run_id, event, data)
+    else:
+        row = await _append(db, run_id, event, data)
+    if sink is not None:
+        await sink.write(row | {"ts": row["ts"].astimezone(UTC).isoformat()})
+    return str(row["digest"])
+
+
+ProblemKind = Literal["changed", "removed", "reordered", "broken_link", "no_nonce", "cut"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a trail; `seq` is the record where it shows (None: the trail)."""
+
+    kind: ProblemKind
+    seq: int | None
+    detail: str
+
+
+def _check_record(row: Any, position: int, prev: str | None, known: set[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    if row.seq != position:
+        problems.append(Problem("removed", row.seq, f"record {row.seq} is at position {position}"))
+    expected = _digest(row.run_id, row.seq, row.event, row.data, row.prev_digest, row.nonce, row.ts)
+    if expected != row.digest:
+        problems.append(Problem("changed", row.seq, "the record does not match its digest"))
+    if row.prev_digest != prev:
+        # A link to another record of this trail means records were moved around.
+        kind: ProblemKind = "reordered" if row.prev_digest in known else "broken_link"
+        problems.append(Problem(kind, row.seq, "the previous digest does not match"))
+    if position == 0 and not row.nonce:
+        problems.append(Problem("no_nonce", row.seq, "the first record holds no nonce"))
+    return problems
+
+
+async def verify(engine: AsyncEngine, run_id: str, expected_head: str | None) -> list[Problem]:
+    """Every problem found in `run_id`'s trail; an empty list means it is intact.
+    `expected_head` is the head digest the run kept (None: the trail should be empty)."""
+    async with engine.connect() as conn:
+        rows = list(
+            await conn.execute(
+                select(records).where(records.c.run_id == run_id).order_by(records.c.seq)
+            )
+        )
+    known = {str(row.digest) for row in rows}
+    problems: list[Problem] = []
+    prev: str | None = None
+    for position, row in enumerate(rows):
+        problems += _check_record(row, position, prev, known)
+        prev = row.digest
+    if prev != expected_head:
+        detail = f"the trail ends at {prev!r}, the run's head is {expected_head!r}"
+        problems.append(Problem("cut", len(rows), detail))
+    return problems

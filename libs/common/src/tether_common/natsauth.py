@@ -1,0 +1,276 @@
+"""The nats-server configuration of a locked-down bus, generated from `subjects.py`.
+
+One user per service plus a `client` user, each allowed only the subjects its role needs.
+A role is written in terms of queue groups and streams, never subject strings: `ROLES`
+says which queue groups a user answers and calls and which streams it writes and reads,
+and the subjects come from the `Route`s and `StreamSpec`s in `subjects.py`, so a new
+route is covered the moment it is declared. Replies travel under `allow_responses` (a
+server-minted grant for one reply subject of a request actually received), so no service
+may publish to inboxes at large. Everyone subscribes to `_INBOX.>` for its own replies.
+
+Also used by compose and Kubernetes: `python -m tether_common.natsauth --env-passwords`
+prints the same configuration with passwords read from the server's environment
+(`$NATS_PASSWORD_BRAIN` …); `deploy/nats/nats-server.conf` is that output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import ssl
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether_common.subjects import (
+    QUEUE_APPROVALS,
+    QUEUE_BRAIN,
+    QUEUE_GATEWAY,
+    QUEUE_OUTPUTS,
+    QUEUE_TOOLS,
+    StreamSpec,
+    Subjects,
+)
+
+ACCOUNT = "TETHER"
+CLIENT_USER = "client"
+INBOXES = "_INBOX.>"
+RUN_EVENTS = "RUN_EVENTS"
+APPROVAL_DECISIONS = "APPROVAL_DECISIONS"
+# A reply grant outlives the slowest legitimate handler: a shell tool may run 120 s and a
+# model generation streams for minutes; expiry only bounds a forgotten grant.
+UNARY_REPLY_WINDOW = "10m"
+STREAMED_REPLY_WINDOW = "1h"
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """What one bus user does, in queue groups and stream keys (`RUN_EVENTS` …)."""
+
+    serves: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    broadcasts: tuple[str, ...] = ()  # `Subjects` attributes it both publishes and hears
+    streamed_replies: bool = False
+    # Service.start declares every stream in every service today, so all five may create
+    # and update Tether's streams (never purge or delete). Narrow to the writers once
+    # Service.start declares only the streams a service writes.
+    manages_streams: bool = True
+
+
+ROLES: dict[str, Role] = {
+    "brain": Role(
+        serves=(QUEUE_BRAIN,),
+        calls=(QUEUE_GATEWAY, QUEUE_TOOLS, QUEUE_APPROVALS, QUEUE_OUTPUTS),
+        writes=(RUN_EVENTS,),
+        reads=(RUN_EVENTS, APPROVAL_DECISIONS),
+        broadcasts=("run_stopping",),
+    ),
+    "gateway": Role(serves=(QUEUE_GATEWAY,), streamed_replies=True),
+    "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS,)),
+    "approvals": Role(serves=(QUEUE_APPROVALS,), writes=(APPROVAL_DECISIONS,)),
+    "output-store": Role(serves=(QUEUE_OUTPUTS,)),
+    CLIENT_USER: Role(calls=(QUEUE_BRAIN,), reads=(RUN_EVENTS,), manages_streams=False),
+}
+USERS: tuple[str, ...] = tuple(ROLES)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRef:
+    """A value nats-server reads from its own environment when it loads the file."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """Server certificate and key, and optionally the CA that signed the certificate."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+
+
+def password_env(user: str) -> str:
+    return "NATS_PASSWORD_" + user.upper().replace("-", "_")
+
+
+def generate_passwords() -> dict[str, str]:
+    return {user: secrets.token_urlsafe(24) for user in USERS}
+
+
+def service_env(user: str, password: str) -> dict[str, str]:
+    """The environment that makes a service connect as `user`."""
+    return {"TETHER_NATS_USER": user, "TETHER_NATS_PASSWORD": password}
+
+
+def queue_subjects(subjects: Subjects) -> list[tuple[str, str]]:
+    """(subject, queue group) of every command route, per-provider generation as `*`."""
+    generate = subjects.generate("*")
+    found = [(r.subject, r.queue) for r in subjects.routes()]
+    return [*found, (generate.subject, generate.queue)]
+
+
+def stream(subjects: Subjects, key: str) -> StreamSpec:
+    for spec in subjects.streams:
+        if spec.name.endswith("_" + key):
+            return spec
+    raise KeyError(f"no stream {key} in subjects.py")
+
+
+def _js_reader(spec: StreamSpec) -> list[str]:
+    """Ordered and durable consumers on one stream: create, fetch, ack, flow control."""
+    api, name = "$JS.API", spec.name
+    return [
+        f"{api}.STREAM.INFO.{name}",
+        f"{api}.CONSUMER.CREATE.{name}",
+        f"{api}.CONSUMER.CREATE.{name}.>",
+        f"{api}.CONSUMER.DURABLE.CREATE.{name}.*",
+        f"{api}.CONSUMER.INFO.{name}.*",
+        f"{api}.CONSUMER.DELETE.{name}.*",
+        f"{api}.CONSUMER.MSG.NEXT.{name}.*",
+        f"$JS.ACK.{name}.>",
+        f"$JS.FC.{name}.>",
+    ]
+
+
+def _js_admin(spec: StreamSpec) -> list[str]:
+    api, name = "$JS.API", spec.name
+    return [
+        f"{api}.STREAM.INFO.{name}",
+        f"{api}.STREAM.CREATE.{name}",
+        f"{api}.STREAM.UPDATE.{name}",
+    ]
+
+
+def _queue_subjects(subjects: Subjects, queues: tuple[str, ...]) -> list[str]:
+    return [subject for subject, queue in queue_subjects(subjects) if queue in queues]
+
+
+def _publish_allow(subjects: Subjects, role: Role) -> list[str]:
+    allow = _queue_subjects(subjects, role.calls)
+    allow += [getattr(subjects, name) for name in role.broadcasts]
+    for key in role.writes:
+        allow += stream(subjects, key).subjects
+    if role.reads:
+        allow.append("$JS.API.STREAM.NAMES")  # nats-py finds a stream by subject
+    for key in role.reads:
+        allow += _js_reader(stream(subjects, key))
+    if role.manages_streams:
+        for spec in subjects.streams:
+            allow += _js_admin(spec)
+    return list(dict.fromkeys(allow))
+
+
+def _subscribe_allow(subjects: Subjects, role: Role) -> list[str]:
+    # "subject queue" admits only queue subscriptions in the service's own group, so a
+    # service cannot quietly listen to every request of its kind outside the group.
+    allow = [f"{s} {q}" for s, q in queue_subjects(subjects) if q in role.serves]
+    allow += [getattr(subjects, name) for name in role.broadcasts]
+    for key in role.reads:
+        allow += stream(subjects, key).subjects
+    allow.append(INBOXES)
+    return list(dict.fromkeys(allow))
+
+
+def permissions(subjects: Subjects, user: str) -> dict[str, object]:
+    """The nats-server `permissions` block for one user."""
+    role = ROLES[user]
+    perms: dict[str, object] = {
+        "publish": {"allow": _publish_allow(subjects, role)},
+        "subscribe": {"allow": _subscribe_allow(subjects, role)},
+    }
+    if role.serves:
+        perms["allow_responses"] = (
+            {"max": -1, "expires": STREAMED_REPLY_WINDOW}
+            if role.streamed_replies
+            else {"max": 1, "expires": UNARY_REPLY_WINDOW}
+        )
+    return perms
+
+
+def server_config(
+    subjects: Subjects,
+    passwords: Mapping[str, str | EnvRef],
+    *,
+    tls: TlsFiles | None = None,
+) -> dict[str, object]:
+    """The whole server configuration as data (JetStream on for the one account)."""
+    users = [
+        {"user": user, "password": passwords[user], "permissions": permissions(subjects, user)}
+        for user in USERS
+    ]
+    config: dict[str, object] = {
+        "accounts": {ACCOUNT: {"jetstream": "enabled", "users": users}},
+    }
+    if tls is not None:
+        block: dict[str, object] = {"cert_file": str(tls.cert), "key_file": str(tls.key)}
+        if tls.ca is not None:
+            # No `verify`: services present no client certificates (mutual TLS would
+            # need them in Bus.open); passwords still authenticate every user.
+            block["ca_file"] = str(tls.ca)
+        config["tls"] = block
+    return config
+
+
+def render(value: object, indent: int = 0) -> str:
+    """nats-server's configuration syntax: JSON with bare keys and `$VAR` references."""
+    pad, inner = "  " * indent, "  " * (indent + 1)
+    if isinstance(value, EnvRef):
+        return "$" + value.name
+    if isinstance(value, dict):
+        lines = [f"{inner}{key}: {render(item, indent + 1)}" for key, item in value.items()]
+        return "{\n" + "\n".join(lines) + f"\n{pad}}}"
+    if isinstance(value, list):
+        lines = [f"{inner}{render(item, indent + 1)}" for item in value]
+        return "[\n" + "\n".join(lines) + f"\n{pad}]"
+    return json.dumps(value)
+
+
+def render_config(
+    subjects: Subjects, passwords: Mapping[str, str | EnvRef], *, tls: TlsFiles | None = None
+) -> str:
+    body = server_config(subjects, passwords, tls=tls)
+    lines = [f"{key}: {render(value)}" for key, value in body.items()]
+    return (
+        "# Generated by tether_common.natsauth from subjects.py; do not edit.\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+def write_config(path: Path, text: str) -> Path:
+    """Write a configuration holding passwords readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text)
+    return path
+
+
+def client_tls(ca_file: Path | None) -> ssl.SSLContext | None:
+    """The client side of TLS: trust the CA that signed the server's certificate."""
+    return None if ca_file is None else ssl.create_default_context(cafile=str(ca_file))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print Tether's nats-server configuration.")
+    parser.add_argument("--prefix", default="tether")
+    parser.add_argument(
+        "--env-passwords", action="store_true", help="read passwords from $NATS_PASSWORD_*"
+    )
+    args = parser.parse_args(argv)
+    passwords: Mapping[str, str | EnvRef] = (
+        {user: EnvRef(password_env(user)) for user in USERS}
+        if args.env_passwords
+        else generate_passwords()
+    )
+    sys.stdout.write(render_config(Subjects(args.prefix), passwords))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,280 @@
+"""The approval lifecycle: pending → granted / denied / expired → consumed.
+
+Each transition is one PostgreSQL transaction holding the row lock: the row, an operator
+event and an audit record change together. The decision is then put on JetStream
+(message id `<approval_id>:decided`, so a re-send is deduplicated); the row keeps an
+outbox mark, and the sweeper re-sends whatever a crash left unsent.
+
+Deletes are never remembered: `allow_run` / `allow_chat` on a request whose scope or
+effect is `delete` is refused (422 `delete_not_remembered`) rather than silently
+downgraded, so the operator sees what was actually granted.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import text, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from tether_approvals.auth import Principal
+from tether_approvals.rules import AutomatedApprover, first_answer
+from tether_approvals.store import add_event, locked_row, view
+from tether_approvals.tables import approvals
+from tether_approvals.trail import record, run_trail
+from tether_common import audit
+from tether_common.errors import ConflictError, MessageError
+from tether_common.messages.approvals import (
+    ApprovalDecided,
+    ApprovalView,
+    ConsumeApproval,
+    ConsumeOutcome,
+    ConsumeResult,
+    CreateApproval,
+    Decision,
+    EventKind,
+)
+
+log = logging.getLogger(__name__)
+
+Publisher = Callable[[ApprovalDecided], Awaitable[None]]
+
+_REFUSED: dict[str, ConsumeOutcome] = {
+    "pending": "approval_pending",
+    "denied": "approval_denied",
+    "expired": "approval_expired",
+    "consumed": "already_consumed",
+}
+
+
+def decided_message(item: ApprovalView) -> ApprovalDecided:
+    assert item.decision is not None, "only a decided request is announced"
+    return ApprovalDecided(
+        approval_id=item.approval_id,
+        run_id=item.run_id,
+        step=item.step,
+        decision=item.decision,
+        action_digest=item.action_digest,
+        decided_by=item.decided_by or "unknown",
+        note=item.note,
+        ts=item.decided_at or datetime.now(UTC),
+    )
+
+
+def _is_delete(row: Any) -> bool:
+    return "delete" in (row.scope, row.effect)
+
+
+def _audit_data(item: ApprovalView) -> dict[str, Any]:
+    """What the trail keeps: who decided what about which action, never argument values."""
+    return {
+        "approval_id": item.approval_id,
+        "step": item.step,
+        "tool": item.tool,
+        "args": audit.redact(item.args),
+        "action_digest": item.action_digest,
+        "status": item.status,
+        "decision": item.decision,
+        "decided_by": item.decided_by,
+        "note": item.note,
+    }
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        publish: Publisher,
+        *,
+        default_expiry_s: float,
+        approvers: Sequence[AutomatedApprover] = (),
+        sink: audit.JsonlSink | None = None,
+    ) -> None:
+        self.engine = engine
+        self.publish = publish
+        self.default_expiry_s = default_expiry_s
+        self.approvers = tuple(approvers)
+        self.sink = sink
+
+    async def _transition(
+        self, conn: AsyncConnection, approval_id: str, kind: EventKind, event: str, **values: Any
+    ) -> ApprovalView:
+        stmt = update(approvals).where(approvals.c.approval_id == approval_id)
+        row = (await conn.execute(stmt.values(**values).returning(approvals))).one()
+        item = view(row)
+        await add_event(conn, kind, item, datetime.now(UTC))
+        await record(conn, run_trail(item.run_id), event, _audit_data(item), self.sink)
+        return item
+
+    async def announce(self, item: ApprovalView) -> None:
+        """Put a decision on JetStream and set the outbox mark; a failure is left to the
+        sweeper, never raised to the operator whose decision is already durable."""
+        try:
+            await self.publish(decided_message(item))
+        except Exception:
+            log.warning("decision %s not published yet; the sweeper retries", item.approval_id)
+            return
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(approvals)
+                .where(approvals.c.approval_id == item.approval_id)
+                .values(published_at=datetime.now(UTC))
+            )
+
+    async def create(self, req: CreateApproval) -> ApprovalView:
+        now = datetime.now(UTC)
+        expiry = req.expires_in_s or self.default_expiry_s
+        values = req.model_dump(exclude={"version", "expires_in_s"})
+        values |= {"approval_id": f"apr_{uuid.uuid4().hex}", "status": "pending"}
+        values |= {"created_at": now, "expires_at": now + timedelta(seconds=expiry)}
+        answer, identity = await first_answer(self.approvers, req) or ("no_opinion", "")
+        async with self.engine.begin() as conn:
+            row = (await conn.execute(approvals.insert().values(values).returning(approvals))).one()
+            item = view(row)
+            await add_event(conn, "created", item, now)
+            if answer != "no_opinion":
+                item = await self._settle(conn, item.approval_id, answer, identity, None, auto=True)
+        if item.decision is not None:
+            await self.announce(item)
+        return item
+
+    async def _settle(
+        self,
+        conn: AsyncConnection,
+        approval_id: str,
+        decision: Decision,
+        by: str,
+        note: str | None,
+        *,
+        auto: bool = False,
+    ) -> ApprovalView:
+        status = "denied" if decision == "deny" else "granted"
+        event = "approval.auto_decided" if auto else "approval.decided"
+        return await self._transition(
+            conn,
+            approval_id,
+            "decided",
+            event,
+            status=status,
+            decision=decision,
+            note=note,
+            decided_by=by,
+            decided_at=datetime.now(UTC),
+        )
+
+    async def _expire(self, conn: AsyncConnection, approval_id: str) -> ApprovalView:
+        return await self._transition(
+            conn,
+            approval_id,
+            "expired",
+            "approval.expired",
+            status="expired",
+            decision="expired",
+            decided_by="expiry",
+            decided_at=datetime.now(UTC),
+        )
+
+    async def decide(
+        self, who: Principal, approval_id: str, decision: Decision, note: str | None
+    ) -> ApprovalView:
+        """An operator's decision; 409 `already_decided` / `expired`, 404 out of scope."""
+        who.require("approver")
+        async with self.engine.begin() as conn:
+            row = await locked_row(conn, approval_id, who)
+            if row.status == "pending" and row.expires_at <= datetime.now(UTC):
+                item = await self._expire(conn, approval_id)
+            elif row.status != "pending":
+                code = "expired" if row.status == "expired" else "already_decided"
+                raise ConflictError(f"approval '{approval_id}' is {row.status}", code=code)
+            elif decision in ("allow_run", "allow_chat") and _is_delete(row):
+                raise MessageError(
+                    "deletes are never remembered: allow it once or deny it",
+                    code="delete_not_remembered",
+                )
+            else:
+                item = await self._settle(conn, approval_id, decision, who.name, note)
+        await self.announce(item)
+        if item.status == "expired":
+            raise ConflictError(f"approval '{approval_id}' has expired", code="expired")
+        return item
+
+    async def consume(self, req: ConsumeApproval) -> ConsumeResult:
+        """Spend a granted approval once, for exactly the action it was sealed to."""
+        expired: ApprovalView | None = None
+        async with self.engine.begin() as conn:
+            row = await locked_row(conn, req.approval_id, None)
+            outcome = self._consume_outcome(row, req.action_digest)
+            if outcome == "consumed":
+                item = await self._mark_consumed(conn, req.approval_id)
+            elif outcome == "approval_expired" and row.status == "pending":
+                item = expired = await self._expire(conn, req.approval_id)
+            else:
+                item = view(row)
+                data = _audit_data(item) | {"refused": outcome}
+                await record(
+                    conn, run_trail(row.run_id), "approval.consume_refused", data, self.sink
+                )
+        if expired is not None:
+            await self.announce(expired)
+        return ConsumeResult(approval_id=req.approval_id, outcome=outcome, approval=item)
+
+    async def _mark_consumed(self, conn: AsyncConnection, approval_id: str) -> ApprovalView:
+        return await self._transition(
+            conn,
+            approval_id,
+            "consumed",
+            "approval.consumed",
+            status="consumed",
+            consumed_at=datetime.now(UTC),
+        )
+
+    @staticmethod
+    def _consume_outcome(row: Any, digest: str) -> ConsumeOutcome:
+        if row.status == "pending" and row.expires_at <= datetime.now(UTC):
+            return "approval_expired"
+        if row.status != "granted":
+            return _REFUSED[row.status]
+        return "consumed" if digest == row.action_digest else "approval_stale"
+
+    async def sweep(self, republish_after_s: float) -> int:
+        """Expire what is due (one replica at a time) and re-send unsent decisions."""
+        async with self.engine.begin() as conn:
+            locked = await conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), _SWEEP_KEY)
+            if not locked.scalar():
+                return 0
+            items = await self._expire_due(conn)
+            items += await self._unsent(conn, republish_after_s)
+        for item in items:
+            await self.announce(item)
+        return len(items)
+
+    async def _expire_due(self, conn: AsyncConnection) -> list[ApprovalView]:
+        due = await conn.execute(
+            approvals.select()
+            .where(approvals.c.status == "pending", approvals.c.expires_at <= datetime.now(UTC))
+            .with_for_update(skip_locked=True)
+            .limit(200)
+        )
+        return [await self._expire(conn, row.approval_id) for row in list(due)]
+
+    async def _unsent(self, conn: AsyncConnection, older_than_s: float) -> list[ApprovalView]:
+        """Decisions a crash (or a NATS outage) kept off JetStream; re-sent deduplicated."""
+        cutoff = datetime.now(UTC) - timedelta(seconds=older_than_s)
+        rows = await conn.execute(
+            approvals.select()
+            .where(
+                approvals.c.decision.is_not(None),
+                approvals.c.published_at.is_(None),
+                approvals.c.decided_at <= cutoff,
+            )
+            .limit(200)
+        )
+        return [view(row) for row in rows]
+
+
+# Held for one sweep transaction, so replicas never expire (and announce) the same request.
+_SWEEP_KEY = {"k": 0x7E7A_5EE9}

@@ -1,0 +1,72 @@
+"""Agents: their grants, owner, mode and bars, from settings; and the effective policy of
+a run (a request may narrow the agent's mode, never widen it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether_brain.gates import AgentPolicy, parse_grants
+from tether_brain.gates.grants import parse_grant
+from tether_brain.gates.policy import CATEGORIES, Category
+from tether_common.errors import NotFoundError
+from tether_common.messages.runs import PermissionMode
+
+MODE_RANK: dict[str, int] = {"read-only": 0, "allow-reads": 1, "allow-all": 2}
+DEFAULT_AGENT = "default"
+
+
+class AgentConfig(BaseModel):
+    """One agent as configured (`TETHER_BRAIN_AGENTS`, a JSON object of these by id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grants: list[str] = Field(default_factory=list)
+    owner: str | None = None
+    mode: PermissionMode = "allow-reads"
+    categories: list[Category] = Field(default_factory=lambda: list(CATEGORIES))
+    untrusted_bar: bool = True
+    waiver_lifts_taint: bool = False
+    interactive: bool = False
+
+
+class Agents:
+    def __init__(
+        self,
+        configs: dict[str, AgentConfig],
+        *,
+        workspace: Path,
+        guardrails: dict[str, Literal["confirm", "deny"]],
+        allowlist: list[str],
+    ) -> None:
+        self.configs = {DEFAULT_AGENT: AgentConfig()} | configs
+        self.workspace = workspace
+        self.guardrails = guardrails
+        self.allowlist = tuple(parse_grant(rule) for rule in allowlist)
+
+    def config(self, agent_id: str | None) -> AgentConfig:
+        found = self.configs.get(agent_id or DEFAULT_AGENT)
+        if found is None:
+            raise NotFoundError(f"no agent '{agent_id}'")
+        return found
+
+    def policy(self, agent_id: str | None, options: dict[str, Any]) -> AgentPolicy:
+        config = self.config(agent_id)
+        mode = config.mode
+        asked = options.get("mode")
+        if asked in MODE_RANK and MODE_RANK[asked] < MODE_RANK[mode]:
+            mode = asked
+        return AgentPolicy(
+            agent_id=agent_id or DEFAULT_AGENT,
+            grants=parse_grants(config.grants),
+            workspace=self.workspace,
+            owner=config.owner,
+            mode=mode,
+            categories=frozenset(config.categories),
+            guardrails=self.guardrails,
+            allowlist=self.allowlist,
+            untrusted_bar=config.untrusted_bar,
+            waiver_lifts_taint=config.waiver_lifts_taint,
+        )

@@ -1,0 +1,129 @@
+"""Parking a call for an operator's decision: the sealed action digest, the request to the
+approvals service, and what a decision means when the run resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tether_brain.gates import Verdict
+from tether_brain.state import RunState
+from tether_common.bus import Bus
+from tether_common.messages.approvals import (
+    ApprovalView,
+    ConsumeApproval,
+    CreateApproval,
+    PresenceQuery,
+)
+from tether_common.messages.gateway import CallRecord
+from tether_common.messages.tools import ToolDescriptor
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def history_digest(state: RunState, call: CallRecord) -> str:
+    """The run's history up to (and with) the assistant message that made `call`."""
+    digest = hashlib.sha256()
+    for message in state.messages:
+        digest.update(_canonical(message.model_dump(mode="json")))
+        if any(c.id == call.id for c in message.tool_calls):
+            break
+    return digest.hexdigest()
+
+
+def action_digest(state: RunState, call: CallRecord, tool: ToolDescriptor, step: int) -> str:
+    """What an approval is bound to: run, step, tool, arguments, effect, scope, history."""
+    action = {
+        "run_id": state.run_id,
+        "step": step,
+        "tool": tool.name,
+        "arguments": call.arguments,
+        "effect": tool.effect,
+        "scope": tool.scope,
+        "history": history_digest(state, call),
+    }
+    return hashlib.sha256(_canonical(action)).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An operator's (or automated approver's) decision, as the brain resumes with it."""
+
+    approval_id: str
+    decision: str  # allow_once | allow_run | allow_chat | deny | expired
+    note: str | None = None
+    decided_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    approval_id: str
+    call_id: str
+    digest: str
+    step: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "call_id": self.call_id,
+            "digest": self.digest,
+            "step": self.step,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PendingApproval:
+        return cls(
+            str(data["approval_id"]), str(data["call_id"]), str(data["digest"]), int(data["step"])
+        )
+
+
+class ApprovalClient:
+    def __init__(self, bus: Bus, *, expiry_s: float) -> None:
+        self.bus = bus
+        self.expiry_s = expiry_s
+
+    async def request(
+        self,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None = None,
+    ) -> tuple[ApprovalView, PendingApproval]:
+        digest = action_digest(state, call, tool, state.step)
+        body = CreateApproval(
+            run_id=state.run_id,
+            step=state.step,
+            tool=tool.name,
+            args=call.arguments,
+            danger=verdict.danger,
+            reason=f"{verdict.code}: {verdict.reason}",
+            reach=verdict.reach,
+            action_digest=digest,
+            expires_in_s=self.expiry_s,
+            agent=state.options.get("agent"),
+            owner=owner,
+            scope=tool.scope,
+            effect=tool.effect,
+        )
+        view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
+        return view, PendingApproval(view.approval_id, call.id, digest, state.step)
+
+    async def consume(self, approval_id: str, digest: str) -> bool:
+        """Spend a granted approval just before its action runs: True only the first time,
+        and only for the same sealed action."""
+        body = ConsumeApproval(approval_id=approval_id, action_digest=digest)
+        result = await self.bus.request(self.bus.subjects.approval_consume, body, timeout=10.0)
+        return result.outcome == "consumed"
+
+    async def operator_present(self, agent: str | None, owner: str | None) -> bool:
+        presence = await self.bus.request(
+            self.bus.subjects.approval_presence,
+            PresenceQuery(agent=agent, owner=owner),
+            timeout=5.0,
+        )
+        return presence.approvers > 0

@@ -1,0 +1,50 @@
+"""`python -m tether_output_store.grep_worker SPEC`: search stdin line by line.
+
+Runs in its own process so a catastrophic regular expression can be killed when its time
+budget runs out; the service itself never runs a model-supplied pattern. Writes one JSON
+object per line: `{"n", "text", "hit"}` for shown lines, `{"total"}` at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import deque
+from typing import IO, Any
+
+# Only this much of each line is searched and shown: bounds the work per line.
+MAX_LINE_CHARS = 4000
+
+
+def emit(out: IO[str], record: dict[str, Any]) -> None:
+    out.write(json.dumps(record) + "\n")
+
+
+def search(spec: dict[str, Any], source: IO[bytes], out: IO[str]) -> None:
+    flags = re.IGNORECASE if spec["ignore_case"] else 0
+    pattern = re.compile(spec["pattern"], flags)
+    context, skip, limit = spec["context"], spec["skip"], spec["limit"]
+    before: deque[tuple[int, str]] = deque(maxlen=context)
+    total, after, last_shown = 0, 0, 0
+    for number, raw in enumerate(source, start=1):
+        text = raw.decode(errors="replace").rstrip("\r\n")[:MAX_LINE_CHARS]
+        hit = pattern.search(text) is not None
+        total += hit
+        showing = hit and skip < total <= skip + limit
+        if showing:
+            for n, prior in before:
+                if n > last_shown:
+                    emit(out, {"n": n, "text": prior, "hit": False})
+            emit(out, {"n": number, "text": text, "hit": True})
+            last_shown, after = number, context
+        elif after and not hit:
+            emit(out, {"n": number, "text": text, "hit": False})
+            last_shown, after = number, after - 1
+        before.append((number, text))
+    emit(out, {"total": total})
+    out.flush()
+
+
+if __name__ == "__main__":
+    search(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout)

@@ -1,0 +1,12 @@
+"""The call being executed, for tools that need more than their arguments (the run id).
+
+The executor sets it around each call; a context variable keeps the tool signature
+`(args) -> str` unchanged for tools that do not care."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+current_run_id: ContextVar[str] = ContextVar("current_run_id", default="")
+
+__all__ = ["current_run_id"]

@@ -1,0 +1,133 @@
+"""Sandbox attestation: probe, once at start, what isolation this host really gives.
+
+Levels, weakest first (each includes the ones before it):
+
+    none      nothing can be limited (no POSIX rlimits)
+    rlimits   per-process limits (CPU, memory, file size, processes), a timeout that kills
+              the process group, a scrubbed environment; no filesystem or network isolation
+    bwrap     bubblewrap really runs `true` here: read-only system, the workspace as the
+              only writable place, private /tmp, no network, own PID namespace
+
+Other findings (seccomp, Landlock ABI, cgroups, whether the process count is bounded
+for root) are reported as detail; they are observed, not yet applied by the runner."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LEVELS: tuple[str, ...] = ("none", "rlimits", "bwrap")
+PIDS_CGROUP_V1 = Path("/sys/fs/cgroup/pids")
+_LANDLOCK_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
+
+
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    level: str
+    bwrap: str | None
+    features: dict[str, str] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def at_least(self, level: str) -> bool:
+        return level in LEVELS and LEVELS.index(self.level) >= LEVELS.index(level)
+
+
+def missing_for(attestation: Attestation, level: str) -> str | None:
+    """Why this host cannot give `level`, or None when it can."""
+    if level not in LEVELS:
+        return f"unknown sandbox level {level!r} (known: {', '.join(LEVELS)})"
+    if attestation.at_least(level):
+        return None
+    reasons = [
+        f"{name}: {attestation.problems[name]}"
+        for name in LEVELS[LEVELS.index(attestation.level) + 1 : LEVELS.index(level) + 1]
+        if name in attestation.problems
+    ]
+    detail = "; ".join(reasons) or "not available"
+    return f"this host gives sandbox level {attestation.level!r}, below {level!r} ({detail})"
+
+
+def _probe_bwrap(path: str | None) -> str | None:
+    """None when bubblewrap works here, else what went wrong."""
+    if path is None:
+        return "bwrap is not installed"
+    args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "true"]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run: {exc}"
+    if done.returncode != 0:
+        return f"bwrap failed: {done.stderr.decode(errors='replace').strip()[:200]}"
+    return None
+
+
+def _landlock_abi() -> str:
+    number = _LANDLOCK_CREATE_RULESET.get(platform.machine())
+    if number is None or platform.system() != "Linux":
+        return "unknown"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        abi = int(libc.syscall(number, None, 0, 1))  # LANDLOCK_CREATE_RULESET_VERSION
+    except (OSError, AttributeError):
+        return "unknown"
+    return str(abi) if abi > 0 else "unavailable"
+
+
+def _seccomp() -> str:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return "unknown"
+    return "available" if "Seccomp:" in status else "unavailable"
+
+
+def _namespaces() -> dict[str, str]:
+    found = {}
+    for kind in ("user", "net", "pid", "mnt"):
+        found[f"{kind}_ns"] = "yes" if os.path.exists(f"/proc/self/ns/{kind}") else "no"
+    return found
+
+
+def pids_cgroup_usable() -> bool:
+    return PIDS_CGROUP_V1.is_dir() and os.access(PIDS_CGROUP_V1, os.W_OK)
+
+
+def _process_limit() -> str:
+    if os.geteuid() != 0:
+        return "rlimit"
+    # RLIMIT_NPROC does not bind root, so only a pids cgroup bounds a fork bomb.
+    return "cgroup" if pids_cgroup_usable() else "none"
+
+
+def attest() -> Attestation:
+    """Probe this host; takes a few milliseconds plus one `bwrap true`."""
+    try:
+        import resource  # noqa: F401 - absent on non-POSIX hosts
+
+        level, problems = "rlimits", {}
+    except ImportError:
+        level, problems = "none", {"rlimits": "the resource module is unavailable"}
+    bwrap = shutil.which("bwrap")
+    failure = _probe_bwrap(bwrap) if level == "rlimits" else "needs rlimits"
+    if failure is None:
+        level = "bwrap"
+    else:
+        problems["bwrap"] = failure
+    features = {
+        **_namespaces(),
+        "seccomp": _seccomp(),
+        "landlock_abi": _landlock_abi(),
+        "cgroup_v2": "yes" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "no",
+        "process_limit": _process_limit(),
+        "network": "off (always, for now)" if level == "bwrap" else "not isolated",
+    }
+    return Attestation(level, bwrap if failure is None else None, features, problems)
+
+
+__all__ = ["LEVELS", "Attestation", "attest", "missing_for", "pids_cgroup_usable"]

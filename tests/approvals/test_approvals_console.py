@@ -1,0 +1,107 @@
+"""The operator console in a real headless Chromium (Debian's, driven by Selenium; no
+browser download): sign in, a request appears live, approve it, it leaves the list, and
+the decision reaches the brain's JetStream subject."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.wait import WebDriverWait
+
+from tether_approvals.testing import ApprovalsHarness
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def require_chromium() -> None:
+    """CI installs them (.ci/run); elsewhere the failure names the packages."""
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.fail(
+            "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
+        )
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    require_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        options.add_argument(flag)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SE_OFFLINE", "true")  # Selenium Manager must never download a browser
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver: WebDriver, css: str, *, gone: bool = False, timeout: float = 15) -> None:
+    def check(d: WebDriver) -> bool:
+        return bool(d.find_elements(By.CSS_SELECTOR, css)) != gone
+
+    WebDriverWait(driver, timeout, poll_frequency=0.1).until(check)
+
+
+def sign_in(driver: WebDriver, url: str, token: str) -> None:
+    driver.get(url)
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.ID, "signin").click()
+    WebDriverWait(driver, 15).until(lambda d: d.find_element(By.ID, "status").text == "live")
+
+
+async def test_console_approves_a_live_request(
+    approvals: ApprovalsHarness, browser: WebDriver
+) -> None:
+    token = await approvals.token("approver", agents=["console-bot"])
+    await asyncio.to_thread(sign_in, browser, approvals.url, token)
+
+    created = await approvals.create(agent="console-bot", args={"command": "ls -la /srv"})
+    card = f'.card[data-id="{created.approval_id}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    element = browser.find_element(By.CSS_SELECTOR, card)
+    assert element.find_element(By.CSS_SELECTOR, ".tool").text == "shell"
+    assert "ls -la /srv" in element.find_element(By.CSS_SELECTOR, ".args").text
+    assert "danger: networked" in element.text
+    assert "expires in" in element.find_element(By.CSS_SELECTOR, ".expiry").text
+    assert created.run_id in element.text
+
+    element.find_element(By.CSS_SELECTOR, ".note").send_keys("checked by hand")
+    element.find_element(By.CSS_SELECTOR, 'button[data-decision="allow_once"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)
+
+    decided = await approvals.decided(created.approval_id)
+    assert (decided.decision, decided.note) == ("allow_once", "checked by hand")
+    assert decided.decided_by.startswith("token:approver-")
+    assert decided.action_digest == created.action_digest
+
+
+async def test_console_drops_cards_decided_elsewhere(
+    approvals: ApprovalsHarness, browser: WebDriver
+) -> None:
+    created = await approvals.create(agent="console-bot", scope="delete")
+    card = f'.card[data-id="{created.approval_id}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    buttons = browser.find_elements(By.CSS_SELECTOR, f"{card} button[data-decision]")
+    assert [b.get_attribute("data-decision") for b in buttons] == ["allow_once", "deny"]
+    await approvals.decide(created.approval_id, "deny")
+    await asyncio.to_thread(wait_for, browser, card, gone=True)

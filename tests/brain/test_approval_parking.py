@@ -1,0 +1,137 @@
+"""A call the chain says to ask about parks its run (no task, no lease) until an operator
+decides over the approvals API; the decision resumes the run on any brain replica."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tether_client import TetherClient
+from tether_common.messages.runs import RunEvent
+from tether_common.supervisor import Supervisor
+from tether_common.testing import Turn, call, event_data, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "test-operator-token"  # tests/conftest.py OPERATOR_TOKEN: an admin token
+CONFIRMED_TOOL = "convert_time"
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    return {"TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"})}
+
+
+CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
+
+
+async def park(stack: Supervisor, scripts: Path, turns: list[Turn]) -> tuple[str, dict[str, Any]]:
+    model = write_script(scripts, turns)
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("convert a time", provider="scripted", model=model)
+        async for event in client.events(accepted.run_id):
+            if event.kind == "tool.approval_needed":
+                return accepted.run_id, event.data
+            assert event.kind != "run.end", event.data
+    raise AssertionError("the run never asked")
+
+
+async def decide(stack: Supervisor, approval_id: str, decision: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(
+            f"{stack.child('approvals').url}/v1/approvals/{approval_id}/decision",
+            json={"decision": decision, "note": "checked by a test"},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+
+
+async def finish(stack: Supervisor, run_id: str) -> tuple[str, list[RunEvent]]:
+    async with TetherClient(stack.child("brain").url) as client:
+        events = [e async for e in client.events(run_id)]
+        return (await client.get_run(run_id)).status, events
+
+
+async def test_allow_once_resumes_and_runs_the_call(
+    stack: Supervisor, scripts_dir: Path, database_url: str
+) -> None:
+    run_id, asked = await park(
+        stack, scripts_dir, [[call(CONFIRMED_TOOL, **CONVERT)], say("converted")]
+    )
+    assert asked["code"] == "org_confirm"
+    assert asked["arguments"] == CONVERT
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        row = await conn.fetchrow("SELECT status, lease_owner FROM runs WHERE run_id = $1", run_id)
+    finally:
+        await conn.close()
+    assert row is not None
+    assert (row["status"], row["lease_owner"]) == ("awaiting_approval", None)
+    async with httpx.AsyncClient(timeout=10) as client:
+        pending = await client.get(
+            f"{stack.child('approvals').url}/v1/approvals?status=pending",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    assert asked["approval_id"] in {a["approval_id"] for a in pending.json()["approvals"]}
+
+    assert (await decide(stack, asked["approval_id"], "allow_once")).status_code == 200
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    approved = event_data(events, "tool.approved")
+    assert approved
+    assert approved[0]["decision"] == "allow_once"
+    result = [r for r in event_data(events, "tool.result") if r["name"] == CONFIRMED_TOOL][-1]
+    assert result["ok"] is True
+    assert "Asia/Tokyo" in result["content"]
+
+
+async def test_deny_is_read_by_the_model(stack: Supervisor, scripts_dir: Path) -> None:
+    run_id, asked = await park(
+        stack, scripts_dir, [[call(CONFIRMED_TOOL, **CONVERT)], say("understood")]
+    )
+    assert (await decide(stack, asked["approval_id"], "deny")).status_code == 200
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    result = [r for r in event_data(events, "tool.result") if r["name"] == CONFIRMED_TOOL][-1]
+    assert result["error_code"] == "approval_denied"
+    assert "checked by a test" in result["content"]
+
+
+async def test_a_decision_counts_once(stack: Supervisor, scripts_dir: Path) -> None:
+    run_id, asked = await park(stack, scripts_dir, [[call(CONFIRMED_TOOL, **CONVERT)], say("done")])
+    assert (await decide(stack, asked["approval_id"], "allow_once")).status_code == 200
+    again = await decide(stack, asked["approval_id"], "allow_once")
+    assert again.status_code == 409
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    runs_of_tool = [
+        r for r in event_data(events, "tool.result") if r["name"] == CONFIRMED_TOOL and r["ok"]
+    ]
+    assert len(runs_of_tool) == 1
+
+
+async def test_an_organisation_confirm_is_asked_each_time(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    """`allow_run` remembers a call for the run, but never beats an organisation rule."""
+    later = dict(CONVERT, time="10:00")
+    turns = [[call(CONFIRMED_TOOL, **CONVERT)], [call(CONFIRMED_TOOL, **later)], say("both")]
+    run_id, asked = await park(stack, scripts_dir, turns)
+    assert (await decide(stack, asked["approval_id"], "allow_run")).status_code == 200
+    async with TetherClient(stack.child("brain").url) as client:
+        async for event in client.events(run_id, after=0):
+            if (
+                event.kind == "tool.approval_needed"
+                and event.data["approval_id"] != asked["approval_id"]
+            ):
+                second = event.data
+                break
+    assert second["code"] == "org_confirm"
+    assert (await decide(stack, second["approval_id"], "allow_once")).status_code == 200
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    assert [r["ok"] for r in event_data(events, "tool.result")] == [True, True]

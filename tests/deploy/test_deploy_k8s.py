@@ -1,0 +1,331 @@
+"""deploy/k8s checked without a cluster: every manifest of the base and of each overlay
+against the Kubernetes JSON Schemas (kubernetes-validate, offline, strict), and the
+Deployments against the supervisor's service table, the settings classes and the
+generated NATS permissions.
+
+Overlays are rendered here with just enough of `kustomize build` (no binary needed):
+resources, a ConfigMap generator, labels, namespace, images, replicas and JSON 6902
+patches chosen by kind and name. Any other kustomization field fails the test loudly."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]  # ships no type information
+import pytest
+import yaml
+from pydantic_settings import BaseSettings
+
+from tether_approvals.settings import ApprovalSettings
+from tether_brain.settings import BrainSettings
+from tether_common.natsauth import USERS, EnvRef, password_env, render_config
+from tether_common.settings import CommonSettings
+from tether_common.subjects import Subjects
+from tether_common.supervisor import SERVICES, ServiceSpec
+from tether_gateway.settings import GatewaySettings
+from tether_output_store.settings import OutputSettings
+from tether_tools_runner.settings import RunnerSettings
+
+Doc = dict[str, Any]
+KNOWN_FIELDS = {
+    "apiVersion",
+    "kind",
+    "resources",
+    "configMapGenerator",
+    "labels",
+    "namespace",
+    "images",
+    "replicas",
+    "patches",
+}
+CLUSTER_SCOPED = {"Namespace"}
+
+
+def load_docs(path: Path) -> list[Doc]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def build(folder: Path) -> list[Doc]:
+    spec: Doc = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    unknown = spec.keys() - KNOWN_FIELDS
+    assert not unknown, f"{folder}: the renderer does not understand {sorted(unknown)}"
+    docs: list[Doc] = []
+    for entry in spec.get("resources", []):
+        target = folder / entry
+        docs += build(target) if target.is_dir() else load_docs(target)
+    docs += [_generated_config_map(folder, gen) for gen in spec.get("configMapGenerator", [])]
+    docs = copy.deepcopy(docs)
+    for doc in docs:
+        _apply_labels(doc, spec.get("labels", []))
+        if "namespace" in spec and doc["kind"] not in CLUSTER_SCOPED:
+            doc["metadata"]["namespace"] = spec["namespace"]
+        _apply_images(doc, spec.get("images", []))
+        _apply_replicas(doc, spec.get("replicas", []))
+    for patch in spec.get("patches", []):
+        _apply_patch(docs, patch)
+    return docs
+
+
+def _generated_config_map(folder: Path, gen: Doc) -> Doc:
+    assert gen.get("options", {}).get("disableNameSuffixHash"), "hash suffixes not modelled"
+    data = {name: (folder / name).read_text() for name in gen["files"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": gen["name"]},
+        "data": data,
+    }
+
+
+def _apply_labels(doc: Doc, labels: list[Doc]) -> None:
+    for entry in labels:
+        assert not entry.get("includeSelectors"), "selector labels not modelled"
+        doc["metadata"].setdefault("labels", {}).update(entry["pairs"])
+
+
+def _containers(doc: Doc) -> list[Doc]:
+    if doc["kind"] != "Deployment":
+        return []
+    containers: list[Doc] = doc["spec"]["template"]["spec"]["containers"]
+    return containers
+
+
+def _apply_images(doc: Doc, images: list[Doc]) -> None:
+    for container in _containers(doc):
+        for image in images:
+            if container["image"].split(":")[0] == image["name"]:
+                container["image"] = f"{image.get('newName', image['name'])}:{image['newTag']}"
+
+
+def _apply_replicas(doc: Doc, replicas: list[Doc]) -> None:
+    for entry in replicas:
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == entry["name"]:
+            doc["spec"]["replicas"] = entry["count"]
+
+
+def _apply_patch(docs: list[Doc], patch: Doc) -> None:
+    target, ops = patch["target"], yaml.safe_load(patch["patch"])
+    matched = [
+        d
+        for d in docs
+        if d["kind"] == target["kind"]
+        and target.get("name", d["metadata"]["name"]) == d["metadata"]["name"]
+    ]
+    assert matched, f"patch matches nothing: {target}"
+    for doc in matched:
+        for op in ops:
+            _json6902(doc, op)
+
+
+def _json6902(doc: Doc, op: Doc) -> None:
+    *parents, last = [p for p in op["path"].split("/") if p]
+    node: Any = doc
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    key: Any = int(last) if isinstance(node, list) and last != "-" else last
+    if op["op"] == "remove":
+        del node[key]
+    elif op["op"] == "replace":
+        assert key in node if isinstance(node, dict) else key < len(node), op
+        node[key] = op["value"]
+    elif op["op"] == "add" and isinstance(node, list):
+        node.append(op["value"]) if key == "-" else node.insert(key, op["value"])
+    elif op["op"] == "add":
+        node[key] = op["value"]
+    else:
+        raise AssertionError(f"unsupported patch op {op}")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+KUBERNETES_VERSION = "1.37.0"
+TREES = ("base", "overlays/dev", "overlays/prod")
+SETTINGS: dict[str, type[BaseSettings]] = {
+    "brain": BrainSettings,
+    "gateway": GatewaySettings,
+    "tools-runner": RunnerSettings,
+    "approvals": ApprovalSettings,
+    "output-store": OutputSettings,
+}
+AUTOSCALED = ("brain", "gateway", "tools-runner")
+PRIVATE_RANGES = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"}
+
+
+def env_names(cls: type[BaseSettings]) -> set[str]:
+    """Every environment variable a settings class reads (as tests/contract does)."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    names: set[str] = set()
+    for name, field in cls.model_fields.items():
+        names.add(f"{prefix}{name}".upper())
+        choices = getattr(field.validation_alias, "choices", None) or []
+        names.update(str(c).upper() for c in choices)
+    return names
+
+
+KNOWN_ENV = env_names(CommonSettings).union(*(env_names(c) for c in SETTINGS.values()))
+
+
+@pytest.fixture(scope="module", params=TREES)
+def tree(request: pytest.FixtureRequest) -> list[Doc]:
+    docs: list[Doc] = build(K8S / request.param)
+    return docs
+
+
+@pytest.fixture(scope="module")
+def base() -> list[Doc]:
+    docs: list[Doc] = build(K8S / "base")
+    return docs
+
+
+def find(docs: list[Doc], kind: str, name: str) -> Doc:
+    (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def container_of(docs: list[Doc], spec: ServiceSpec) -> Doc:
+    pod = find(docs, "Deployment", f"tether-{spec.name}")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return dict(container)
+
+
+def test_every_manifest_matches_the_kubernetes_schemas(tree: list[Doc]) -> None:
+    for doc in tree:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_every_yaml_file_in_base_is_a_resource() -> None:
+    listed = yaml.safe_load((K8S / "base/kustomization.yaml").read_text())["resources"]
+    on_disk = {p.name for p in (K8S / "base").glob("*.yaml")} - {"kustomization.yaml"}
+    assert on_disk == set(listed)
+
+
+@pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
+def test_each_deployment_matches_the_service_table(base: list[Doc], spec: ServiceSpec) -> None:
+    container = container_of(base, spec)
+    assert container["image"] == f"tether-{spec.name}"
+    assert SETTINGS[spec.name].model_fields["http_port"].default == spec.default_port
+    (port,) = container["ports"]
+    assert (port["name"], port["containerPort"]) == ("http", spec.default_port)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    for bound in ("requests", "limits"):
+        assert {"cpu", "memory"} <= container["resources"][bound].keys()
+    service = find(base, "Service", f"tether-{spec.name}")
+    assert service["spec"]["ports"][0]["port"] == spec.default_port
+    find(base, "PodDisruptionBudget", f"tether-{spec.name}")
+
+
+@pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
+def test_each_container_is_locked_down(base: list[Doc], spec: ServiceSpec) -> None:
+    context = container_of(base, spec)["securityContext"]
+    assert context["runAsNonRoot"] is True
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    pod = find(base, "Deployment", f"tether-{spec.name}")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_the_sandbox_gets_a_user_namespace_instead_of_capabilities(base: list[Doc]) -> None:
+    runner = find(base, "Deployment", "tether-tools-runner")["spec"]["template"]["spec"]
+    assert runner["hostUsers"] is False
+    context = runner["containers"][0]["securityContext"]
+    assert context["procMount"] == "Unmasked"
+    assert "add" not in context["capabilities"]
+
+
+def test_hpas_scale_brain_gateway_and_runner(base: list[Doc]) -> None:
+    scaled = {
+        d["spec"]["scaleTargetRef"]["name"] for d in base if d["kind"] == "HorizontalPodAutoscaler"
+    }
+    assert scaled == {f"tether-{name}" for name in AUTOSCALED}
+
+
+def referenced_env(docs: list[Doc], container: Doc) -> set[str]:
+    names = {e["name"] for e in container.get("env", [])}
+    for source in container.get("envFrom", []):
+        ref = source.get("configMapRef") or source["secretRef"]
+        kind = "ConfigMap" if "configMapRef" in source else "Secret"
+        found = find(docs, kind, ref["name"])
+        names |= set(found.get("data") or {}) | set(found.get("stringData") or {})
+    return names
+
+
+def test_every_environment_variable_is_a_known_setting(tree: list[Doc]) -> None:
+    for spec in SERVICES:
+        for name in referenced_env(tree, container_of(tree, spec)):
+            assert name in KNOWN_ENV or name.startswith("OTEL_"), (spec.name, name)
+
+
+@pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
+def test_each_service_connects_to_nats_as_itself(base: list[Doc], spec: ServiceSpec) -> None:
+    env = {e["name"]: e for e in container_of(base, spec)["env"]}
+    assert env["TETHER_NATS_USER"]["value"] == spec.name
+    ref = env["TETHER_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    secret = find(base, "Secret", ref["name"])
+    assert ref["key"] == spec.name
+    assert set(secret["stringData"]) == set(USERS)
+
+
+def test_the_nats_chart_gets_the_generated_permissions(base: list[Doc]) -> None:
+    generated = render_config(Subjects(), {u: EnvRef(password_env(u)) for u in USERS})
+    config_map = find(base, "ConfigMap", "tether-nats-auth")
+    assert config_map["data"]["nats-server.conf"] == generated
+    values: dict[str, Any] = yaml.safe_load((K8S / "nats/values.yaml").read_text())
+    assert values["config"]["cluster"]["replicas"] == 3
+    assert values["config"]["jetstream"]["enabled"] is True
+    env = values["container"]["env"]
+    for user in USERS:
+        assert env[password_env(user)]["valueFrom"]["secretKeyRef"]["key"] == user
+
+
+def egress_of(docs: list[Doc], name: str) -> list[Doc]:
+    rules: list[Doc] = find(docs, "NetworkPolicy", name)["spec"]["egress"]
+    return rules
+
+
+def test_only_the_runner_and_gateway_reach_the_internet(base: list[Doc]) -> None:
+    policies = [d for d in base if d["kind"] == "NetworkPolicy"]
+    open_to_world = {
+        p["metadata"]["name"]
+        for p in policies
+        for rule in p["spec"].get("egress", [])
+        for peer in rule.get("to", [])
+        if peer.get("ipBlock", {}).get("cidr") == "0.0.0.0/0"
+    }
+    assert open_to_world == {"tether-tools-runner-web", "tether-gateway-providers"}
+    for name in open_to_world:
+        for rule in egress_of(base, name):
+            assert set(rule["to"][0]["ipBlock"]["except"]) >= PRIVATE_RANGES
+    (web,) = egress_of(base, "tether-tools-runner-web")
+    assert {p["port"] for p in web["ports"]} == {80, 443}
+    default = find(base, "NetworkPolicy", "tether-default-deny")["spec"]
+    assert default["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in default
+    assert "egress" not in default
+
+
+@pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/prod"])
+def test_overlays_pin_images_and_a_namespace(overlay: str) -> None:
+    docs = build(K8S / overlay)
+    (namespace,) = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
+    for doc in docs:
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
+    for spec in SERVICES:
+        image = container_of(docs, spec)["image"]
+        assert image.rsplit(":", 1)[0].endswith(f"/tether-{spec.name}")
+        assert ":" in image
+
+
+def test_dev_runs_one_of_each_and_prod_three_brains() -> None:
+    dev, prod = build(K8S / "overlays/dev"), build(K8S / "overlays/prod")
+    for spec in SERVICES:
+        assert find(dev, "Deployment", f"tether-{spec.name}")["spec"]["replicas"] == 1
+    assert find(prod, "Deployment", "tether-brain")["spec"]["replicas"] == 3
+    assert find(prod, "HorizontalPodAutoscaler", "tether-brain")["spec"]["minReplicas"] == 3
+    pdb = find(dev, "PodDisruptionBudget", "tether-brain")["spec"]
+    assert pdb == pdb | {"maxUnavailable": 1}
+    assert "minAvailable" not in pdb

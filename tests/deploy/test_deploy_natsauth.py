@@ -1,0 +1,305 @@
+"""The generated bus permissions against a real nats-server: every forbidden publish or
+subscribe is refused (nats-py reports the server's permissions violation to the error
+callback), and the conversations the services need still work."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+
+from tether_common.bus import Bus
+from tether_common.embedded import NatsServer
+from tether_common.messages.runs import StopRun
+from tether_common.natsauth import (
+    ROLES,
+    generate_passwords,
+    main,
+    queue_subjects,
+    render_config,
+    write_config,
+)
+from tether_common.subjects import Subjects
+
+PREFIX = f"p{uuid.uuid4().hex[:8]}"
+SUBJECTS = Subjects(PREFIX)
+
+
+@dataclass
+class LockedBus:
+    url: str
+    passwords: dict[str, str]
+
+
+@dataclass
+class Conn:
+    """A raw connection that records every error the server reports."""
+
+    nc: Client
+    errors: list[str] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def refused(self, timeout: float = 5.0) -> str:
+        await self.nc.flush()
+        await asyncio.wait_for(self.changed.wait(), timeout)
+        return self.errors[-1]
+
+
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedBus]:
+    base = tmp_path_factory.mktemp("locked-nats")
+    passwords = generate_passwords()
+    config = write_config(base / "nats.conf", render_config(SUBJECTS, passwords))
+    server = NatsServer(base / "data", config_file=config).start()
+    try:
+        yield LockedBus(server.url, passwords)
+    finally:
+        server.stop()
+
+
+async def connect(locked: LockedBus, user: str) -> Conn:
+    conn: Conn | None = None
+
+    async def on_error(exc: Exception) -> None:
+        assert conn is not None
+        conn.errors.append(str(exc))
+        conn.changed.set()
+
+    nc = await nats.connect(
+        locked.url, user=user, password=locked.passwords[user], error_cb=on_error
+    )
+    conn = Conn(nc)
+    return conn
+
+
+async def request_until_served(nc: Client, subject: str, data: bytes) -> Msg:
+    """A request that rides out the moment in which a fresh queue subscription is not yet
+    seen by the server's no-responders check (the same grace `Bus.request_raw` gives)."""
+    for _attempt in range(40):
+        try:
+            return await nc.request(subject, data, timeout=5)
+        except NoRespondersError:
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"nobody answers on {subject}")
+
+
+@pytest.fixture
+async def users(locked: LockedBus) -> AsyncIterator[dict[str, Conn]]:
+    conns = {user: await connect(locked, user) for user in locked.passwords}
+    try:
+        yield conns
+    finally:
+        for conn in conns.values():
+            await conn.nc.close()
+
+
+FORBIDDEN_PUBLISH = [
+    ("tools-runner", SUBJECTS.approval_decided),
+    ("tools-runner", SUBJECTS.run_events("r1")),
+    ("tools-runner", SUBJECTS.run_stopping),
+    ("tools-runner", SUBJECTS.approval_decide.subject),
+    ("tools-runner", "_INBOX.someone-elses-reply"),
+    ("tools-runner", f"$JS.API.STREAM.PURGE.{SUBJECTS.streams[0].name}"),
+    ("gateway", SUBJECTS.tool_execute.subject),
+    ("gateway", SUBJECTS.tool_catalog.subject),
+    ("gateway", SUBJECTS.run_events("r1")),
+    ("approvals", SUBJECTS.run_events("r1")),
+    ("approvals", SUBJECTS.tool_execute.subject),
+    ("output-store", SUBJECTS.run_start.subject),
+    ("client", SUBJECTS.tool_execute.subject),
+    ("client", SUBJECTS.approval_decided),
+    ("client", SUBJECTS.approval_decide.subject),
+    ("client", SUBJECTS.generate("rules").subject),
+    ("client", SUBJECTS.run_events("r1")),
+    ("client", f"$JS.API.STREAM.DELETE.{SUBJECTS.streams[0].name}"),
+]
+
+FORBIDDEN_SUBSCRIBE = [
+    ("gateway", SUBJECTS.tool_execute.subject, "tools-runner"),
+    ("gateway", SUBJECTS.run_events_all, ""),
+    ("tools-runner", SUBJECTS.run_events_all, ""),
+    ("tools-runner", SUBJECTS.approval_decided, ""),
+    ("tools-runner", SUBJECTS.tool_execute.subject, ""),  # only inside its queue group
+    ("client", SUBJECTS.tool_execute.subject, ""),
+    ("client", SUBJECTS.run_start.subject, "brain"),
+    ("client", SUBJECTS.approval_decided, ""),
+    ("output-store", f"{PREFIX}.>", ""),
+]
+
+
+@pytest.mark.parametrize(("user", "subject"), FORBIDDEN_PUBLISH)
+async def test_forbidden_publish_is_refused(
+    users: dict[str, Conn], user: str, subject: str
+) -> None:
+    conn = users[user]
+    await conn.nc.publish(subject, b"{}")
+    error = await conn.refused()
+    assert "permissions violation for publish" in error.lower()
+    assert subject.lower() in error.lower()
+
+
+@pytest.mark.parametrize(("user", "subject", "queue"), FORBIDDEN_SUBSCRIBE)
+async def test_forbidden_subscribe_is_refused(
+    users: dict[str, Conn], user: str, subject: str, queue: str
+) -> None:
+    conn = users[user]
+    await conn.nc.subscribe(subject, queue=queue)
+    error = await conn.refused()
+    assert "permissions violation for subscription" in error.lower()
+    assert subject.lower() in error.lower()
+
+
+@pytest.mark.parametrize(("user", "password"), [(None, None), ("brain", "wrong")])
+async def test_a_stranger_or_a_wrong_password_cannot_connect(
+    locked: LockedBus, user: str | None, password: str | None
+) -> None:
+    nc = Client()
+    try:
+        with pytest.raises(NatsError, match=r"(?i)authorization"):
+            await nc.connect(
+                locked.url, user=user, password=password, allow_reconnect=False, connect_timeout=2
+            )
+    finally:
+        await nc.close()  # a refused connect leaves its socket to the caller
+
+
+async def test_a_request_and_its_reply_cross_between_two_service_users(
+    users: dict[str, Conn],
+) -> None:
+    runner, brain = users["tools-runner"], users["brain"]
+    route = SUBJECTS.tool_execute
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b'{"ok": true}')
+
+    await runner.nc.subscribe(route.subject, queue=route.queue, cb=answer)
+    await runner.nc.flush()
+    reply = await request_until_served(brain.nc, route.subject, b"{}")
+    assert reply.data == b'{"ok": true}'
+    assert not runner.errors
+    assert not brain.errors
+
+
+async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, Conn]) -> None:
+    gateway, brain = users["gateway"], users["brain"]
+    route = SUBJECTS.generate("rules")
+
+    async def answer(msg: Msg) -> None:
+        for n in range(5):
+            await msg.respond(str(n).encode())
+
+    await gateway.nc.subscribe(route.subject, queue=route.queue, cb=answer)
+    await gateway.nc.flush()
+    await request_until_served(brain.nc, route.subject, b"{}")
+    inbox = brain.nc.new_inbox()
+    sub = await brain.nc.subscribe(inbox)
+    await brain.nc.publish(route.subject, b"{}", reply=inbox)
+    got = [(await sub.next_msg(timeout=5)).data for _ in range(5)]
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    assert not gateway.errors
+
+
+async def test_brain_publishes_run_events_to_jetstream_and_the_client_reads_them(
+    locked: LockedBus,
+) -> None:
+    brain = await Bus.connect(
+        locked.url,
+        service="brain",
+        subjects=SUBJECTS,
+        user="brain",
+        password=locked.passwords["brain"],
+    )
+    client = await Bus.connect(
+        locked.url,
+        service="client",
+        subjects=SUBJECTS,
+        user="client",
+        password=locked.passwords["client"],
+    )
+    try:
+        await brain.ensure_streams()
+        subject = SUBJECTS.run_events("run-1")
+        seq = await brain.js_publish(subject, StopRun(run_id="run-1"), msg_id="run-1:1")
+        assert seq >= 1
+        replay = client.replay(subject, idle_s=5)
+        assert isinstance(replay, AsyncGenerator)
+        first = await anext(replay)
+        await replay.aclose()
+        assert first is not None
+        assert b"run-1" in first
+    finally:
+        await client.close()
+        await brain.close()
+
+
+async def test_brain_consumes_approval_decisions_that_approvals_publishes(
+    locked: LockedBus, users: dict[str, Conn]
+) -> None:
+    approvals, brain = users["approvals"], users["brain"]
+    declaring = await Bus.connect(
+        locked.url,
+        service="approvals",
+        subjects=SUBJECTS,
+        user="approvals",
+        password=locked.passwords["approvals"],
+    )
+    try:
+        await declaring.ensure_streams()
+    finally:
+        await declaring.close()
+    ack = await approvals.nc.jetstream().publish(SUBJECTS.approval_decided, b"{}")
+    got: asyncio.Queue[Msg] = asyncio.Queue()
+    sub = await brain.nc.jetstream().subscribe(
+        SUBJECTS.approval_decided, durable="brain", queue="brain", cb=got.put, manual_ack=True
+    )
+    msg = await asyncio.wait_for(got.get(), 5)
+    await msg.ack()
+    await sub.unsubscribe()
+    assert msg.metadata.sequence.stream == ack.seq
+    assert not brain.errors
+    assert not approvals.errors
+
+
+async def test_every_service_may_declare_the_streams(locked: LockedBus) -> None:
+    for user in ("gateway", "tools-runner", "approvals", "output-store"):
+        bus = await Bus.connect(
+            locked.url,
+            service=user,
+            subjects=SUBJECTS,
+            user=user,
+            password=locked.passwords[user],
+        )
+        try:
+            await bus.ensure_streams()
+        finally:
+            await bus.close()
+
+
+def test_the_config_file_is_private(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "n.conf", "x")
+    assert path.stat().st_mode & 0o077 == 0
+
+
+def test_the_command_line_prints_the_committed_deploy_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--env-passwords"]) == 0
+    committed = Path(__file__).resolve().parents[2] / "deploy/nats/nats-server.conf"
+    assert capsys.readouterr().out == committed.read_text()
+
+
+def test_roles_cover_every_route_and_stream() -> None:
+    """A new queue group or stream with no server and no writer fails here, not in prod."""
+    served = {q for role in ROLES.values() for q in role.serves}
+    assert served == {queue for _subject, queue in queue_subjects(SUBJECTS)}
+    written = {key for role in ROLES.values() for key in role.writes}
+    assert {s.name.removeprefix(f"{PREFIX.upper()}_") for s in SUBJECTS.streams} == written

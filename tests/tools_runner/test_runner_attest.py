@@ -1,0 +1,77 @@
+"""Sandbox attestation: the level is what this host really gives, a tool whose minimum
+is not met is refused naming what is missing, and nothing falls back to running
+unsandboxed."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tether_common.messages.tools import ToolResult
+from tether_tools_runner.executor import Executor
+from tether_tools_runner.sandbox import LEVELS, Attestation, missing_for
+from tether_tools_runner.sandbox.attest import PIDS_CGROUP_V1
+
+Call = Callable[..., Awaitable[ToolResult]]
+RLIMITS_ONLY = Attestation("rlimits", None, {}, {"bwrap": "bwrap is not installed"})
+
+
+def test_the_host_is_attested(attestation: Attestation) -> None:
+    assert attestation.level in LEVELS
+    assert set(attestation.features) >= {"user_ns", "seccomp", "landlock_abi", "process_limit"}
+    assert (attestation.bwrap is not None) == (attestation.level == "bwrap")
+    assert missing_for(attestation, attestation.level) is None
+
+
+def test_missing_names_what_is_missing() -> None:
+    reason = missing_for(RLIMITS_ONLY, "bwrap")
+    assert reason is not None
+    assert "bwrap is not installed" in reason
+    assert missing_for(RLIMITS_ONLY, "rlimits") is None
+    assert "unknown sandbox level" in (missing_for(RLIMITS_ONLY, "gvisor") or "")
+
+
+async def test_a_tool_below_its_minimum_is_refused_not_downgraded(
+    make_executor: Callable[..., Executor], call: Call, workspace: Path
+) -> None:
+    executor = make_executor(attest_as=RLIMITS_ONLY, min_sandbox={"shell": "bwrap"})
+    result = await call(executor, "shell", {"command": "touch ran.txt"})
+    assert result.error_code == "sandbox_insufficient"
+    assert "bwrap is not installed" in result.content
+    assert not (workspace / "ran.txt").exists()
+    other = await call(executor, "calculate", {"expression": "1+1"})
+    assert other.ok
+
+
+async def test_rlimits_level_still_kills_the_tree_on_timeout(
+    make_executor: Callable[..., Executor], call: Call
+) -> None:
+    executor = make_executor(attest_as=RLIMITS_ONLY, min_sandbox={})
+    started = time.perf_counter()
+    result = await call(
+        executor, "shell", {"command": "sleep 104.25 & sleep 105.25", "timeout_s": 1}
+    )
+    assert result.error_code == "timeout"
+    assert time.perf_counter() - started < 10
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            assert b"104.25" not in cmdline
+            assert b"105.25" not in cmdline
+
+
+async def test_pids_cgroups_are_removed_after_each_call(
+    attestation: Attestation, executor: Executor, call: Call
+) -> None:
+    if attestation.features.get("process_limit") != "cgroup":
+        pytest.skip("no pids cgroup on this host")
+    assert (await call(executor, "shell", {"command": "true"})).ok
+    mine = PIDS_CGROUP_V1 / f"tether-runner-{os.getpid()}"
+    assert [p for p in mine.iterdir() if p.is_dir()] == []
