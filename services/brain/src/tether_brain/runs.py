@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from tether_brain.approval import Decision
 from tether_brain.control import Control
 from tether_brain.loop import Loop
-from tether_brain.settings import STEP_CEILING, BrainSettings
+from tether_brain.settings import BrainSettings
 from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
@@ -72,7 +72,7 @@ class RunManager:
             provider=req.provider or self.settings.provider,
             model=req.model or self.settings.model,
             limits=Limits(
-                max_steps=min(req.max_steps or self.settings.max_steps, STEP_CEILING),
+                max_steps=min(req.max_steps or self.settings.max_steps, self.settings.step_ceiling),
                 max_tool_calls=req.max_tool_calls,
                 max_cost=req.max_cost,
                 max_tokens=req.max_tokens,

@@ -29,8 +29,14 @@ class BrainSettings(HttpSettings):
     max_steps: int = Field(
         default=6,
         ge=1,
-        le=STEP_CEILING,
+        le=1000,
         validation_alias=AliasChoices("TETHER_BRAIN_MAX_STEPS", "TETHER_MAX_STEPS"),
+    )
+    step_ceiling: int = Field(
+        default=STEP_CEILING,
+        ge=1,
+        le=1000,
+        description="no run takes more steps, whatever it asks (raised only for benchmarks)",
     )
     max_calls_per_step: int = Field(default=3, ge=1, le=10)
     model_timeout_s: float = Field(default=300.0, gt=0, description="silence allowed mid-stream")

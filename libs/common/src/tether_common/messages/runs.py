@@ -36,7 +36,9 @@ class StartRun(WireModel):
     agent: str | None = None
     provider: str | None = None
     model: str | None = None
-    max_steps: int | None = Field(default=None, ge=1, le=20)
+    max_steps: int | None = Field(
+        default=None, ge=1, le=1000, description="clamped to the brain's step ceiling (20)"
+    )
     allow_shell: bool | None = None
     allow_web: bool | None = None
     mode: PermissionMode | None = None
