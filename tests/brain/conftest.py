@@ -16,9 +16,12 @@ from tether_common.testing import RunScript, Turn, write_script
 @pytest.fixture
 def run_script(stack: Supervisor, scripts_dir: Path) -> RunScript:
     async def run(
-        turns: list[Turn], prompt: str = "do the task", **options: Any
+        turns: list[Turn],
+        prompt: str = "do the task",
+        helpers: dict[str, list[Turn]] | None = None,
+        **options: Any,
     ) -> tuple[RunView, list[RunEvent]]:
-        model = write_script(scripts_dir, turns)
+        model = write_script(scripts_dir, turns, helpers)
         async with TetherClient(stack.child("brain").url) as client:
             accepted = await client.start_run(prompt, provider="scripted", model=model, **options)
             events = [e async for e in client.events(accepted.run_id)]

@@ -75,6 +75,11 @@ class Subjects:
         """Broadcast (no queue group): every brain replica hears which run must stop."""
         return self._s("runs", "stopping")
 
+    @property
+    def run_child_ended(self) -> str:
+        """Broadcast: a sub-agent ended; the replica that claims the parent resumes it."""
+        return self._s("runs", "child_ended")
+
     def run_events(self, run_id: str) -> str:
         return self._s("events", run_id)
 

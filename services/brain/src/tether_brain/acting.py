@@ -10,6 +10,7 @@ from typing import Literal
 from tether_brain.agents import Agents
 from tether_brain.events import emit
 from tether_brain.gates import Verdict, decide
+from tether_brain.results import refused
 from tether_brain.state import RunState, call_key
 from tether_brain.toolbox import GateOutcome, Toolbox
 from tether_common.errors import TetherError
@@ -38,25 +39,6 @@ class Planned:
     @property
     def tool(self) -> ToolDescriptor | None:
         return self.gate.tool
-
-
-def refused(call: CallRecord, code: str, message: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.id,
-        name=call.name,
-        ok=False,
-        content=f"FAILED: {code}: {message}",
-        error_code=code,
-    )
-
-
-def interrupted(call: CallRecord) -> ToolResult:
-    return refused(
-        call,
-        "interrupted",
-        "the brain stopped while this call ran, so its outcome is unknown; it was not run "
-        "again because it is not idempotent. Check its effect before repeating it.",
-    )
 
 
 def refusal(item: Planned) -> ToolResult:

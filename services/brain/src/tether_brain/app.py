@@ -19,9 +19,10 @@ from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
 from tether_brain.skills_api import skills_router
 from tether_brain.store import RunStore
+from tether_brain.subagents import AgentTool
 from tether_brain.toolbox import Toolbox
 from tether_common.messages.approvals import ApprovalDecided
-from tether_common.messages.runs import GetRun, RunView, StopRun
+from tether_common.messages.runs import ChildEnded, GetRun, RunView, StopRun
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -37,7 +38,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         bus,
         ttl_s=settings.catalog_ttl_s,
         timeout_s=settings.tool_timeout_s,
-        local=[SkillTool(skills)],
+        local=[SkillTool(skills), AgentTool()],
     )
     agents = Agents(
         settings.agents,
@@ -64,6 +65,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await bus.serve(subjects.run_stop, manager.stop)
         await bus.serve(subjects.run_message, manager.queue_message)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
+        await bus.listen(subjects.run_child_ended, ChildEnded, manager.on_child_ended)
         await bus.consume(
             subjects.approval_decided,
             durable="brain_decisions",

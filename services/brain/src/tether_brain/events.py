@@ -27,6 +27,8 @@ def cut(value: Any) -> Any:
 def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:
     """Number an event and add it to the step's pending journal entries."""
     state.event_seq += 1
+    if state.depth:
+        data["depth"] = state.depth
     event = RunEvent(
         run_id=state.run_id, seq=state.event_seq, kind=kind, ts=datetime.now(UTC), data=cut(data)
     )

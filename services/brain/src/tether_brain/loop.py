@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from tether_brain import rules
-from tether_brain.acting import Actor, Planned, interrupted
+from tether_brain.acting import Actor, Planned
 from tether_brain.approval import ApprovalClient, Decision
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
@@ -22,9 +22,11 @@ from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.parking import Parking
 from tether_brain.prompts import LAST_STEP, STEP_LIMIT_ANSWER, system_prompt
 from tether_brain.recording import record_answer, record_result
+from tether_brain.results import interrupted, not_run
 from tether_brain.skills import forget_loaded_skills, invoke, skill_index
 from tether_brain.state import Entry, RunState
 from tether_brain.store import RunStore
+from tether_brain.subagents import HELPER_DIRECTIVE, RUN_AGENT, Children
 from tether_brain.toolbox import GateOutcome
 from tether_common.bus import Bus
 from tether_common.errors import ConflictError, TetherError
@@ -34,7 +36,7 @@ from tether_common.messages.gateway import (
     GenerateRequest,
     OfferedToolSpec,
 )
-from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
+from tether_common.messages.runs import ChildEnded, RunEvent, RunStatus, StepView, Usage
 from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
@@ -56,6 +58,7 @@ class Loop:
         skills: SkillLibrary,
     ) -> None:
         self.parking = Parking(actor, approvals)
+        self.children = Children(store)
         self.skills = skills
         self.bus = bus
         self.store = store
@@ -63,7 +66,11 @@ class Loop:
         self.actor = actor
 
     async def run(
-        self, state: RunState, control: Control, decision: Decision | None = None
+        self,
+        state: RunState,
+        control: Control,
+        decision: Decision | None = None,
+        helpers_done: bool = False,
     ) -> None:
         """Advance `state` until it ends or is handed back; every outcome, even a crash of
         ours, is recorded. The run is one trace: every bus call below is its child."""
@@ -71,11 +78,15 @@ class Loop:
         with tracer.start_as_current_span("run", kind=SpanKind.INTERNAL) as span:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
-            await self._guarded(state, control, decision)
+            await self._guarded(state, control, decision, helpers_done)
             span.set_attribute("tether.run.status", state.status)
 
-    async def _guarded(self, state: RunState, control: Control, decision: Decision | None) -> None:
+    async def _guarded(
+        self, state: RunState, control: Control, decision: Decision | None, helpers_done: bool
+    ) -> None:
         try:
+            if helpers_done:
+                await self._collect_helpers(state)
             if decision is not None:
                 await self.parking.resume(state, decision)
                 await self._commit(state)
@@ -96,7 +107,7 @@ class Loop:
         elif state.takeovers > MAX_TAKEOVERS:
             return await self._finish(state, "failed", "repeated_crash", state.answer)
         else:
-            await self._recover(state)
+            await self._recover(state, stopping=control.stop.is_set() or state.stop_requested)
         while True:
             state.active_seconds += time.monotonic() - mark
             mark = time.monotonic()
@@ -198,6 +209,10 @@ class Loop:
         self, state: RunState, offered: list[OfferedToolSpec], last: bool
     ) -> GenerateRequest:
         system = system_prompt(datetime.now(UTC))
+        if state.options.get("helper"):
+            system += "\n\n" + HELPER_DIRECTIVE
+        if budget := _budget_note(state):
+            system += "\n\n" + budget
         if index := skill_index(self.skills.current().values()):
             system += "\n\n" + index
         messages = [ChatMessage(role="system", content=system)]
@@ -263,37 +278,90 @@ class Loop:
             )
         planned = await self.actor.plan(state, calls)
         asking = next((p for p in planned if p.decision == "ask"), None)
-        if asking is not None or any(
-            p.decision == "run" and p.tool and not p.tool.idempotent for p in planned
+        helpers = [
+            p for p in planned if p.decision == "run" and p.tool and p.tool.name == RUN_AGENT
+        ]
+        if (
+            asking is not None
+            or helpers
+            or any(p.decision == "run" and p.tool and not p.tool.idempotent for p in planned)
         ):
             await self._commit(state)  # intent is durable before anything irreversible
-        results = await self.actor.run(state, planned)
-        for item, result in zip(planned, results, strict=True):
+        runnable = [p for p in planned if p not in helpers or asking is not None]
+        results = await self.actor.run(state, runnable)
+        for item, result in zip(runnable, results, strict=True):
             if item is not asking:
                 record_result(state, item, result)
         state.counters.low_effort = all(r.ok for r in results)
         if asking is not None and await self.parking.park(state, asking):
             await self._commit(state)
             return True
+        if helpers and asking is None:
+            await self._start_helpers(state, [p.call for p in helpers])
+            return True
         await self._commit(state)
         return False
 
-    async def _recover(self, state: RunState) -> None:
+    async def _start_helpers(self, state: RunState, calls: list[CallRecord]) -> None:
+        """Start one child run per run_agent call and park: the parent holds nothing until
+        every child has ended (a notice, or the maintenance sweep, resumes it)."""
+        tools = [t.name for t in await self.actor.toolbox.offered(state.options)]
+        started = await self.children.start(state, calls, tools)
+        for call in calls:
+            emit(
+                state,
+                "agent.start",
+                step=state.step,
+                call_id=call.id,
+                child_run_id=started[call.id],
+                task=call.arguments.get("task"),
+            )
+        state.status = "awaiting_agents"
+        state.counters.pending_children = started
+        await self._commit(state)
+
+    async def _collect_helpers(self, state: RunState) -> None:
+        """Resume a parent: each child's summary becomes its run_agent call's result."""
+        for outcome in await self.children.collect(state):
+            record_result(state, Planned(outcome.call, GateOutcome(True)), outcome.result)
+            emit(
+                state,
+                "agent.end",
+                step=state.step,
+                call_id=outcome.call.id,
+                child_run_id=outcome.child_id,
+                ok=outcome.result.ok,
+            )
+            state.usage = _add(state.usage, outcome.usage)
+            state.counters.tool_calls += outcome.tool_calls
+        state.counters.pending_children = None
+        state.counters.low_effort = False
+        await self._commit(state)
+
+    async def _recover(self, state: RunState, *, stopping: bool = False) -> None:
         """After a takeover: calls left without a result are re-run through every gate if
-        idempotent, else reported to the model as interrupted (never re-run blindly)."""
+        idempotent, else reported to the model as interrupted (never re-run blindly). A run
+        being stopped runs nothing: its open calls are closed as not run."""
         calls = state.unanswered_calls()
+        state.counters.pending_approval = state.counters.pending_children = None
         if not calls:
             return
         emit(state, "guard", step=state.step, kind="interrupted", calls=[c.name for c in calls])
-        rerun = [
-            c for c in calls if (d := self.actor.descriptor(c.name)) is not None and d.idempotent
-        ]
+        rerun = (
+            []
+            if stopping
+            else [
+                c
+                for c in calls
+                if (d := self.actor.descriptor(c.name)) is not None and d.idempotent
+            ]
+        )
         planned = await self.actor.plan(state, rerun)
         results = dict(
             zip((p.call.id for p in planned), await self.actor.run(state, planned), strict=True)
         )
         for call in calls:
-            result = results.get(call.id) or interrupted(call)
+            result = results.get(call.id) or (not_run(call) if stopping else interrupted(call))
             record_result(state, Planned(call, GateOutcome(True)), result)
         state.counters.low_effort = False
         await self._commit(state)
@@ -329,6 +397,7 @@ class Loop:
             state.unpublished += _events_of(state.published)
             await publish(self.bus, state.unpublished)
             runs_ended.add(1, {"status": "completed"})
+            await self._tell_parent(state)
             return True
         for text in queued:
             await self._user_turn(state, text)
@@ -364,6 +433,12 @@ class Loop:
         )
         await self._commit(state)
         runs_ended.add(1, {"status": status})
+        await self._tell_parent(state)
+
+    async def _tell_parent(self, state: RunState) -> None:
+        if state.parent_id is not None:
+            notice = ChildEnded(parent_id=state.parent_id, child_id=state.run_id)
+            await self.bus.publish(self.bus.subjects.run_child_ended, notice)
 
     async def _commit(self, state: RunState) -> None:
         """The step's one durable write, then its events. Events are already in the
@@ -381,6 +456,19 @@ class Loop:
             )
             return
         state.unpublished = []
+
+
+def _budget_note(state: RunState) -> str:
+    """What is left of the run's budget, shown to the model every step."""
+    limits, usage = state.limits, state.usage
+    parts = [f"{state.max_steps - state.step} of {state.max_steps} steps"]
+    if limits.max_tool_calls is not None:
+        parts.append(f"{limits.max_tool_calls - state.counters.tool_calls} tool calls")
+    if limits.max_cost is not None:
+        parts.append(f"{limits.max_cost - usage.cost:.4f} cost")
+    if limits.max_tokens is not None:
+        parts.append(f"{limits.max_tokens - usage.input_tokens - usage.output_tokens} tokens")
+    return "Budget left: " + ", ".join(parts) + "."
 
 
 def _this_turns_skills(messages: list[ChatMessage]) -> list[ChatMessage]:

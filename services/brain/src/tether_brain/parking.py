@@ -4,10 +4,11 @@ sealed digest, and spends the approval once."""
 
 from __future__ import annotations
 
-from tether_brain.acting import Actor, Planned, refusal, refused
+from tether_brain.acting import Actor, Planned, refusal
 from tether_brain.approval import ApprovalClient, Decision, PendingApproval, action_digest
 from tether_brain.events import emit
 from tether_brain.recording import record_result
+from tether_brain.results import refused
 from tether_brain.state import RunState
 from tether_brain.toolbox import GateOutcome
 from tether_common.errors import TetherError

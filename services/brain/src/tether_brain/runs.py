@@ -23,6 +23,7 @@ from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
+    ChildEnded,
     QueueMessage,
     RunAccepted,
     RunEvent,
@@ -49,6 +50,12 @@ class RunManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._controls: dict[str, Control] = {}
         self._maintainer: asyncio.Task[None] | None = None
+        loop.children.launch = self._launch_child
+
+    async def _launch_child(self, child: RunState) -> None:
+        await self.store.create(child, owner=self.owner, lease_s=self.settings.lease_s)
+        runs_started.add(1, {"provider": child.provider, "depth": child.depth})
+        self._spawn(child)
 
     # ---- starting and advancing --------------------------------------------------
 
@@ -88,10 +95,19 @@ class RunManager:
         self._spawn(state)
         return RunAccepted(run_id=state.run_id, status=state.status)
 
-    def _spawn(self, state: RunState, decision: Decision | None = None) -> None:
+    def _spawn(
+        self,
+        state: RunState,
+        decision: Decision | None = None,
+        *,
+        helpers_done: bool = False,
+        stopping: bool = False,
+    ) -> None:
         control = self._controls.setdefault(state.run_id, Control())
+        if stopping:
+            control.stop.set()
         task = asyncio.create_task(
-            self.loop.run(state, control, decision), name=f"run:{state.run_id}"
+            self.loop.run(state, control, decision, helpers_done), name=f"run:{state.run_id}"
         )
         self._tasks[state.run_id] = task
 
@@ -107,6 +123,8 @@ class RunManager:
             try:
                 await self.store.renew(self.owner, self.settings.lease_s)
                 await self.adopt_orphans()
+                for parent_id in await self.store.parents_ready():
+                    await self.resume_parent(parent_id)
             except TetherError as exc:
                 log.warning("lease maintenance failed: %s", exc.message)
             except OSError as exc:
@@ -140,15 +158,27 @@ class RunManager:
             model=state.model,
             steps=state.steps,
             usage=state.usage,
+            parent_id=state.parent_id,
+            depth=state.depth,
             created_at=state.created_at,
             updated_at=state.updated_at,
         )
 
     async def stop(self, req: StopRun) -> RunAccepted:
         """Durable request (any replica that holds or later adopts the run sees it), and a
-        broadcast so the holder stops at its next boundary, cancelling a model stream."""
+        broadcast so the holder stops at its next boundary, cancelling a model stream.
+        A parked run is ended here; every descendant is stopped too."""
         status = await self.store.request_stop(req.run_id)
-        if status not in TERMINAL_STATUSES:
+        if status in TERMINAL_STATUSES:
+            return RunAccepted(run_id=req.run_id, status=status)
+        for child_id in await self.store.live_children(req.run_id):
+            await self.stop(StopRun(run_id=child_id))
+        if status in (
+            "awaiting_approval",
+            "awaiting_agents",
+        ) and await self.store.claim_parked_to_stop(req.run_id, self.owner, self.settings.lease_s):
+            self._spawn(await self.store.load(req.run_id), stopping=True)
+        else:
             await self.bus.publish(self.bus.subjects.run_stopping, req)
         return RunAccepted(run_id=req.run_id, status=status)
 
@@ -156,6 +186,15 @@ class RunManager:
         control = self._controls.get(req.run_id)
         if control is not None:
             control.stop.set()
+
+    async def on_child_ended(self, notice: ChildEnded) -> None:
+        await self.resume_parent(notice.parent_id)
+
+    async def resume_parent(self, parent_id: str) -> None:
+        """Resume a parent parked for its sub-agents, if they have all ended (exactly one
+        replica wins the claim)."""
+        if await self.store.claim_waiting(parent_id, self.owner, self.settings.lease_s):
+            self._spawn(await self.store.load(parent_id), helpers_done=True)
 
     async def on_decision(self, decided: ApprovalDecided) -> None:
         """A decision arrived (any replica may get it): resume the parked run here."""

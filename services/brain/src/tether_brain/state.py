@@ -36,6 +36,7 @@ class Counters:
     low_effort: bool = False
     tainted: bool = False
     pending_approval: dict[str, Any] | None = None
+    pending_children: dict[str, str] | None = None  # call id → child run id
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +86,8 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     cache: dict[str, str] = field(default_factory=dict)
     stop_requested: bool = False
+    parent_id: str | None = None
+    depth: int = 0
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
     unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus

@@ -68,6 +68,8 @@ runs = Table(
     Column("limits", JSONB, nullable=False, server_default="{}"),
     Column("counters", JSONB, nullable=False, server_default="{}"),
     Column("active_seconds", Float, nullable=False, server_default="0"),
+    Column("parent_id", String(64), index=True),
+    Column("depth", Integer, nullable=False, server_default="0"),
 )
 
 journal = Table(
@@ -130,6 +132,8 @@ def _state(row: Any) -> RunState:
         fence=row.fence,
         takeovers=row.takeovers,
         stop_requested=row.stop_requested,
+        parent_id=row.parent_id,
+        depth=row.depth,
         active_seconds=row.active_seconds,
         options=row.options,
         counters=Counters.from_json(row.counters),
@@ -158,6 +162,8 @@ class RunStore:
             "options": state.options,
             "limits": limits,
             "created_at": state.created_at,
+            "parent_id": state.parent_id,
+            "depth": state.depth,
             "lease_owner": owner,
             "lease_expires_at": func.now() + timedelta(seconds=lease_s),
         }
@@ -330,6 +336,56 @@ class RunStore:
                     "UPDATE runs SET status = 'running', lease_owner = :owner, "
                     "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
                     "WHERE run_id = :run_id AND status = 'awaiting_approval'"
+                ),
+                {"owner": owner, "s": lease_s, "run_id": run_id},
+            )
+        return bool(result.rowcount == 1)
+
+    async def claim_waiting(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a parent parked for its sub-agents once none of them is live any more."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
+                    "WHERE run_id = :run_id AND status = 'awaiting_agents' AND NOT EXISTS "
+                    "(SELECT 1 FROM runs c WHERE c.parent_id = :run_id AND c.status NOT IN "
+                    "('completed', 'stopped', 'failed'))"
+                ),
+                {"owner": owner, "s": lease_s, "run_id": run_id},
+            )
+        return bool(result.rowcount == 1)
+
+    async def parents_ready(self, limit: int = 50) -> list[str]:
+        """Parents parked for sub-agents that have all ended (a lost notice is caught here)."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT p.run_id FROM runs p WHERE p.status = 'awaiting_agents' AND NOT EXISTS "
+                    "(SELECT 1 FROM runs c WHERE c.parent_id = p.run_id AND c.status NOT IN "
+                    "('completed', 'stopped', 'failed')) LIMIT :limit"
+                ),
+                {"limit": limit},
+            )
+            return [r.run_id for r in rows]
+
+    async def live_children(self, run_id: str) -> list[str]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(runs.c.run_id).where(
+                    runs.c.parent_id == run_id, runs.c.status.not_in(TERMINAL_STATUSES)
+                )
+            )
+            return [r.run_id for r in rows]
+
+    async def claim_parked_to_stop(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a parked run (approval or sub-agents) so it can be ended as stopped."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
+                    "WHERE run_id = :run_id AND status IN ('awaiting_approval', 'awaiting_agents')"
                 ),
                 {"owner": owner, "s": lease_s, "run_id": run_id},
             )

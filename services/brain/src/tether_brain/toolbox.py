@@ -13,6 +13,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from tether_brain.local_tools import LocalTool
+from tether_brain.subagents import MAX_DEPTH, RUN_AGENT
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
@@ -29,6 +30,11 @@ def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
     """The request's switches: `false` wins over any other flag."""
     if options.get("guide_only"):
         return "this run is guide-only: no tool runs."
+    allowed = options.get("allowed_tools")
+    if allowed is not None and tool.name not in allowed:
+        return f"{tool.name} is not among this helper's tools."
+    if tool.name == RUN_AGENT and options.get("depth", 0) >= MAX_DEPTH:
+        return f"helpers at depth {MAX_DEPTH} cannot start helpers."
     if options.get("allow_shell") is False and tool.effect == "process":
         return f"{tool.name} runs commands, and this run has allow_shell=false."
     if options.get("allow_web") is False and tool.effect == "network":

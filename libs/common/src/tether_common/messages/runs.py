@@ -9,7 +9,9 @@ from pydantic import Field
 
 from tether_common.messages.base import WireModel
 
-RunStatus = Literal["queued", "running", "awaiting_approval", "completed", "stopped", "failed"]
+RunStatus = Literal[
+    "queued", "running", "awaiting_approval", "awaiting_agents", "completed", "stopped", "failed"
+]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "stopped", "failed"})
 PermissionMode = Literal["read-only", "allow-reads", "allow-all"]
 
@@ -64,6 +66,13 @@ class StopRun(WireModel):
     run_id: str
 
 
+class ChildEnded(WireModel):
+    """A sub-agent's run ended: its parent may resume (any brain replica may take it)."""
+
+    parent_id: str
+    child_id: str
+
+
 class QueueMessage(WireModel):
     run_id: str
     text: str = Field(min_length=1, max_length=200_000)
@@ -95,6 +104,8 @@ class RunView(WireModel):
     model: str | None = None
     steps: list[StepView] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    parent_id: str | None = None
+    depth: int = 0
     created_at: datetime
     updated_at: datetime
 

@@ -30,10 +30,16 @@ def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
     }
 
 
-def write_script(scripts: Path, turns: list[Turn]) -> str:
-    """Write a script into the scripts folder; returns its name (the run's `model`)."""
+def write_script(
+    scripts: Path, turns: list[Turn], helpers: dict[str, list[Turn]] | None = None
+) -> str:
+    """Write a script into the scripts folder; returns its name (the run's `model`).
+    `helpers` maps a sub-agent's task to the turns that sub-agent replays."""
     name = f"s{uuid.uuid4().hex[:10]}"
-    (scripts / f"{name}.json").write_text(json.dumps({"turns": turns}))
+    body: dict[str, Any] = {"turns": turns}
+    if helpers:
+        body["helpers"] = {task: {"turns": t} for task, t in helpers.items()}
+    (scripts / f"{name}.json").write_text(json.dumps(body))
     return name
 
 

@@ -1,6 +1,8 @@
 """`scripted`: replays a script of normalized events, for tests and demos.
 
-A script is a JSON file `<scripts_dir>/<model>.json` holding `{"turns": [[event, ...], ...]}`;
+A script is a JSON file `<scripts_dir>/<model>.json` holding `{"turns": [[event, ...], ...]}`
+and optionally `"helpers": {"<task>": {"turns": [...]}}` — the turns a sub-agent started
+with that task replays (its first user message is the task);
 the turn replayed is the number of assistant messages already in the request, so the
 provider keeps no state and any gateway replica answers the same. An entry
 `{"pause_s": x}` waits before the next event (to test stops and timeouts).
@@ -32,9 +34,9 @@ class ScriptedProvider:
 
     def __init__(self, scripts_dir: Path | None) -> None:
         self.scripts_dir = scripts_dir
-        self._cache: dict[Path, tuple[int, list[list[dict[str, Any]]]]] = {}
+        self._cache: dict[Path, tuple[int, dict[str, Any]]] = {}
 
-    def _load(self, model: str | None) -> list[list[dict[str, Any]]]:
+    def _load(self, model: str | None) -> dict[str, Any]:
         if self.scripts_dir is None:
             raise LookupError("no scripts folder is configured (TETHER_GATEWAY_SCRIPTS_DIR)")
         if not model or not set(model) <= NAME_PATTERN_OK or model.startswith("."):
@@ -46,15 +48,15 @@ class ScriptedProvider:
         cached = self._cache.get(path)
         if cached is not None and cached[0] == mtime:
             return cached[1]
-        turns = json.loads(path.read_text())["turns"]
-        if not isinstance(turns, list):
+        script = json.loads(path.read_text())
+        if not isinstance(script, dict) or not isinstance(script.get("turns"), list):
             raise LookupError(f"script '{model}' has no list of turns")
-        self._cache[path] = (mtime, turns)
-        return turns
+        self._cache[path] = (mtime, script)
+        return script
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         try:
-            turns = self._load(request.model)
+            turns = _turns_for(self._load(request.model), request)
         except (LookupError, ValueError, KeyError, OSError) as exc:
             yield ErrorEvent(code="script_invalid", message=str(exc))
             return
@@ -82,3 +84,13 @@ class ScriptedProvider:
             if event.kind in ("done", "error"):
                 return
         yield DoneEvent(finish_reason="stop")
+
+
+def _turns_for(script: dict[str, Any], request: GenerateRequest) -> list[list[dict[str, Any]]]:
+    """The main turns, or a helper's when the request's first user message is its task."""
+    first_user = next((m.content for m in request.messages if m.role == "user"), None)
+    helper = script.get("helpers", {}).get(first_user)
+    turns = helper["turns"] if isinstance(helper, dict) else script["turns"]
+    if not isinstance(turns, list):
+        raise LookupError("a helper script has no list of turns")
+    return turns

@@ -1,0 +1,336 @@
+"""The policy API over HTTP: explain what the gates would decide, an agent's tool catalogue
+with its grants, an operator's manual tool run through the same gates, changing an
+agent's grants (waiver changes audited), and checking a trail against its kept head.
+
+Grant changes are an in-memory override of `Agents.configs` on this replica: agents are
+configured in settings today, so a restart (or another replica) reads the settings again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_brain import trail
+from tether_brain.agents import Agents
+from tether_brain.approval import ApprovalClient
+from tether_brain.gates import AgentPolicy, parse_grants
+from tether_brain.gates.grants import Grant, parse_grant
+from tether_brain.gates.policy import category, needs_grant
+from tether_brain.manual_runs import ManualRunBody, ManualRuns, run_gates
+from tether_brain.toolbox import Toolbox
+from tether_common import audit
+from tether_common.errors import AuthError, MessageError
+from tether_common.http import check_bearer, hash_token, operator_token_hashes
+from tether_common.messages.runs import PermissionMode
+from tether_common.messages.tools import ToolDescriptor
+
+GrantSource = Literal["grant", "scope", "mode", "allowlist"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExplainBody(_Body):
+    tool: str = Field(min_length=1, max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict)
+    agent: str | None = None
+    mode: PermissionMode | None = None
+    tainted: bool = False
+
+
+class Explanation(BaseModel):
+    """`decision` is `invalid` when validation refused the call (then `code` says why)."""
+
+    tool: str
+    agent: str
+    decision: Literal["allow", "ask", "deny", "invalid"]
+    code: str | None
+    reason: str
+    reach: str | None = None
+    danger: str | None = None
+    grant: str | None = None
+    waived: bool = False
+    trail: list[str] = Field(default_factory=list)
+
+
+class CatalogEntry(BaseModel):
+    """`granted_by`: `grant` (see `grants`), `scope`, `mode` or `allowlist`; `blocked` is
+    the gate code that refuses the tool whatever the arguments."""
+
+    name: str
+    scope: str
+    reach: str
+    effect: str
+    needs_grant: bool
+    granted: bool
+    granted_by: GrantSource | None
+    grants: list[str]
+    rule: str | None
+    conditional: bool
+    waived: bool
+    confirm: bool
+    blocked: str | None
+
+
+class AgentCatalog(BaseModel):
+    agent: str
+    owner: str | None
+    mode: str
+    tool_less: bool
+    problems: list[str]
+    tools: list[CatalogEntry]
+
+
+class GrantsBody(_Body):
+    grants: list[str] = Field(max_length=500)
+
+
+class GrantsView(BaseModel):
+    agent: str
+    grants: list[str]
+    added: list[str]
+    removed: list[str]
+    waivers_added: list[str]
+    waivers_removed: list[str]
+
+
+class AuditProblem(BaseModel):
+    kind: str
+    seq: int | None
+    detail: str
+
+
+class AuditReport(BaseModel):
+    trail: str
+    head: str | None
+    intact: bool
+    problems: list[AuditProblem]
+
+
+def blocked(tool: ToolDescriptor, policy: AgentPolicy) -> str | None:
+    if any(rule == "deny" and _matches(tool.name, p) for p, rule in policy.guardrails.items()):
+        return "org_denied"
+    if policy.grants.tool_less:
+        return "not_granted"
+    if category(tool) not in policy.categories:
+        return "category_off"
+    if policy.mode == "read-only" and tool.scope != "read":
+        return "mode_read_only"
+    return None
+
+
+def _matches(name: str, pattern: str) -> bool:
+    return fnmatchcase(name, pattern)
+
+
+def _source(
+    tool: ToolDescriptor, policy: AgentPolicy, entries: list[Grant]
+) -> tuple[GrantSource | None, str | None]:
+    """Which rule grants the tool, in the order the permission chain tries them."""
+    if entries:
+        return "grant", entries[0].raw
+    if not needs_grant(tool):
+        return "scope", f"scope read, reach {tool.reach}"
+    if policy.mode == "allow-all":
+        return "mode", "mode allow-all"
+    rule = next((g for g in policy.allowlist if g.covers(tool.name)), None)
+    return ("allowlist", rule.raw) if rule is not None else (None, None)
+
+
+def catalog_entry(tool: ToolDescriptor, policy: AgentPolicy) -> CatalogEntry:
+    entries = policy.grants.for_tool(tool.name)
+    stop = blocked(tool, policy)
+    source, rule = _source(tool, policy, entries)
+    confirm = any(r == "confirm" and _matches(tool.name, p) for p, r in policy.guardrails.items())
+    return CatalogEntry(
+        name=tool.name,
+        scope=tool.scope,
+        reach=tool.reach,
+        effect=tool.effect,
+        needs_grant=needs_grant(tool),
+        granted=stop is None and source is not None,
+        granted_by=source if stop is None else None,
+        grants=[g.raw for g in entries],
+        rule=rule if stop is None else None,
+        conditional=bool(entries) and all(g.constraints for g in entries),
+        waived=any(g.noapproval for g in entries),
+        confirm=confirm,
+        blocked=stop,
+    )
+
+
+@dataclass(slots=True)
+class PolicyService:
+    agents: Agents
+    toolbox: Toolbox
+    engine: AsyncEngine
+    manual: ManualRuns
+    admin_hashes: frozenset[str]
+    owner_hashes: dict[str, str]  # token hash -> owner name
+    sink: audit.JsonlSink | None = None
+
+    async def explain(self, body: ExplainBody) -> Explanation:
+        found = await run_gates(
+            self.agents,
+            self.toolbox,
+            body.tool,
+            body.args,
+            body.agent,
+            mode=body.mode,
+            tainted=body.tainted,
+        )
+        agent = found.policy.agent_id
+        if found.verdict is None:
+            code, message = found.gate.code, found.gate.message
+            return Explanation(
+                tool=body.tool, agent=agent, decision="invalid", code=code, reason=message
+            )
+        v = found.verdict
+        return Explanation(
+            tool=body.tool,
+            agent=agent,
+            decision=v.decision,
+            code=v.code,
+            reason=v.reason,
+            reach=v.reach,
+            danger=v.danger,
+            grant=v.grant,
+            waived=v.waived,
+            trail=list(v.trail),
+        )
+
+    async def catalog(self, agent_id: str) -> AgentCatalog:
+        policy = self.agents.policy(agent_id, {})
+        tools = sorted(await self.toolbox.catalog(), key=lambda t: t.name)
+        return AgentCatalog(
+            agent=agent_id,
+            owner=policy.owner,
+            mode=policy.mode,
+            tool_less=policy.grants.tool_less,
+            problems=list(policy.grants.problems),
+            tools=[catalog_entry(t, policy) for t in tools],
+        )
+
+    def principal(self, authorization: str | None) -> tuple[str, str | None]:
+        """(name, owner): an admin token (owner None) or an agent owner's token."""
+        digest = hash_token(authorization[7:].strip()) if authorization else ""
+        if authorization and digest in self.owner_hashes:
+            owner = self.owner_hashes[digest]
+            return f"owner:{owner}", owner
+        check_bearer(authorization, self.admin_hashes)
+        return "operator", None
+
+    async def set_grants(
+        self, agent_id: str, who: str, owner: str | None, grants: list[str]
+    ) -> GrantsView:
+        config = self.agents.config(agent_id)
+        if owner is not None and owner != config.owner:
+            raise AuthError(
+                f"only the owner of agent '{agent_id}' may change its grants", code="forbidden"
+            )
+        if problems := parse_grants(grants).problems:
+            raise MessageError("; ".join(problems), code="invalid_grant")
+        old, new = config.grants, list(grants)
+        added = [g for g in new if g not in old]
+        removed = [g for g in old if g not in new]
+        waivers_added, waivers_removed = _waived(added), _waived(removed)
+        async with self.engine.begin() as conn:
+            if added or removed:
+                data = trail.grants_changed(agent_id, who, added, removed)
+                await trail.record(
+                    conn, f"agent:{agent_id}", "grants.changed", data, sink=self.sink
+                )
+            if waivers_added or waivers_removed:
+                data = trail.waiver_changed(agent_id, who, waivers_added, waivers_removed)
+                await trail.record(
+                    conn, f"agent:{agent_id}", "waiver.changed", data, sink=self.sink
+                )
+        # Recorded first: a change that could not be audited is not made.
+        self.agents.configs[agent_id] = config.model_copy(update={"grants": new})
+        return GrantsView(
+            agent=agent_id,
+            grants=new,
+            added=added,
+            removed=removed,
+            waivers_added=waivers_added,
+            waivers_removed=waivers_removed,
+        )
+
+    async def audit_report(self, run_id: str) -> AuditReport:
+        problems = [
+            AuditProblem(kind=p.kind, seq=p.seq, detail=p.detail)
+            for p in await trail.verify_run(self.engine, run_id)
+        ]
+        head = await trail.head_of(self.engine, run_id)
+        return AuditReport(trail=run_id, head=head, intact=not problems, problems=problems)
+
+
+def _waived(entries: list[str]) -> list[str]:
+    return [raw for raw in entries if parse_grant(raw).noapproval]
+
+
+def policy_router(
+    agents: Agents,
+    toolbox: Toolbox,
+    approvals: ApprovalClient,
+    *,
+    engine: AsyncEngine,
+    operator_token: str | None,
+    owner_tokens: Mapping[str, str] | None = None,
+    sink: audit.JsonlSink | None = None,
+) -> APIRouter:
+    """`owner_tokens`: owner name → token, for owners who may change their agents' grants
+    (none configured: only the operator token may)."""
+    service = PolicyService(
+        agents,
+        toolbox,
+        engine,
+        ManualRuns(agents, toolbox, approvals, engine, sink),
+        operator_token_hashes(operator_token),
+        {hash_token(token): owner for owner, token in (owner_tokens or {}).items()},
+        sink,
+    )
+    return _routes(service)
+
+
+def _routes(service: PolicyService) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["policy"])
+
+    @router.post("/policy/explain")
+    async def explain(body: ExplainBody) -> Explanation:
+        return await service.explain(body)
+
+    @router.get("/agents/{agent_id}/tool-catalog")
+    async def tool_catalog(agent_id: str) -> AgentCatalog:
+        return await service.catalog(agent_id)
+
+    @router.put("/agents/{agent_id}/grants")
+    async def set_grants(
+        agent_id: str, body: GrantsBody, authorization: Annotated[str | None, Header()] = None
+    ) -> GrantsView:
+        who, owner = service.principal(authorization)
+        return await service.set_grants(agent_id, who, owner, body.grants)
+
+    @router.post("/tools/run", response_model=None)
+    async def run_tool(
+        body: ManualRunBody, authorization: Annotated[str | None, Header()] = None
+    ) -> Response:
+        check_bearer(authorization, service.admin_hashes)
+        return await service.manual.run(body)
+
+    @router.get("/audit/{run_id}")
+    async def verify_trail(
+        run_id: str, authorization: Annotated[str | None, Header()] = None
+    ) -> AuditReport:
+        check_bearer(authorization, service.admin_hashes)
+        return await service.audit_report(run_id)
+
+    return router
