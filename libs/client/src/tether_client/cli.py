@@ -1,4 +1,5 @@
-"""The `tether` command line: up, run, runs show|stop, tools list."""
+"""The `tether` command line: up, run, runs show|stop, tools list, skills, approvals,
+audit verify, policy explain."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import sys
 
 from tether_client.client import DEFAULT_API_URL, TetherClient
+from tether_client.ops_cli import add_subcommands as add_ops_commands
+from tether_client.ops_cli import offer_approval
 from tether_client.render import render
 from tether_client.skills_cli import add_subcommands as add_skills_commands
 from tether_common.errors import TetherError
@@ -34,6 +37,8 @@ async def run_prompt(args: argparse.Namespace) -> int:
             line = render(event)
             if line:
                 print(line, flush=True)
+            if event.kind == "tool.approval_needed":
+                await offer_approval(event.data)
             if event.kind == "run.end":
                 status = str(event.data.get("status"))
     return 0 if status == "completed" else 1
@@ -88,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     stop.add_argument("run_id")
     stop.set_defaults(fn=runs_stop)
     add_skills_commands(sub, api_url)
+    add_ops_commands(sub, api_url)
     tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
         dest="action", required=True
     )

@@ -1,4 +1,5 @@
-"""`TetherClient`: the brain's HTTP API — start, get, stop, queue a message, stream events."""
+"""`TetherClient`: the brain's HTTP API — start, get, stop, queue a message, stream events;
+explain a call's policy, an agent's tool catalogue, verify a run's audit trail."""
 
 from __future__ import annotations
 
@@ -43,8 +44,10 @@ class TetherClient:
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = await self._http.request(method, path, json=body)
+    async def _call(
+        self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None
+    ) -> Any:
+        response = await self._http.request(method, path, json=body, headers=headers)
         raise_for_error(response)
         return response.json()
 
@@ -64,6 +67,31 @@ class TetherClient:
 
     async def tools(self) -> list[ToolDescriptor]:
         return [ToolDescriptor.model_validate(t) for t in await self._call("GET", "/v1/tools")]
+
+    async def explain(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        agent: str | None = None,
+        mode: str | None = None,
+        tainted: bool = False,
+    ) -> dict[str, Any]:
+        """What the gates would decide for this call, and why (nothing runs)."""
+        body = {"tool": tool, "args": args, "agent": agent, "mode": mode, "tainted": tainted}
+        found: dict[str, Any] = await self._call("POST", "/v1/policy/explain", body)
+        return found
+
+    async def tool_catalog(self, agent_id: str) -> dict[str, Any]:
+        """Every tool with its scope, reach and whether (and by what) `agent_id` has it."""
+        found: dict[str, Any] = await self._call("GET", f"/v1/agents/{agent_id}/tool-catalog")
+        return found
+
+    async def verify_audit(self, run_id: str, token: str) -> dict[str, Any]:
+        """The brain's check of a run's audit trail against its kept head (operator token)."""
+        headers = {"Authorization": f"Bearer {token}"}
+        found: dict[str, Any] = await self._call("GET", f"/v1/audit/{run_id}", headers=headers)
+        return found
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent]:
         """The run's events after `after`, live, ending with `run.end`."""

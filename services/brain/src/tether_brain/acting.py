@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
+from tether_brain import trail
 from tether_brain.agents import Agents
 from tether_brain.events import emit
 from tether_brain.gates import Verdict, decide
@@ -80,8 +81,12 @@ class Actor:
             return Planned(call, gate)
         gate = self.toolbox.validate(call, state.options)
         if not gate.allowed or gate.tool is None:
+            state.audit_later(
+                "gate.denied", trail.denial(call.name, gate.code or "refused", gate="validation")
+            )
             return Planned(call, gate)
         verdict = self.verdict(state, gate.tool, call)
+        state.audit_later("gate.decision", trail.decision(verdict, gate.tool.name, call.arguments))
         if verdict.decision == "ask" and approved == call.id:
             verdict = Verdict(
                 "allow",
@@ -100,6 +105,9 @@ class Actor:
             return Planned(call, gate, verdict, cached=cached)
         budget = state.limits.max_tool_calls
         if budget is not None and state.counters.tool_calls >= budget:
+            state.audit_later(
+                "gate.denied", trail.denial(gate.tool.name, "budget_exhausted", gate="budget")
+            )
             spent = Verdict(
                 "deny",
                 "budget_exhausted",
@@ -148,12 +156,17 @@ class Actor:
     async def _execute(self, state: RunState, item: Planned) -> ToolResult:
         assert item.tool is not None
         local = self.toolbox.local.get(item.tool.name)
+        state.audit_later(
+            "tool.call", trail.tool_call(item.call.id, item.tool.name, item.call.arguments)
+        )
         try:
             if local is not None:
-                return await local.run(state, item.call)
-            result = await self.toolbox.execute(state.run_id, item.call, item.tool)
+                result = await local.run(state, item.call)
+            else:
+                result = await self.toolbox.execute(state.run_id, item.call, item.tool)
         except Exception as exc:  # a tool never crashes a step
-            return refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
+            result = refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
+        state.audit_later("tool.result", trail.tool_result(result))
         if result.ok and taints(item.tool):
             state.counters.tainted = True
         return result

@@ -14,6 +14,7 @@ from tether_brain.approval import ApprovalClient
 from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
+from tether_brain.policy_api import policy_router
 from tether_brain.runs import RunManager
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
@@ -46,12 +47,13 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         guardrails=settings.guardrails,
         allowlist=settings.allowlist,
     )
+    approvals = ApprovalClient(bus, expiry_s=settings.approval_expiry_s)
     loop = Loop(
         bus,
         store,
         ModelClient(bus, timeout_s=settings.model_timeout_s),
         Actor(toolbox, agents, max_calls_per_step=settings.max_calls_per_step),
-        ApprovalClient(bus, expiry_s=settings.approval_expiry_s),
+        approvals,
         skills,
     )
     manager = RunManager(bus, store, loop, settings)
@@ -78,5 +80,15 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         title="Tether brain",
         on_start=on_start,
         on_stop=manager.close,
-        routers=[runs_router(manager, toolbox), skills_router(skills.store)],
+        routers=[
+            runs_router(manager, toolbox),
+            skills_router(skills.store),
+            policy_router(
+                agents,
+                toolbox,
+                approvals,
+                engine=service.engine,
+                operator_token=common.operator_token,
+            ),
+        ],
     )

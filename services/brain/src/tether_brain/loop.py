@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -20,13 +19,14 @@ from tether_brain.events import emit, publish
 from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.parking import Parking
-from tether_brain.prompts import LAST_STEP, STEP_LIMIT_ANSWER, system_prompt
+from tether_brain.prompting import SKILL_NOTE, build_request
+from tether_brain.prompts import STEP_LIMIT_ANSWER
 from tether_brain.recording import record_answer, record_result
 from tether_brain.results import interrupted, not_run
-from tether_brain.skills import forget_loaded_skills, invoke, skill_index
-from tether_brain.state import Entry, RunState
+from tether_brain.skills import invoke
+from tether_brain.state import Entry, RunState, add_usage
 from tether_brain.store import RunStore
-from tether_brain.subagents import HELPER_DIRECTIVE, RUN_AGENT, Children
+from tether_brain.subagents import RUN_AGENT, Children
 from tether_brain.toolbox import GateOutcome
 from tether_common.bus import Bus
 from tether_common.errors import ConflictError, TetherError
@@ -34,9 +34,8 @@ from tether_common.messages.gateway import (
     CallRecord,
     ChatMessage,
     GenerateRequest,
-    OfferedToolSpec,
 )
-from tether_common.messages.runs import ChildEnded, RunEvent, RunStatus, StepView, Usage
+from tether_common.messages.runs import ChildEnded, RunEvent, RunStatus, StepView
 from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
@@ -44,7 +43,6 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TAKEOVERS = 3
-SKILL_NOTE = "skill"  # the `name` of a system message carrying invoked skills
 
 
 class Loop:
@@ -113,7 +111,7 @@ class Loop:
             mark = time.monotonic()
             if control.handback.is_set():
                 return None
-            if (ended := self._boundary_stop(state, control)) is not None:
+            if (ended := rules.boundary_stop(state, control.stop.is_set())) is not None:
                 return await self._finish(
                     state, "stopped", ended, state.answer or _limit_answer(ended)
                 )
@@ -137,30 +135,6 @@ class Loop:
         for data in invocation.events():
             emit(state, "skill.used", step=state.step, **data)
 
-    def _boundary_stop(self, state: RunState, control: Control) -> str | None:
-        """The stop reason due before the next step, if any (each limit before what it bounds)."""
-        limits, usage = state.limits, state.usage
-        reason = None
-        if control.stop.is_set() or state.stop_requested:
-            return "stop_requested"
-        if limits.max_seconds is not None and state.active_seconds >= limits.max_seconds:
-            reason = "max_seconds"
-        elif (limits.max_cost is not None and usage.cost >= limits.max_cost) or (
-            limits.max_tokens is not None
-            and usage.input_tokens + usage.output_tokens >= limits.max_tokens
-        ):
-            reason = "budget_exhausted"
-        elif state.step >= state.max_steps:
-            reason = "max_steps"
-        if reason is not None:
-            emit(
-                state,
-                "guard",
-                step=state.step,
-                kind=reason if reason != "max_steps" else "step_ceiling",
-            )
-        return reason
-
     async def _step(self, state: RunState, control: Control) -> bool:
         """One step; True when the run has ended."""
         state.step += 1
@@ -171,14 +145,16 @@ class Loop:
             offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
-        turn = await self._generate(state, self._request(state, offered, last), control)
+        turn = await self._generate(
+            state, build_request(state, offered, last, self.skills.current().values()), control
+        )
         if turn is None and control.handback.is_set():
             return (
                 True  # shutting down: nothing of this step was committed; another replica redoes it
             )
         if turn is None:
             return await self._end(state, "stopped", "stop_requested", None)
-        state.usage = _add(state.usage, turn.usage)
+        state.usage = add_usage(state.usage, turn.usage)
         emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
         if turn.thinking:
             emit(state, "step", step=state.step, kind="model", text="", thinking=turn.thinking)
@@ -204,29 +180,6 @@ class Loop:
         generation.cancel()
         await asyncio.gather(generation, return_exceptions=True)
         return None
-
-    def _request(
-        self, state: RunState, offered: list[OfferedToolSpec], last: bool
-    ) -> GenerateRequest:
-        system = system_prompt(datetime.now(UTC))
-        if state.options.get("helper"):
-            system += "\n\n" + HELPER_DIRECTIVE
-        if budget := _budget_note(state):
-            system += "\n\n" + budget
-        if index := skill_index(self.skills.current().values()):
-            system += "\n\n" + index
-        messages = [ChatMessage(role="system", content=system)]
-        messages += forget_loaded_skills(_this_turns_skills(state.messages))
-        if last and state.max_steps > 1:
-            messages.append(ChatMessage(role="system", content=LAST_STEP))
-        return GenerateRequest(
-            run_id=state.run_id,
-            provider=state.provider,
-            model=state.model,
-            messages=messages,
-            tools=offered,
-            effort="low" if state.counters.low_effort else "normal",
-        )
 
     async def _tools_refused(self, state: RunState, turn: ModelTurn, last: bool) -> bool:
         answer = turn.text.strip()
@@ -332,7 +285,7 @@ class Loop:
                 child_run_id=outcome.child_id,
                 ok=outcome.result.ok,
             )
-            state.usage = _add(state.usage, outcome.usage)
+            state.usage = add_usage(state.usage, outcome.usage)
             state.counters.tool_calls += outcome.tool_calls
         state.counters.pending_children = None
         state.counters.low_effort = False
@@ -458,29 +411,6 @@ class Loop:
         state.unpublished = []
 
 
-def _budget_note(state: RunState) -> str:
-    """What is left of the run's budget, shown to the model every step."""
-    limits, usage = state.limits, state.usage
-    parts = [f"{state.max_steps - state.step} of {state.max_steps} steps"]
-    if limits.max_tool_calls is not None:
-        parts.append(f"{limits.max_tool_calls - state.counters.tool_calls} tool calls")
-    if limits.max_cost is not None:
-        parts.append(f"{limits.max_cost - usage.cost:.4f} cost")
-    if limits.max_tokens is not None:
-        parts.append(f"{limits.max_tokens - usage.input_tokens - usage.output_tokens} tokens")
-    return "Budget left: " + ", ".join(parts) + "."
-
-
-def _this_turns_skills(messages: list[ChatMessage]) -> list[ChatMessage]:
-    """Skills injected with `/name` last one turn: older injections are left out."""
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    return [
-        m
-        for i, m in enumerate(messages)
-        if not (m.role == "system" and m.name == SKILL_NOTE and i != last_user - 1)
-    ]
-
-
 def _events_of(entries: list[Entry]) -> list[RunEvent]:
     return [RunEvent.model_validate(e.data) for e in entries if e.kind == "event"]
 
@@ -491,15 +421,6 @@ def _usage(state: RunState) -> dict[str, object]:
 
 def _limit_answer(reason: str) -> str | None:
     return STEP_LIMIT_ANSWER if reason == "max_steps" else None
-
-
-def _add(total: Usage, more: Usage) -> Usage:
-    return Usage(
-        input_tokens=total.input_tokens + more.input_tokens,
-        output_tokens=total.output_tokens + more.output_tokens,
-        cost=total.cost + more.cost,
-        estimated=total.estimated or more.estimated,
-    )
 
 
 def _describe_calls(text: str, calls: list[CallRecord]) -> str:

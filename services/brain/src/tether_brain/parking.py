@@ -4,6 +4,7 @@ sealed digest, and spends the approval once."""
 
 from __future__ import annotations
 
+from tether_brain import trail
 from tether_brain.acting import Actor, Planned, refusal
 from tether_brain.approval import ApprovalClient, Decision, PendingApproval, action_digest
 from tether_brain.events import emit
@@ -44,6 +45,12 @@ class Parking:
             return False
         state.status = "awaiting_approval"
         state.counters.pending_approval = pending.to_json()
+        state.audit_later(
+            "approval.requested",
+            trail.approval_requested(
+                view.approval_id, item.tool.name, pending.digest, item.verdict
+            ),
+        )
         emit(
             state,
             "tool.approval_needed",
@@ -76,6 +83,13 @@ class Parking:
         if call is None:
             return
         result, approved = await self.decided(state, call, pending, decision)
+        outcome = "consumed" if approved else result.error_code
+        state.audit_later(
+            "approval.decided",
+            trail.approval_decided(
+                pending.approval_id, decision.decision, decision.decided_by, outcome=outcome
+            ),
+        )
         emit(
             state,
             "tool.approved" if approved else "tool.denied",

@@ -97,3 +97,28 @@ def retrieved(state: RunState) -> bool:
         m.role == "tool" and m.name in RETRIEVAL_TOOLS and not m.content.startswith("FAILED")
         for m in state.messages
     )
+
+
+def boundary_stop(state: RunState, stop_requested: bool) -> str | None:
+    """The stop reason due before the next step, if any (each limit before what it bounds)."""
+    limits, usage = state.limits, state.usage
+    reason = None
+    if stop_requested or state.stop_requested:
+        return "stop_requested"
+    if limits.max_seconds is not None and state.active_seconds >= limits.max_seconds:
+        reason = "max_seconds"
+    elif (limits.max_cost is not None and usage.cost >= limits.max_cost) or (
+        limits.max_tokens is not None
+        and usage.input_tokens + usage.output_tokens >= limits.max_tokens
+    ):
+        reason = "budget_exhausted"
+    elif state.step >= state.max_steps:
+        reason = "max_steps"
+    if reason is not None:
+        emit(
+            state,
+            "guard",
+            step=state.step,
+            kind=reason if reason != "max_steps" else "step_ceiling",
+        )
+    return reason

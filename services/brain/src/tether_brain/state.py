@@ -91,6 +91,11 @@ class RunState:
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
     unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus
+    audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # for the next commit
+
+    def audit_later(self, event: str, data: dict[str, Any]) -> None:
+        """An audit record, written in the same transaction as the step's journal."""
+        self.audit.append((event, data))
 
     @property
     def max_steps(self) -> int:
@@ -139,3 +144,12 @@ class RunState:
             if message.role == "assistant":
                 return [c for c in message.tool_calls if c.id not in answered]
         return []
+
+
+def add_usage(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cost=total.cost + more.cost,
+        estimated=total.estimated or more.estimated,
+    )

@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from tether_brain import trail
 from tether_brain.state import Counters, Limits, RunState
 from tether_common.errors import ConflictError, NotFoundError
 from tether_common.messages.runs import TERMINAL_STATUSES, Usage
@@ -200,6 +201,8 @@ class RunStore:
         try:
             if rows:
                 await conn.execute(journal.insert(), rows)
+            for event, data in state.audit:
+                await trail.record(conn, state.run_id, event, data)
             result = await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == state.run_id, runs.c.fence == state.fence)
@@ -212,6 +215,7 @@ class RunStore:
             raise
         state.updated_at = now
         state.published, state.pending = state.pending, []
+        state.audit = []
 
     async def finish_unless_queued(
         self, state: RunState, finishing: Callable[[], None]
