@@ -18,6 +18,7 @@ from tether_brain.control import Control
 from tether_brain.events import emit, publish
 from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
+from tether_brain.offering import RECENT_MESSAGES
 from tether_brain.parking import Parking
 from tether_brain.prompting import SKILL_NOTE, build_request
 from tether_brain.prompts import STEP_LIMIT_ANSWER
@@ -34,6 +35,7 @@ from tether_common.messages.gateway import (
     CallRecord,
     ChatMessage,
     GenerateRequest,
+    OfferedToolSpec,
 )
 from tether_common.messages.runs import ChildEnded, RunEvent, RunStatus, StepView
 from tether_common.metrics import runs_ended, steps
@@ -141,13 +143,15 @@ class Loop:
         steps.add(1)
         last = state.step == state.max_steps
         tools_off = last or state.max_steps == 1 or bool(state.options.get("guide_only"))
+        offered: list[OfferedToolSpec] = []
+        hidden: str | None = None
         try:
-            offered = [] if tools_off else await self.actor.toolbox.offered(state.options)
+            if not tools_off:
+                offered, hidden = await self.actor.toolbox.offer(state.options, _recent(state))
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
-        turn = await self._generate(
-            state, build_request(state, offered, last, self.skills.current().values()), control
-        )
+        request = build_request(state, offered, last, self.skills.current().values(), hidden)
+        turn = await self._generate(state, request, control)
         if turn is None and control.handback.is_set():
             return (
                 True  # shutting down: nothing of this step was committed; another replica redoes it
@@ -409,6 +413,12 @@ class Loop:
             )
             return
         state.unpublished = []
+
+
+def _recent(state: RunState) -> str:
+    """The question and the last messages: what the tools on offer should fit."""
+    recent = state.messages[-RECENT_MESSAGES:]
+    return "\n".join([state.prompt, *(m.content for m in recent)])
 
 
 def _events_of(entries: list[Entry]) -> list[RunEvent]:

@@ -16,7 +16,11 @@ SKILL_NOTE = "skill"  # the `name` of a system message carrying invoked skills
 
 
 def build_request(
-    state: RunState, offered: list[OfferedToolSpec], last: bool, skills: Iterable[Skill]
+    state: RunState,
+    offered: list[OfferedToolSpec],
+    last: bool,
+    skills: Iterable[Skill],
+    hidden_note: str | None = None,
 ) -> GenerateRequest:
     """The model's view of the run: system prompt (date, live-data rule, helper directive,
     budget, skill index), this turn's history, and the last-step note."""
@@ -25,6 +29,8 @@ def build_request(
         system += "\n\n" + HELPER_DIRECTIVE
     if budget := budget_note(state):
         system += "\n\n" + budget
+    if hidden_note:
+        system += "\n\n" + hidden_note
     if index := skill_index(skills):
         system += "\n\n" + index
     messages = [ChatMessage(role="system", content=system)]

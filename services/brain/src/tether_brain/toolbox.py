@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from tether_brain.local_tools import LocalTool
+from tether_brain.offering import DEFAULT_KEYWORDS, choose
 from tether_brain.subagents import MAX_DEPTH, RUN_AGENT
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
@@ -24,6 +25,13 @@ from tether_common.messages.tools import (
     ToolDescriptor,
     ToolResult,
 )
+
+
+def _specs(tools: Sequence[ToolDescriptor]) -> list[OfferedToolSpec]:
+    return [
+        OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in tools
+    ]
 
 
 def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
@@ -63,7 +71,9 @@ class Toolbox:
         ttl_s: float,
         timeout_s: float,
         local: Sequence[LocalTool] = (),
+        keywords: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        self.keywords = dict(DEFAULT_KEYWORDS if keywords is None else keywords)
         self.local = {tool.name: tool for tool in local}
         self.bus = bus
         self.ttl_s = ttl_s
@@ -116,11 +126,17 @@ class Toolbox:
                 self._validators[name] = Draft202012Validator(descriptor.parameters)
 
     async def offered(self, options: dict[str, Any]) -> list[OfferedToolSpec]:
-        return [
-            OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-            for t in await self.catalog()
-            if switched_off(t, options) is None
-        ]
+        """Every tool this run may use (for sub-agents' tool lists and explanations)."""
+        return _specs([t for t in await self.catalog() if switched_off(t, options) is None])
+
+    async def offer(
+        self, options: dict[str, Any], recent: str
+    ) -> tuple[list[OfferedToolSpec], str | None]:
+        """What one step offers the model: connector tools narrowed to the services the
+        recent text points at, and a note naming the others."""
+        usable = [t for t in await self.catalog() if switched_off(t, options) is None]
+        offer = choose(usable, recent, self.keywords)
+        return _specs(offer.tools), offer.note()
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
         return self._tools.get(self._aliases.get(name, name))
