@@ -55,6 +55,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         Actor(toolbox, agents, max_calls_per_step=settings.max_calls_per_step),
         approvals,
         skills,
+        windows=settings.context_windows,
+        default_window=settings.default_context_window,
     )
     manager = RunManager(bus, store, loop, settings)
 

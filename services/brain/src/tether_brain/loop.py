@@ -16,6 +16,7 @@ from tether_brain.acting import Actor, Planned
 from tether_brain.approval import ApprovalClient, Decision
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
+from tether_brain.fitting import Fitter
 from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.offering import RECENT_MESSAGES
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TAKEOVERS = 3
+DEFAULT_WINDOW = 32_768
+COMPACT_INSTRUCTION = (
+    "Summarise the conversation below in a few sentences for the assistant who continues it: "
+    "keep facts, tool results that matter, decisions and open questions. No preamble."
+)
 
 
 class Loop:
@@ -56,9 +62,14 @@ class Loop:
         actor: Actor,
         approvals: ApprovalClient,
         skills: SkillLibrary,
+        *,
+        windows: dict[str, int] | None = None,
+        default_window: int = DEFAULT_WINDOW,
     ) -> None:
         self.parking = Parking(actor, approvals)
         self.children = Children(store)
+        self.windows = dict(windows or {})
+        self.default_window = default_window
         self.skills = skills
         self.bus = bus
         self.store = store
@@ -151,6 +162,7 @@ class Loop:
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
         request = build_request(state, offered, last, self.skills.current().values(), hidden)
+        request = await self._fit(state, request)
         turn = await self._generate(state, request, control)
         if turn is None and control.handback.is_set():
             return (
@@ -170,6 +182,51 @@ class Loop:
         if turn.calls or turn.finish_reason == "unusable_call":
             return await self._calls(state, turn)
         return await self._answer(state, turn)
+
+    async def _fit(self, state: RunState, request: GenerateRequest) -> GenerateRequest:
+        """Fit the request into the model's window; dropped history is summarised by a side
+        generation when the model gives one (else it stays dropped), with a `compaction` event."""
+        fitter = Fitter(
+            self.windows.get(
+                state.model or "", self.windows.get(state.provider, self.default_window)
+            ),
+            state.prompt,
+        )
+        if not fitter.over(request.messages, request.tools):
+            return request
+        fitted = fitter.fit(request.messages, request.tools)
+        summary = await self._summarise(request, fitted.dropped) if fitted.dropped else None
+        if summary:
+            fitted.messages = [
+                m.model_copy(update={"content": f"Summary of earlier messages: {summary}"})
+                if m.content.startswith("[") and "left out" in m.content
+                else m
+                for m in fitted.messages
+            ]
+        emit(
+            state,
+            "compaction",
+            step=state.step,
+            actions=fitted.actions,
+            dropped=len(fitted.dropped),
+            summarised=bool(summary),
+        )
+        return request.model_copy(update={"messages": fitted.messages})
+
+    async def _summarise(self, request: GenerateRequest, dropped: list[ChatMessage]) -> str | None:
+        transcript = "\n".join(f"{m.role}: {m.content[:2000]}" for m in dropped)
+        side = request.model_copy(
+            update={
+                "messages": [
+                    ChatMessage(role="system", content=COMPACT_INSTRUCTION),
+                    ChatMessage(role="user", content=transcript),
+                ],
+                "tools": [],
+            }
+        )
+        turn = await self.model.generate(side)
+        text = turn.text.strip()
+        return text[:4000] if turn.error is None and text and not turn.calls else None
 
     async def _generate(
         self, state: RunState, request: GenerateRequest, control: Control

@@ -55,6 +55,10 @@ class BrainSettings(HttpSettings):
         default_factory=lambda: default_skill_folders(Path("skills")),
         description="searched in order; the first is where new skills are written",
     )
+    default_context_window: int = Field(default=32_768, ge=512, description="tokens")
+    context_windows: dict[str, int] = Field(
+        default_factory=dict, description="per model (or provider) name: its context window"
+    )
     approval_expiry_s: float = Field(default=180.0, gt=0, le=7 * 86400)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     guardrails: dict[str, Literal["confirm", "deny"]] = Field(

@@ -1,0 +1,130 @@
+"""Fitting a request into the model's context window. Tokens are estimated (characters /
+3.5 + 6 per message); a reserve of clamp(window/4, 256, 2048) is kept for the answer; each
+tool result is capped. When still over, room is freed in this order: old tool results cut
+to 400 characters, old history dropped (or summarised, by the caller, from `dropped`),
+newest results cut, the longest message trimmed. The user's prompt is never trimmed, and
+the stored history is never changed: only what one request carries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tether_common.messages.gateway import ChatMessage, OfferedToolSpec
+
+CHARS_PER_TOKEN = 3.5
+TOKENS_PER_MESSAGE = 6
+RESULT_CAP_CHARS = 12_000
+OLD_RESULT_CHARS = 400
+NEWEST_RESULT_CHARS = 1_500
+CUT_NOTE = "… [cut to fit the context window]"
+
+
+def estimate(messages: Sequence[ChatMessage], tools: Sequence[OfferedToolSpec] = ()) -> int:
+    chars = sum(
+        len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
+        for m in messages
+    )
+    chars += sum(len(t.description) + len(str(t.parameters)) for t in tools)
+    return int(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
+
+
+def reserve(window: int) -> int:
+    return min(max(window // 4, 256), 2048)
+
+
+def _cut(message: ChatMessage, chars: int) -> ChatMessage:
+    if len(message.content) <= chars:
+        return message
+    return message.model_copy(update={"content": message.content[:chars] + CUT_NOTE})
+
+
+@dataclass(slots=True)
+class Fitted:
+    messages: list[ChatMessage]
+    dropped: list[ChatMessage] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+
+class Fitter:
+    """`fit(messages, tools)` for one model window; messages[0] is the system prompt."""
+
+    def __init__(self, window: int, prompt: str) -> None:
+        self.window = window
+        self.prompt = prompt
+        self.budget = window - reserve(window)
+
+    def over(self, messages: Sequence[ChatMessage], tools: Sequence[OfferedToolSpec]) -> bool:
+        return estimate(messages, tools) > self.budget
+
+    def fit(self, messages: list[ChatMessage], tools: Sequence[OfferedToolSpec]) -> Fitted:
+        fitted = Fitted([_cut(m, RESULT_CAP_CHARS) if m.role == "tool" else m for m in messages])
+        for step in (
+            self._cut_old_results,
+            self._drop_history,
+            self._cut_newest,
+            self._trim_longest,
+        ):
+            if not self.over(fitted.messages, tools):
+                break
+            step(fitted)
+        return fitted
+
+    def _latest_turn(self, messages: list[ChatMessage]) -> int:
+        """Index of the last assistant message with calls: results after it are 'newest'."""
+        return max(
+            (i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls),
+            default=len(messages),
+        )
+
+    def _cut_old_results(self, fitted: Fitted) -> None:
+        newest = self._latest_turn(fitted.messages)
+        fitted.messages = [
+            _cut(m, OLD_RESULT_CHARS) if m.role == "tool" and i < newest else m
+            for i, m in enumerate(fitted.messages)
+        ]
+        fitted.actions.append("old tool results cut")
+
+    def _drop_history(self, fitted: Fitted) -> None:
+        """Drop whole exchanges after the first user message and before the latest turn,
+        keeping assistant calls paired with their results."""
+        messages = fitted.messages
+        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+        newest = self._latest_turn(messages)
+        keep_head, middle, tail = (
+            messages[: first_user + 1],
+            messages[first_user + 1 : newest],
+            messages[newest:],
+        )
+        while middle and self.over(keep_head + middle + tail, ()):
+            dropped = middle.pop(0)
+            fitted.dropped.append(dropped)
+            while middle and middle[0].role == "tool":  # results go with their call
+                fitted.dropped.append(middle.pop(0))
+        if fitted.dropped:
+            note = ChatMessage(
+                role="system",
+                content=f"[{len(fitted.dropped)} earlier messages were left out to fit the context window]",
+            )
+            fitted.messages = [*keep_head, note, *middle, *tail]
+            fitted.actions.append(f"{len(fitted.dropped)} messages dropped")
+
+    def _cut_newest(self, fitted: Fitted) -> None:
+        fitted.messages = [
+            _cut(m, NEWEST_RESULT_CHARS) if m.role == "tool" else m for m in fitted.messages
+        ]
+        fitted.actions.append("newest tool results cut")
+
+    def _trim_longest(self, fitted: Fitted) -> None:
+        candidates = [
+            i
+            for i, m in enumerate(fitted.messages)
+            if not (m.role == "user" and m.content == self.prompt)
+        ]
+        if not candidates:
+            return
+        index = max(candidates, key=lambda i: len(fitted.messages[i].content))
+        excess = (estimate(fitted.messages) - self.budget) * CHARS_PER_TOKEN
+        keep = max(int(len(fitted.messages[index].content) - excess), 200)
+        fitted.messages[index] = _cut(fitted.messages[index], keep)
+        fitted.actions.append("longest message trimmed")
