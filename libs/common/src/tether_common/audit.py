@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,6 +154,39 @@ async def _append(
     row |= {"nonce": nonce, "ts": ts, "digest": _digest(run_id, seq, event, body, prev, nonce, ts)}
     await conn.execute(records.insert().values(row))
     return row
+
+
+async def append_many(
+    conn: AsyncConnection, run_id: str, items: Sequence[tuple[str, Mapping[str, Any]]]
+) -> str | None:
+    """Append several records to one trail in the caller's transaction with one lock, one
+    read of the head and one insert (a step's records); returns the new head."""
+    if not items:
+        return None
+    await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(run_id)})
+    last = (
+        await conn.execute(
+            select(records.c.seq, records.c.digest)
+            .where(records.c.run_id == run_id)
+            .order_by(records.c.seq.desc())
+            .limit(1)
+        )
+    ).first()
+    seq = 0 if last is None else last.seq + 1
+    prev = None if last is None else str(last.digest)
+    ts = datetime.now(UTC)
+    rows = []
+    for event, data in items:
+        nonce = secrets.token_hex(16) if seq == 0 else None
+        body = canonical(dict(data))
+        digest = _digest(run_id, seq, event, body, prev, nonce, ts)
+        rows.append(
+            {"run_id": run_id, "seq": seq, "event": event, "data": body, "prev_digest": prev}
+            | {"nonce": nonce, "ts": ts, "digest": digest}
+        )
+        seq, prev = seq + 1, digest
+    await conn.execute(records.insert(), rows)
+    return prev
 
 
 async def append(

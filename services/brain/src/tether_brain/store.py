@@ -32,8 +32,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_brain import trail
 from tether_brain.state import Counters, Limits, RunState
+from tether_common import audit
 from tether_common.errors import ConflictError, NotFoundError
 from tether_common.messages.runs import TERMINAL_STATUSES, Usage
 
@@ -70,6 +70,7 @@ runs = Table(
     Column("counters", JSONB, nullable=False, server_default="{}"),
     Column("active_seconds", Float, nullable=False, server_default="0"),
     Column("parent_id", String(64), index=True),
+    Column("audit_head", String(64)),
     Column("depth", Integer, nullable=False, server_default="0"),
 )
 
@@ -201,8 +202,8 @@ class RunStore:
         try:
             if rows:
                 await conn.execute(journal.insert(), rows)
-            for event, data in state.audit:
-                await trail.record(conn, state.run_id, event, data)
+            if state.audit:
+                values["audit_head"] = await audit.append_many(conn, state.run_id, state.audit)
             result = await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == state.run_id, runs.c.fence == state.fence)
