@@ -4,11 +4,13 @@ with two brain replicas as real processes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from tether_client import TetherClient
@@ -23,7 +25,11 @@ LEASE_S = 1.0
 
 @pytest.fixture(scope="module")
 def stack_extra_env() -> dict[str, str]:
-    return {"TETHER_BRAIN_LEASE_S": str(LEASE_S), "TETHER_BRAIN_DRAIN_S": "5"}
+    return {
+        "TETHER_BRAIN_LEASE_S": str(LEASE_S),
+        "TETHER_BRAIN_DRAIN_S": "5",
+        "TETHER_BRAIN_AGENTS": json.dumps({"ops": {"grants": ["shell#noapproval"]}}),
+    }
 
 
 async def victim(stack: Supervisor) -> Child:
@@ -122,3 +128,42 @@ async def test_a_run_finishes_once_with_two_replicas_racing(
         events = await follow(urls[0], item.run_id)
         assert [e.kind for e in events].count("run.end") == 1
     await stack.stop_child(other)
+
+
+@pytest.mark.parametrize(("decision", "outcome"), [("deny", "in_doubt"), ("allow_once", None)])
+async def test_a_call_in_doubt_gets_a_reconcile_card(
+    stack: Supervisor, scripts_dir: Path, decision: str, outcome: str | None
+) -> None:
+    """A non-idempotent call in flight when its replica died is never re-run blindly: an
+    operator decides to run it again or to leave it as it is."""
+    doomed = await victim(stack)
+    turns: list[Turn] = [[call("shell", command="sleep 3; echo done")], say("reconciled")]
+    model = write_script(scripts_dir, turns)
+    async with TetherClient(doomed.url) as client:
+        accepted = await client.start_run("run it", provider="scripted", model=model, agent="ops")
+        async for event in client.events(accepted.run_id):
+            if event.kind == "tool.call":
+                break
+    await asyncio.sleep(0.8)
+    assert doomed.proc is not None
+    doomed.proc.kill()
+    survivor = stack.child("brain").url
+    async with TetherClient(survivor) as client:
+        async for event in client.events(accepted.run_id):
+            if event.kind == "tool.approval_needed":
+                card = event.data
+                break
+    assert card["code"] == "in_doubt"
+    async with httpx.AsyncClient(timeout=10) as http:
+        decided = await http.post(
+            f"{stack.child('approvals').url}/v1/approvals/{card['approval_id']}/decision",
+            json={"decision": decision},
+            headers={"Authorization": "Bearer test-operator-token"},
+        )
+    assert decided.status_code == 200
+    events = await follow(survivor, accepted.run_id)
+    assert events[-1].data["status"] == "completed"
+    result = [e.data for e in events if e.kind == "tool.result"][-1]
+    assert result["error_code"] == outcome
+    if outcome is None:
+        assert "done" in result["content"]

@@ -20,6 +20,19 @@ from tether_common.messages.approvals import (
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor
 
+IN_DOUBT = "in_doubt"
+
+
+def in_doubt(tool: ToolDescriptor) -> Verdict:
+    """The reconcile card for a non-idempotent call whose outcome a crash left unknown."""
+    return Verdict(
+        "ask",
+        IN_DOUBT,
+        "the brain stopped while this call ran, so its outcome is unknown. Approve to run it "
+        "again; deny to leave it as it is (it will not be re-run).",
+        tool.reach,
+    )
+
 
 def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
@@ -65,6 +78,7 @@ class PendingApproval:
     call_id: str
     digest: str
     step: int
+    reconcile: bool = False  # a call in doubt after a crash: re-run it, or leave it as done
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,12 +86,17 @@ class PendingApproval:
             "call_id": self.call_id,
             "digest": self.digest,
             "step": self.step,
+            "reconcile": self.reconcile,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingApproval:
         return cls(
-            str(data["approval_id"]), str(data["call_id"]), str(data["digest"]), int(data["step"])
+            str(data["approval_id"]),
+            str(data["call_id"]),
+            str(data["digest"]),
+            int(data["step"]),
+            bool(data.get("reconcile", False)),
         )
 
 
@@ -111,7 +130,8 @@ class ApprovalClient:
             effect=tool.effect,
         )
         view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
-        return view, PendingApproval(view.approval_id, call.id, digest, state.step)
+        reconcile = verdict.code == IN_DOUBT
+        return view, PendingApproval(view.approval_id, call.id, digest, state.step, reconcile)
 
     async def consume(self, approval_id: str, digest: str) -> bool:
         """Spend a granted approval just before its action runs: True only the first time,

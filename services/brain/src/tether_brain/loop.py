@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind
 
 from tether_brain import rules
 from tether_brain.acting import Actor, Planned
-from tether_brain.approval import ApprovalClient, Decision
+from tether_brain.approval import ApprovalClient, Decision, in_doubt
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
 from tether_brain.fitting import Fitter
@@ -118,7 +118,8 @@ class Loop:
         elif state.takeovers > MAX_TAKEOVERS:
             return await self._finish(state, "failed", "repeated_crash", state.answer)
         else:
-            await self._recover(state, stopping=control.stop.is_set() or state.stop_requested)
+            if await self._recover(state, stopping=control.stop.is_set() or state.stop_requested):
+                return None
         while True:
             state.active_seconds += time.monotonic() - mark
             mark = time.monotonic()
@@ -352,33 +353,42 @@ class Loop:
         state.counters.low_effort = False
         await self._commit(state)
 
-    async def _recover(self, state: RunState, *, stopping: bool = False) -> None:
+    async def _recover(self, state: RunState, *, stopping: bool = False) -> bool:
         """After a takeover: calls left without a result are re-run through every gate if
-        idempotent, else reported to the model as interrupted (never re-run blindly). A run
-        being stopped runs nothing: its open calls are closed as not run."""
+        idempotent; a non-idempotent one is in doubt and never re-run blindly: an operator
+        gets a reconcile card (the run parks; True) or, with no one to ask, the model is
+        told it was interrupted. A run being stopped runs nothing."""
         calls = state.unanswered_calls()
         state.counters.pending_approval = state.counters.pending_children = None
         if not calls:
-            return
+            return False
         emit(state, "guard", step=state.step, kind="interrupted", calls=[c.name for c in calls])
+        tools = {c.id: self.actor.descriptor(c.name) for c in calls}
         rerun = (
             []
             if stopping
-            else [
-                c
-                for c in calls
-                if (d := self.actor.descriptor(c.name)) is not None and d.idempotent
-            ]
+            else [c for c in calls if (d := tools[c.id]) is not None and d.idempotent]
         )
         planned = await self.actor.plan(state, rerun)
         results = dict(
             zip((p.call.id for p in planned), await self.actor.run(state, planned), strict=True)
         )
+        doubtful = [c for c in calls if c.id not in results and tools[c.id] is not None]
+        card = None if stopping or not doubtful else doubtful[0]
         for call in calls:
-            result = results.get(call.id) or (not_run(call) if stopping else interrupted(call))
-            record_result(state, Planned(call, GateOutcome(True)), result)
+            if call is not card:
+                result = results.get(call.id) or (not_run(call) if stopping else interrupted(call))
+                record_result(state, Planned(call, GateOutcome(True)), result)
         state.counters.low_effort = False
+        parked = card is not None and await self._reconcile(state, card)
         await self._commit(state)
+        return parked
+
+    async def _reconcile(self, state: RunState, call: CallRecord) -> bool:
+        tool = self.actor.descriptor(call.name)
+        assert tool is not None
+        item = Planned(call, GateOutcome(True, tool=tool), in_doubt(tool))
+        return await self.parking.park(state, item)
 
     async def _answer(self, state: RunState, turn: ModelTurn) -> bool:
         answer = turn.text.strip()

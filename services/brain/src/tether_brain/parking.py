@@ -107,9 +107,16 @@ class Parking:
     async def decided(
         self, state: RunState, call: CallRecord, pending: PendingApproval, decision: Decision
     ) -> tuple[ToolResult, bool]:
+        note = f" Note: {decision.note}" if decision.note else ""
+        if pending.reconcile and decision.decision in ("deny", "expired"):
+            return refused(
+                call,
+                "in_doubt",
+                "the brain stopped while this call ran; an operator chose not to run it again, "
+                f"so its effect is unknown. Check before repeating it.{note}",
+            ), False
         if decision.decision in ("deny", "expired"):
             code = "approval_expired" if decision.decision == "expired" else "approval_denied"
-            note = f" Note: {decision.note}" if decision.note else ""
             return refused(call, code, f"the operator did not approve this call.{note}"), False
         planned = (await self.actor.plan(state, [call], approved=call.id))[0]
         tool = planned.tool
