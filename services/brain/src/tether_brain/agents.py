@@ -3,6 +3,7 @@ a run (a request may narrow the agent's mode, never widen it)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,23 @@ MODE_RANK: dict[str, int] = {"read-only": 0, "allow-reads": 1, "allow-all": 2}
 DEFAULT_AGENT = "default"
 
 
+class DoneRule(BaseModel):
+    """An agent's done criterion: an answer that fails it is sent back once, with `message`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str | None = Field(
+        default=None, description="a regular expression the answer must match"
+    )
+    min_chars: int = Field(default=0, ge=0)
+    message: str = "Your answer does not meet this agent's done criterion yet. Complete it."
+
+    def rejects(self, answer: str) -> bool:
+        if len(answer) < self.min_chars:
+            return True
+        return self.pattern is not None and re.search(self.pattern, answer, re.DOTALL) is None
+
+
 class AgentConfig(BaseModel):
     """One agent as configured (`TETHER_BRAIN_AGENTS`, a JSON object of these by id)."""
 
@@ -30,6 +48,7 @@ class AgentConfig(BaseModel):
     untrusted_bar: bool = True
     waiver_lifts_taint: bool = False
     interactive: bool = False
+    done: DoneRule | None = None
 
 
 class Agents:

@@ -57,6 +57,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         skills,
         windows=settings.context_windows,
         default_window=settings.default_context_window,
+        prices=settings.prices,
     )
     manager = RunManager(bus, store, loop, settings)
 

@@ -16,7 +16,7 @@ from tether_brain.acting import Actor, Planned
 from tether_brain.approval import ApprovalClient, Decision, in_doubt
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
-from tether_brain.fitting import Fitter
+from tether_brain.fitting import Fitter, estimate, reserve
 from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
 from tether_brain.offering import RECENT_MESSAGES
@@ -65,7 +65,9 @@ class Loop:
         *,
         windows: dict[str, int] | None = None,
         default_window: int = DEFAULT_WINDOW,
+        prices: dict[str, dict[str, float]] | None = None,
     ) -> None:
+        self.prices = dict(prices or {})
         self.parking = Parking(actor, approvals)
         self.children = Children(store)
         self.windows = dict(windows or {})
@@ -164,6 +166,15 @@ class Loop:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
         request = build_request(state, offered, last, self.skills.current().values(), hidden)
         request = await self._fit(state, request)
+        if self._would_overspend(state, request):
+            emit(
+                state,
+                "guard",
+                step=state.step,
+                kind="budget_exhausted",
+                why="the next call could exceed max_cost",
+            )
+            return await self._end(state, "stopped", "budget_exhausted", state.answer)
         turn = await self._generate(state, request, control)
         if turn is None and control.handback.is_set():
             return (
@@ -213,6 +224,21 @@ class Loop:
             summarised=bool(summary),
         )
         return request.model_copy(update={"messages": fitted.messages})
+
+    def _would_overspend(self, state: RunState, request: GenerateRequest) -> bool:
+        """Price the prompt (token estimate × price table) before sending it: a run stops
+        rather than overspends its max_cost."""
+        price = self.prices.get(state.model or "") or self.prices.get(state.provider)
+        if state.limits.max_cost is None or price is None:
+            return False
+        window = self.windows.get(
+            state.model or "", self.windows.get(state.provider, self.default_window)
+        )
+        cost = (
+            estimate(request.messages, request.tools) * price.get("input", 0.0)
+            + reserve(window) * price.get("output", 0.0)
+        ) / 1e6
+        return state.usage.cost + cost > state.limits.max_cost
 
     async def _summarise(self, request: GenerateRequest, dropped: list[ChatMessage]) -> str | None:
         transcript = "\n".join(f"{m.role}: {m.content[:2000]}" for m in dropped)
@@ -392,7 +418,8 @@ class Loop:
 
     async def _answer(self, state: RunState, turn: ModelTurn) -> bool:
         answer = turn.text.strip()
-        if (note := rules.second_look(state, turn.thinking, answer)) is not None:
+        note = rules.second_look(state, turn.thinking, answer) or self._not_done(state, answer)
+        if note is not None:
             state.add_message(ChatMessage(role="assistant", content=answer or "(no answer)"))
             state.add_message(ChatMessage(role="user", content=note))
             state.counters.low_effort = False
@@ -400,6 +427,17 @@ class Loop:
             return False
         record_answer(state, answer)
         return await self._complete(state, answer)
+
+    def _not_done(self, state: RunState, answer: str) -> str | None:
+        """The agent's done criterion may send an answer back once."""
+        rule = self.actor.agents.config(state.options.get("agent")).done
+        if rule is None or state.counters.rejections or state.step >= state.max_steps:
+            return None
+        if not rule.rejects(answer):
+            return None
+        state.counters.rejections += 1
+        emit(state, "guard", step=state.step, kind="not_done")
+        return rule.message
 
     async def _complete(self, state: RunState, answer: str) -> bool:
         """An answer: deliver queued user messages and go on, or end `completed`."""

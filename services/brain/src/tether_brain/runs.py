@@ -18,7 +18,7 @@ from tether_brain.settings import BrainSettings
 from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
-from tether_common.errors import TetherError
+from tether_common.errors import MessageError, TetherError
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
 from tether_common.messages.runs import (
@@ -60,6 +60,12 @@ class RunManager:
     # ---- starting and advancing --------------------------------------------------
 
     async def start(self, req: StartRun) -> RunAccepted:
+        provider = req.provider or self.settings.provider
+        if req.max_tokens is not None and provider not in self.settings.usage_providers:
+            raise MessageError(
+                f"max_tokens cannot be enforced: provider '{provider}' does not report token usage",
+                code="limit_unenforceable",
+            )
         now = datetime.now(UTC)
         options = req.model_dump(
             include={

@@ -59,6 +59,14 @@ class BrainSettings(HttpSettings):
     context_windows: dict[str, int] = Field(
         default_factory=dict, description="per model (or provider) name: its context window"
     )
+    usage_providers: list[str] = Field(
+        default_factory=lambda: ["openai", "anthropic", "ollama", "scripted"],
+        description="providers whose token usage is reported, not estimated (max_tokens needs it)",
+    )
+    prices: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='per model or provider: {"input": $, "output": $} per million tokens',
+    )
     approval_expiry_s: float = Field(default=180.0, gt=0, le=7 * 86400)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     guardrails: dict[str, Literal["confirm", "deny"]] = Field(

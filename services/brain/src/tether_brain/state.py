@@ -33,6 +33,7 @@ class Counters:
     reminders: int = 0
     retrievals: int = 0
     coercions: int = 0
+    rejections: int = 0
     low_effort: bool = False
     tainted: bool = False
     pending_approval: dict[str, Any] | None = None
