@@ -7,6 +7,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
+from opentelemetry import trace
+
 from tether_brain import trail
 from tether_brain.agents import Agents
 from tether_brain.events import emit
@@ -17,6 +19,8 @@ from tether_brain.toolbox import GateOutcome, Toolbox
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
+
+tracer = trace.get_tracer(__name__)
 
 # Results of these feed the run untrusted text: the bar against prompt injection rises.
 UNTRUSTED_NAMES = frozenset({"file_read", "file_search", "retrieve_output"})
@@ -68,7 +72,16 @@ class Actor:
         except TetherError as exc:
             gate = GateOutcome(False, exc.code, f"the tool catalogue is unavailable: {exc.message}")
             return [Planned(c, gate) for c in calls]
-        return [self._plan_one(state, call, index, approved) for index, call in enumerate(calls)]
+        planned = []
+        for index, call in enumerate(calls):
+            with tracer.start_as_current_span(f"gate {call.name}") as span:
+                item = self._plan_one(state, call, index, approved)
+                span.set_attribute("tether.gate.decision", item.decision)
+                code = item.verdict.code if item.verdict else item.gate.code
+                if code:
+                    span.set_attribute("tether.gate.code", code)
+            planned.append(item)
+        return planned
 
     def _plan_one(
         self, state: RunState, call: CallRecord, index: int, approved: str | None

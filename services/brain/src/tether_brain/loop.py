@@ -347,7 +347,9 @@ class Loop:
         """Start one child run per run_agent call and park: the parent holds nothing until
         every child has ended (a notice, or the maintenance sweep, resumes it)."""
         tools = [t.name for t in await self.actor.toolbox.offered(state.options)]
-        started = await self.children.start(state, calls, tools)
+        with tracer.start_as_current_span("run_agent") as span:  # children's runs nest here
+            started = await self.children.start(state, calls, tools)
+            span.set_attribute("tether.children", len(started))
         for call in calls:
             emit(
                 state,

@@ -4,6 +4,10 @@ sealed digest, and spends the approval once."""
 
 from __future__ import annotations
 
+import time
+
+from opentelemetry import propagate, trace
+
 from tether_brain import trail
 from tether_brain.acting import Actor, Planned, refusal
 from tether_brain.approval import ApprovalClient, Decision, PendingApproval, action_digest
@@ -15,6 +19,8 @@ from tether_brain.toolbox import GateOutcome
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolResult
+
+tracer = trace.get_tracer(__name__)
 
 
 class Parking:
@@ -44,7 +50,12 @@ class Parking:
             record_result(state, item, result)
             return False
         state.status = "awaiting_approval"
-        state.counters.pending_approval = pending.to_json()
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)  # the wait is a link from the resumed run, not an open span
+        state.counters.pending_approval = pending.to_json() | {
+            "trace": carrier,
+            "parked_at": time.time(),
+        }
         state.audit_later(
             "approval.requested",
             trail.approval_requested(
@@ -79,6 +90,15 @@ class Parking:
         if raw is None:
             return
         pending = PendingApproval.from_json(raw)
+        parked = trace.get_current_span(propagate.extract(raw.get("trace", {}))).get_span_context()
+        with tracer.start_as_current_span(
+            "approval.wait", links=[trace.Link(parked)] if parked.is_valid else None
+        ) as span:
+            span.set_attribute("tether.approval.id", pending.approval_id)
+            span.set_attribute("tether.approval.decision", decision.decision)
+            span.set_attribute(
+                "tether.approval.wait_s", time.time() - float(raw.get("parked_at", time.time()))
+            )
         call = state.call_by_id(pending.call_id)
         if call is None:
             return
