@@ -167,3 +167,27 @@ async def test_a_call_in_doubt_gets_a_reconcile_card(
     assert result["error_code"] == outcome
     if outcome is None:
         assert "done" in result["content"]
+
+
+async def test_a_crash_mid_child_is_taken_over_and_the_parent_resumes(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    doomed = await victim(stack)
+    turns: list[Turn] = [[call("run_agent", task="slow child")], say("parent after the crash")]
+    helpers: dict[str, list[Turn]] = {
+        "slow child": [[{"pause_s": 2.0}, {"kind": "chunk", "text": "child survived"}]]
+    }
+    model = write_script(scripts_dir, turns, helpers)
+    async with TetherClient(doomed.url) as client:
+        accepted = await client.start_run("go", provider="scripted", model=model)
+        async for event in client.events(accepted.run_id):
+            if event.kind == "agent.start":
+                break
+    await asyncio.sleep(0.5)  # the child's model turn is under way on the doomed replica
+    assert doomed.proc is not None
+    doomed.proc.kill()
+    events = await follow(stack.child("brain").url, accepted.run_id)
+    assert events[-1].data["status"] == "completed"
+    assert events[-1].data["answer"] == "parent after the crash"
+    result = [e.data for e in events if e.kind == "tool.result"][-1]
+    assert (result["name"], result["content"]) == ("run_agent", "child survived")
