@@ -4,6 +4,7 @@ chain, then budget), identical calls from the cache, results paired to call ids.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -57,10 +58,18 @@ def taints(tool: ToolDescriptor) -> bool:
 
 
 class Actor:
-    def __init__(self, toolbox: Toolbox, agents: Agents, *, max_calls_per_step: int) -> None:
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        agents: Agents,
+        *,
+        max_calls_per_step: int,
+        tree_of: Callable[[str], Awaitable[list[str]]] | None = None,
+    ) -> None:
         self.toolbox = toolbox
         self.agents = agents
         self.max_calls_per_step = max_calls_per_step
+        self.tree_of = tree_of  # a run's children, for who may read whose outputs
 
     async def plan(
         self, state: RunState, calls: list[CallRecord], *, approved: str | None = None
@@ -176,13 +185,19 @@ class Actor:
             if local is not None:
                 result = await local.run(state, item.call)
             else:
-                result = await self.toolbox.execute(state.run_id, item.call, item.tool)
+                tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
+                result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
         except Exception as exc:  # a tool never crashes a step
             result = refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
         state.audit_later("tool.result", trail.tool_result(result))
         if result.ok and taints(item.tool):
             state.counters.tainted = True
         return result
+
+    async def run_tree(self, state: RunState) -> list[str]:
+        """The runs whose outputs this run may read: its parent and its children."""
+        tree = [] if state.parent_id is None else [state.parent_id]
+        return tree + (await self.tree_of(state.run_id) if self.tree_of else [])
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
         return self.toolbox.descriptor(name)

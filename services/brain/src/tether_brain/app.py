@@ -48,11 +48,14 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         allowlist=settings.allowlist,
     )
     approvals = ApprovalClient(bus, expiry_s=settings.approval_expiry_s)
+    actor = Actor(
+        toolbox, agents, max_calls_per_step=settings.max_calls_per_step, tree_of=store.children
+    )
     loop = Loop(
         bus,
         store,
         ModelClient(bus, timeout_s=settings.model_timeout_s),
-        Actor(toolbox, agents, max_calls_per_step=settings.max_calls_per_step),
+        actor,
         approvals,
         skills,
         windows=settings.context_windows,

@@ -374,6 +374,11 @@ class RunStore:
             )
             return [r.run_id for r in rows]
 
+    async def children(self, run_id: str) -> list[str]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(runs.c.run_id).where(runs.c.parent_id == run_id))
+            return [r.run_id for r in rows]
+
     async def live_children(self, run_id: str) -> list[str]:
         async with self.engine.connect() as conn:
             rows = await conn.execute(

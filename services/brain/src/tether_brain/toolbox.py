@@ -164,8 +164,16 @@ class Toolbox:
             )
         return GateOutcome(True, tool=tool)
 
-    async def execute(self, run_id: str, call: CallRecord, tool: ToolDescriptor) -> ToolResult:
-        request = ExecuteTool(run_id=run_id, call_id=call.id, name=tool.name, args=call.arguments)
+    async def execute(
+        self, run_id: str, call: CallRecord, tool: ToolDescriptor, run_tree: Sequence[str] = ()
+    ) -> ToolResult:
+        request = ExecuteTool(
+            run_id=run_id,
+            call_id=call.id,
+            name=tool.name,
+            args=call.arguments,
+            run_tree=list(run_tree),
+        )
         try:
             return await self.bus.request(
                 self.bus.subjects.tool_execute, request, timeout=self.timeout_s

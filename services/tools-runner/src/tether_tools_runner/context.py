@@ -8,5 +8,6 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 current_run_id: ContextVar[str] = ContextVar("current_run_id", default="")
+current_run_tree: ContextVar[tuple[str, ...]] = ContextVar("current_run_tree", default=())
 
-__all__ = ["current_run_id"]
+__all__ = ["current_run_id", "current_run_tree"]

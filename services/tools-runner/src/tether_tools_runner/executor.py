@@ -13,8 +13,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from tether_common.messages.tools import ExecuteTool, ToolResult
-from tether_common.metrics import tool_calls
-from tether_tools_runner.context import current_run_id
+from tether_common.metrics import tool_calls, tool_duration
+from tether_tools_runner.context import current_run_id, current_run_tree
 from tether_tools_runner.sandbox import Attestation, missing_for
 from tether_tools_runner.tool import Registry, Tool, ToolFailure
 
@@ -51,14 +51,16 @@ class Executor:
         except Exception as exc:  # e.g. a broken schema from an MCP server: still a result
             log.exception("executing %s failed", call.name)
             code, content = "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
+        elapsed = time.perf_counter() - started
         tool_calls.add(1, {"tool": call.name, "outcome": code or "ok"})
+        tool_duration.record(elapsed, {"tool": call.name})
         return ToolResult(
             call_id=call.call_id,
             name=call.name,
             ok=code is None,
             content=content if code is None else f"FAILED: {code}: {content}",
             error_code=code,
-            duration_ms=(time.perf_counter() - started) * 1000,
+            duration_ms=elapsed * 1000,
         )
 
     def _validator(self, tool: Tool) -> Draft202012Validator:
@@ -95,6 +97,7 @@ class Executor:
             return refusal
         timeout = tool.own_timeout_s or min(call.timeout_s or self.default_timeout_s, MAX_TIMEOUT_S)
         token = current_run_id.set(call.run_id)
+        tree = current_run_tree.set(tuple(call.run_tree))
         try:
             async with asyncio.timeout(timeout):
                 return None, await tool.run(call.args)
@@ -107,6 +110,7 @@ class Executor:
             return "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
         finally:
             current_run_id.reset(token)
+            current_run_tree.reset(tree)
 
 
 __all__ = ["MAX_TIMEOUT_S", "Executor"]

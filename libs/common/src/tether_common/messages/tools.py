@@ -36,6 +36,8 @@ class Catalog(WireModel):
 
 class ExecuteTool(WireModel):
     run_id: str
+    # The run's tree (parent and children): who else may read outputs this run reads.
+    run_tree: list[str] = Field(default_factory=list, max_length=1000)
     call_id: str
     name: str
     args: dict[str, Any]

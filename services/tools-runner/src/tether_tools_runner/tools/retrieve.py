@@ -20,7 +20,7 @@ from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import OutputPage, QueryOutput
 from tether_common.messages.tools import ToolDescriptor
-from tether_tools_runner.context import current_run_id
+from tether_tools_runner.context import current_run_id, current_run_tree
 from tether_tools_runner.offload import DEFAULT_THRESHOLD
 from tether_tools_runner.tool import Tool, ToolFailure
 
@@ -132,11 +132,11 @@ class RetrieveTool:
         return render(page, known)
 
     def as_tool(self) -> Tool:
-        """A plain registry `Tool` that takes the run from the executor's `current_run_id`
-        (no run tree yet: only the run that made a ref can read it this way)."""
+        """A plain registry `Tool` that takes the run and its tree (parent and children, sent
+        by the brain) from the executor's context."""
 
         async def run(args: dict[str, Any]) -> str:
-            return await self.run(args, current_run_id.get())
+            return await self.run(args, current_run_id.get(), current_run_tree.get())
 
         return Tool(RETRIEVE_OUTPUT, run)
 
