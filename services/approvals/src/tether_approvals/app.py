@@ -16,6 +16,7 @@ from tether_approvals.auth import TokenStore
 from tether_approvals.console import console_router
 from tether_approvals.handlers import serve_bus
 from tether_approvals.lifecycle import Lifecycle
+from tether_approvals.pending import PendingGauge
 from tether_approvals.presence import PresenceBoard
 from tether_approvals.rules import build_approvers
 from tether_approvals.settings import ApprovalSettings
@@ -34,14 +35,20 @@ PRUNE_EVERY_S = 60.0
 
 
 async def sweep_forever(
-    lifecycle: Lifecycle, store: ApprovalStore, board: PresenceBoard, settings: ApprovalSettings
+    lifecycle: Lifecycle,
+    store: ApprovalStore,
+    board: PresenceBoard,
+    settings: ApprovalSettings,
+    pending: PendingGauge,
 ) -> None:
-    """Expiry counts as denied even when nobody is watching, so it runs on a timer; old
-    operator events and dead operator sessions are pruned now and then."""
+    """Expiry counts as denied even when nobody is watching, so it runs on a timer; the
+    pending gauge is re-read on the same tick; old operator events and dead operator
+    sessions are pruned now and then."""
     pruned = 0.0
     while True:
         try:
             await lifecycle.sweep(settings.republish_after_s)
+            await pending.refresh()
             if time.monotonic() - pruned > PRUNE_EVERY_S:
                 await store.prune_events(settings.event_retention_s)
                 await board.prune()
@@ -69,11 +76,14 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         approvers=build_approvers(settings.rules, settings.approvers),
         sink=sink,
     )
+    pending = PendingGauge(service.engine)
     sweeper: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
         await serve_bus(service.bus, store, lifecycle, tokens, board)
-        sweeper.append(asyncio.create_task(sweep_forever(lifecycle, store, board, settings)))
+        sweeper.append(
+            asyncio.create_task(sweep_forever(lifecycle, store, board, settings, pending))
+        )
 
     async def on_stop() -> None:
         for task in sweeper:

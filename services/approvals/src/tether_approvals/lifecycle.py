@@ -38,6 +38,7 @@ from tether_common.messages.approvals import (
     Decision,
     EventKind,
 )
+from tether_common.metrics import approval_decision_duration
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,16 @@ def decided_message(item: ApprovalView) -> ApprovalDecided:
         note=item.note,
         ts=item.decided_at or datetime.now(UTC),
     )
+
+
+def observe_decision(item: ApprovalView) -> None:
+    """Record how long a request waited for its decision (an operator's or expiry's).
+    Answers an automated approver gives at creation are no wait and are left out, so the
+    histogram shows how long runs wait for people."""
+    if item.decision is None or item.decided_at is None:
+        return
+    waited = max(0.0, (item.decided_at - item.created_at).total_seconds())
+    approval_decision_duration.record(waited, {"decision": item.decision})
 
 
 def _is_delete(row: Any) -> bool:
@@ -197,6 +208,7 @@ class Lifecycle:
                 )
             else:
                 item = await self._settle(conn, approval_id, decision, who.name, note)
+        observe_decision(item)
         await self.announce(item)
         if item.status == "expired":
             raise ConflictError(f"approval '{approval_id}' has expired", code="expired")
@@ -219,6 +231,7 @@ class Lifecycle:
                     conn, run_trail(row.run_id), "approval.consume_refused", data, self.sink
                 )
         if expired is not None:
+            observe_decision(expired)
             await self.announce(expired)
         return ConsumeResult(approval_id=req.approval_id, outcome=outcome, approval=item)
 
@@ -246,8 +259,10 @@ class Lifecycle:
             locked = await conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), _SWEEP_KEY)
             if not locked.scalar():
                 return 0
-            items = await self._expire_due(conn)
-            items += await self._unsent(conn, republish_after_s)
+            expired = await self._expire_due(conn)
+            items = expired + await self._unsent(conn, republish_after_s)
+        for item in expired:
+            observe_decision(item)
         for item in items:
             await self.announce(item)
         return len(items)

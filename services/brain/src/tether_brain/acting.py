@@ -14,14 +14,15 @@ from tether_brain import trail
 from tether_brain.agents import Agents
 from tether_brain.events import emit
 from tether_brain.gates import Verdict, decide
-from tether_brain.results import refused
+from tether_brain.results import interrupted, refused
 from tether_brain.state import RunState, call_key
-from tether_brain.toolbox import GateOutcome, Toolbox
+from tether_brain.toolbox import RUNNER_LOST, GateOutcome, Toolbox
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
 tracer = trace.get_tracer(__name__)
+MAX_ATTEMPTS = 3
 
 # Results of these feed the run untrusted text: the bar against prompt injection rises.
 UNTRUSTED_NAMES = frozenset({"file_read", "file_search", "retrieve_output"})
@@ -185,13 +186,31 @@ class Actor:
             if local is not None:
                 result = await local.run(state, item.call)
             else:
-                tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
-                result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
+                result = await self._remote(state, item)
         except Exception as exc:  # a tool never crashes a step
             result = refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
         state.audit_later("tool.result", trail.tool_result(result))
         if result.ok and taints(item.tool):
             state.counters.tainted = True
+        return result
+
+    async def _remote(self, state: RunState, item: Planned) -> ToolResult:
+        """Send the call to the runner. With no reply (the runner died mid-call) an
+        idempotent call is sent again through every gate, at most 3 times in all; any
+        other call is in doubt and reported as interrupted, never re-run."""
+        assert item.tool is not None
+        tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
+            if result.error_code != RUNNER_LOST:
+                return result
+            if not item.tool.idempotent:
+                return interrupted(item.call)
+            if attempt < MAX_ATTEMPTS:
+                await asyncio.sleep(0.5 * attempt)
+                again = self._plan_one(state, item.call, 0, None)
+                if again.decision != "run":
+                    return refusal(again)
         return result
 
     async def run_tree(self, state: RunState) -> list[str]:

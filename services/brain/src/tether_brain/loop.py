@@ -10,6 +10,7 @@ import time
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
+from sqlalchemy.exc import DBAPIError
 
 from tether_brain import rules
 from tether_brain.acting import Actor, Planned
@@ -108,6 +109,10 @@ class Loop:
             raise
         except ConflictError as exc:
             log.warning("run %s handed over: %s", state.run_id, exc.message)
+        except (OSError, DBAPIError) as exc:
+            # The database is away: nothing of this step was committed, and recording a
+            # failure needs the database too. The lease lapses; a replica takes over.
+            log.warning("run %s paused, the database is unreachable: %s", state.run_id, exc)
         except Exception as exc:
             log.exception("run %s failed", state.run_id)
             state.pending.clear()

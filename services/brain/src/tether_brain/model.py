@@ -35,7 +35,15 @@ class ModelClient:
         self.timeout_s = timeout_s
 
     async def generate(self, request: GenerateRequest) -> ModelTurn:
-        """One turn; a failure of the bus or the provider is an `error` in the turn."""
+        """One turn; a failure of the bus or the provider is an `error` in the turn. A
+        gateway that went silent or away is asked once more (a model call has no effect
+        outside, so the turn is simply made again)."""
+        turn = await self._once(request)
+        if turn.error is not None and turn.error.code in ("timeout", "no_responders"):
+            turn = await self._once(request)
+        return turn
+
+    async def _once(self, request: GenerateRequest) -> ModelTurn:
         turn = ModelTurn()
         route = self.bus.subjects.generate(request.provider)
         try:

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+from sqlalchemy.exc import DBAPIError
+
 from tether_brain.approval import Decision
 from tether_brain.control import Control
 from tether_brain.loop import Loop
@@ -117,9 +119,11 @@ class RunManager:
         )
         self._tasks[state.run_id] = task
 
-        def forget(_task: asyncio.Task[None]) -> None:
+        def forget(task: asyncio.Task[None]) -> None:
             self._tasks.pop(state.run_id, None)
             self._controls.pop(state.run_id, None)
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
 
         task.add_done_callback(forget)
 
@@ -127,13 +131,13 @@ class RunManager:
         """Renew our leases and adopt orphaned runs, forever (until cancelled)."""
         while True:
             try:
-                await self.store.renew(self.owner, self.settings.lease_s)
+                await self.store.renew(self.owner, self.settings.lease_s, list(self._tasks))
                 await self.adopt_orphans()
                 for parent_id in await self.store.parents_ready():
                     await self.resume_parent(parent_id)
             except TetherError as exc:
                 log.warning("lease maintenance failed: %s", exc.message)
-            except OSError as exc:
+            except (OSError, DBAPIError) as exc:
                 log.warning("lease maintenance failed: %s", exc)
             await asyncio.sleep(self.settings.lease_s / 3)
 

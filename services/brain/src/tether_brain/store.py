@@ -303,14 +303,19 @@ class RunStore:
             raise NotFoundError(f"no run '{run_id}'")
         return str(row.status)
 
-    async def renew(self, owner: str, lease_s: float) -> int:
+    async def renew(self, owner: str, lease_s: float, held: list[str]) -> int:
+        """Renew the leases of the runs this replica is still advancing (a run whose task
+        died lets its lease lapse, so it is taken over)."""
+        if not held:
+            return 0
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 text(
                     "UPDATE runs SET lease_expires_at = now() + make_interval(secs => :s) "
-                    "WHERE lease_owner = :owner AND status IN ('queued', 'running')"
+                    "WHERE lease_owner = :owner AND status IN ('queued', 'running') "
+                    "AND run_id = ANY(:held)"
                 ),
-                {"s": lease_s, "owner": owner},
+                {"s": lease_s, "owner": owner, "held": held},
             )
         return int(result.rowcount)
 

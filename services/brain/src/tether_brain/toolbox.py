@@ -16,7 +16,7 @@ from tether_brain.local_tools import LocalTool
 from tether_brain.offering import DEFAULT_KEYWORDS, choose
 from tether_brain.subagents import MAX_DEPTH, RUN_AGENT
 from tether_common.bus import Bus
-from tether_common.errors import TetherError
+from tether_common.errors import BusTimeoutError, TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import (
     Catalog,
@@ -51,6 +51,8 @@ def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
 
 
 log = logging.getLogger(__name__)
+
+RUNNER_LOST = "runner_lost"  # no reply from the runner: the call's outcome is unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,11 +181,14 @@ class Toolbox:
                 self.bus.subjects.tool_execute, request, timeout=self.timeout_s
             )
         except TetherError as exc:
+            # No reply: the runner may have died mid-call, so the outcome is unknown.
+            lost = isinstance(exc, BusTimeoutError) or exc.code == "no_responders"
+            code = RUNNER_LOST if lost else exc.code
             return ToolResult(
                 call_id=call.id,
                 name=tool.name,
                 ok=False,
-                content=f"FAILED: {exc.code}: the tool could not be run ({exc.message}). "
+                content=f"FAILED: {code}: the tool could not be run ({exc.message}). "
                 "Do not guess a result.",
-                error_code=exc.code,
+                error_code=code,
             )

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from tether_common.messages.gateway import GenerateRequest, ModelEventMessage
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
+from tether_gateway.metering import metered
 from tether_gateway.providers import (
     AnthropicProvider,
     OllamaProvider,
@@ -45,10 +46,20 @@ def providers(settings: GatewaySettings, client: httpx.AsyncClient) -> list[Prov
     ]
 
 
+def served_model(provider: Provider, request: GenerateRequest) -> str:
+    """The model name metrics carry: the request's, else the adapter's configured one; the
+    local adapter always serves its own alias."""
+    if isinstance(provider, LocalProvider):
+        return provider.model
+    default = provider.default_model if isinstance(provider, TextProtocol) else None
+    return request.model or default or "default"
+
+
 def handler(provider: Provider) -> Callable[[GenerateRequest], AsyncIterator[ModelEventMessage]]:
     async def generate(request: GenerateRequest) -> AsyncIterator[ModelEventMessage]:
         started, last = time.perf_counter(), "none"
-        async with aclosing(provider.generate(request)) as events:
+        model = served_model(provider, request)
+        async with aclosing(metered(provider.name, model, provider.generate(request))) as events:
             async for event in events:
                 last = event.code if event.kind == "error" else event.kind
                 yield ModelEventMessage(event=event)
@@ -56,7 +67,7 @@ def handler(provider: Provider) -> Callable[[GenerateRequest], AsyncIterator[Mod
             "generated run_id=%s provider=%s model=%s outcome=%s in %.0f ms",
             request.run_id,
             provider.name,
-            request.model,
+            model,
             last,
             (time.perf_counter() - started) * 1000,
         )

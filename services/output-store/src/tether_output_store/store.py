@@ -19,6 +19,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common.errors import NotFoundError
+from tether_common.metrics import outputs_offloaded
 from tether_output_store.tables import chunks, outputs
 
 # Chunks fetched per query while streaming: few round trips, bounded memory.
@@ -72,7 +73,7 @@ class OutputStore:
         per_chunk = [p.count(b"\n") for p in pieces]
         async with self.engine.begin() as conn:
             digests = await save_chunks(conn, pieces)
-            return await self.insert_output(
+            stored = await self.insert_output(
                 conn,
                 run_id=run_id,
                 media_type=media_type,
@@ -82,6 +83,8 @@ class OutputStore:
                 chunk_lines=per_chunk,
                 lines=count_lines(sum(per_chunk), len(data), data[-1] if data else None),
             )
+        outputs_offloaded.add(stored.size)  # counted once committed, never for a rollback
+        return stored
 
     async def insert_output(
         self,

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether_common.errors import ConflictError, MessageError, NotFoundError
 from tether_common.messages.outputs import BeginOutput, OutputChunk
+from tether_common.metrics import outputs_offloaded
 from tether_output_store.store import OutputStore, StoredOutput, count_lines, save_chunks
 from tether_output_store.tables import upload_parts, uploads
 
@@ -105,6 +106,7 @@ class Uploads:
                 lines=lines,
             )
             await conn.execute(uploads.delete().where(uploads.c.upload_id == upload_id))
+        outputs_offloaded.add(stored.size)  # counted once committed, never for a rollback
         return stored
 
     async def _locked_draft(

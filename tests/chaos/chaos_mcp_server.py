@@ -1,0 +1,44 @@
+"""A stdio MCP server for the service-kill chaos test: two slow tools, one read-only
+(idempotent) and one that writes; each appends a line to a ledger file as it starts, so
+the test can count how many times a call really ran across a runner's SIGKILL."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("chaos")
+LEDGER = Path(sys.argv[1])
+
+
+def _started(what: str) -> None:
+    with LEDGER.open("a") as ledger:
+        ledger.write(f"{what}\n")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+def slow_read(seconds: float) -> str:
+    """Wait `seconds`, then say so (a read: safe to run again)."""
+    _started("read")
+    time.sleep(seconds)
+    return f"read after {seconds}s"
+
+
+@server.tool(
+    annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+)
+def slow_write(seconds: float) -> str:
+    """Wait `seconds`, then say so (a write: never to be run twice blindly)."""
+    _started("write")
+    time.sleep(seconds)
+    return f"written after {seconds}s"
+
+
+if __name__ == "__main__":
+    server.run("stdio")

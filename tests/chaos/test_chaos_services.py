@@ -1,0 +1,193 @@
+"""The gateway or the tools-runner SIGKILLed mid-call; the supervisor restarts it. A
+model call has no effect outside, so it may be asked again or the run may fail with a
+clear reason; a tool call in flight is re-run only when the tool is idempotent, and a
+write whose outcome is unknown is never re-run: the model is told it was interrupted
+(issue 3, "Durable and distributed")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether_client import TetherClient
+from tether_common.messages.runs import RunEvent, RunView
+from tether_common.supervisor import Supervisor
+from tether_common.testing import call, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+StartRun = Callable[..., Awaitable[str]]
+Settle = Callable[[str], Awaitable[RunView]]
+History = Callable[[str], Awaitable[list[RunEvent]]]
+WaitFor = Callable[[str, str], Awaitable[RunEvent]]
+
+SERVER = Path(__file__).parent / "chaos_mcp_server.py"
+SLOW_S = 3.0  # the tool is still running when its runner is killed
+
+
+@pytest.fixture(scope="module")
+def ledger(chaos_logs: Path) -> Path:
+    return chaos_logs.parent / "mcp-ledger.txt"
+
+
+@pytest.fixture(scope="module")
+def chaos_extra_env(ledger: Path) -> dict[str, str]:
+    server = {"name": "chaos", "command": sys.executable, "args": [str(SERVER), str(ledger)]}
+    # No catalogue cache in the brain: the MCP tools appear a moment after the runner
+    # is ready, and again after each restart.
+    # Both tools reach the instance, so they need a grant: the project allowlist gives it.
+    return {
+        "TETHER_RUNNER_MCP_SERVERS": json.dumps([server]),
+        "TETHER_BRAIN_CATALOG_TTL_S": "0",
+        "TETHER_BRAIN_ALLOWLIST": json.dumps(["mcp.chaos.slow_read", "mcp.chaos.slow_write"]),
+    }
+
+
+async def mcp_offered(chaos_stack: Supervisor) -> None:
+    """Until the brain offers the chaos MCP server's tools as available (a moment after
+    the runner is ready, since the runner starts the server in the background)."""
+    wanted = {"mcp.chaos.slow_read", "mcp.chaos.slow_write"}
+    async with TetherClient(chaos_stack.child("brain").url) as client:
+        deadline = time.monotonic() + 30
+        while not wanted <= {t.name for t in await client.tools() if t.available}:
+            assert time.monotonic() < deadline, "the MCP tools were never offered"
+            await asyncio.sleep(0.2)
+
+
+def started(ledger: Path, kind: str) -> int:
+    """How many times the MCP server began a call of this kind (`read` / `write`)."""
+    return ledger.read_text().splitlines().count(kind) if ledger.exists() else 0
+
+
+async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Poll a condition no event announces (a line in the MCP server's ledger)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def kill_runner_during(
+    tool: str,
+    kind: str,
+    chaos_stack: Supervisor,
+    chaos_scripts: Path,
+    ledger: Path,
+    start_run: StartRun,
+) -> tuple[str, int]:
+    """Start a run whose one call is `tool`, SIGKILL the runner while the tool runs;
+    returns the run id and how many times the tool had started before the kill."""
+    await mcp_offered(chaos_stack)
+    model = write_script(
+        chaos_scripts,
+        [[call(tool, seconds=SLOW_S)], say("finished after the crash")],
+    )
+    before = started(ledger, kind)
+    run_id = await start_run(model, prompt="run the slow tool")
+    # Not the `tool.call` event: a read's events are published with its step's commit,
+    # after the call has returned. The ledger line says the tool itself is running.
+    await until(lambda: started(ledger, kind) > before)
+    runner = chaos_stack.child("tools-runner")
+    restarts = runner.restarts
+    chaos_stack.kill("tools-runner")
+    await until(lambda: runner.restarts > restarts)
+    await chaos_stack.wait_ready(timeout=30, children=[runner])
+    await mcp_offered(chaos_stack)
+    return run_id, started(ledger, kind)
+
+
+def tool_result(events: list[RunEvent]) -> dict[str, Any]:
+    results = [e.data for e in events if e.kind == "tool.result"]
+    assert len(results) == 1, results
+    return results[0]
+
+
+@pytest.mark.timeout(120)
+async def test_gateway_killed_mid_answer_is_restarted_and_the_run_ends(
+    chaos_stack: Supervisor,
+    chaos_scripts: Path,
+    start_run: StartRun,
+    wait_for: WaitFor,
+    settle: Settle,
+    history: History,
+) -> None:
+    model = write_script(
+        chaos_scripts,
+        [
+            [call("current_time", timezone="UTC")],
+            [{"pause_s": 3}, *say("answered by the restarted gateway")],
+        ],
+    )
+    gateway = chaos_stack.child("gateway")
+    restarts = gateway.restarts
+    run_id = await start_run(model)
+    await wait_for(run_id, "tool.result")
+    await asyncio.sleep(0.5)  # the second model turn is under way (its 3 s pause)
+    chaos_stack.kill("gateway")
+
+    run = await settle(run_id)
+    events = await history(run_id)
+    assert gateway.restarts == restarts + 1
+    await chaos_stack.wait_ready(timeout=30, children=[gateway])
+    # A model call changes nothing outside: asking again is right, and so is failing
+    # with a reason that names the model; an unexplained failure is not.
+    if run.status == "completed":
+        assert run.answer == "answered by the restarted gateway"
+    else:
+        assert run.status == "failed", run.status
+        assert run.stop_reason, "a failed run must say why"
+        assert "internal_error" not in run.stop_reason, run.stop_reason
+    assert [e.kind for e in events].count("tool.result") == 1
+
+
+@pytest.mark.timeout(120)
+async def test_runner_killed_during_a_read_reruns_it(
+    chaos_stack: Supervisor,
+    chaos_scripts: Path,
+    ledger: Path,
+    start_run: StartRun,
+    wait_for: WaitFor,
+    settle: Settle,
+    history: History,
+) -> None:
+    run_id, runs_at_kill = await kill_runner_during(
+        "mcp.chaos.slow_read", "read", chaos_stack, chaos_scripts, ledger, start_run
+    )
+
+    run = await settle(run_id)
+    result = tool_result(await history(run_id))
+    assert run.status == "completed", (run.status, run.stop_reason)
+    assert run.answer == "finished after the crash"
+    assert result["ok"] is True, result  # idempotent: run again after the restart
+    assert started(ledger, "read") == runs_at_kill + 1
+
+
+@pytest.mark.timeout(120)
+async def test_runner_killed_during_a_write_never_reruns_it(
+    chaos_stack: Supervisor,
+    chaos_scripts: Path,
+    ledger: Path,
+    start_run: StartRun,
+    wait_for: WaitFor,
+    settle: Settle,
+    history: History,
+) -> None:
+    run_id, runs_at_kill = await kill_runner_during(
+        "mcp.chaos.slow_write", "write", chaos_stack, chaos_scripts, ledger, start_run
+    )
+
+    run = await settle(run_id)
+    result = tool_result(await history(run_id))
+    assert started(ledger, "write") == runs_at_kill  # never run twice
+    assert run.status == "completed", (run.status, run.stop_reason)
+    # Its outcome is unknown: the model must be told it was interrupted, not that it
+    # "could not be run" (it may well have run).
+    assert result["ok"] is False
+    assert result["error_code"] == "interrupted", result
