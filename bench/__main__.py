@@ -1,56 +1,66 @@
-"""`make bench`: the bus floor and the skeleton step, measured in one run, and their ratio.
+"""`python -m bench [--quick] [SUB-COMMAND ...]`: benchmarks that print figures.
 
-Starts its own nats-server and PostgreSQL (the embedded binaries) and the five services
-as real processes; nothing is shared with a running system.
+Sub-commands: floor, loop (= concurrency + long + resume), concurrency, long, resume,
+parked, approvals, langgraph, runner, outputs, scaling, all (the default; `make bench`).
+Each starts its own nats-server and PostgreSQL in a temporary folder and the services as
+real processes; nothing is shared with a running system. Each is bounded in time; a
+sub-command that runs out of time or fails is reported and the others still run.
+`--quick` scales the counts down (see `bench.suites.QUICK`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-from pathlib import Path
+import logging
+import os
+import time
+import traceback
 
-from bench.floor import measure_floor
-from bench.skeleton import measure_steps
-from bench.stats import line, summary
-from tether_common.embedded import EmbeddedPostgres, NatsServer
-from tether_common.supervisor import Supervisor
+from bench.suites import ALL, QUICK, SUITES, Counts, Results, print_summary
+
+TIME_LIMIT_S = {"parked": 900.0}  # 10,000 runs are parked at about 60 runs/s
+DEFAULT_LIMIT_S = 300.0
 
 
-async def main(samples: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        base = Path(tmp)
-        base.chmod(0o755)
-        nats = NatsServer(base / "nats").start()
-        pg = EmbeddedPostgres(base / "pg").start()
-        scripts = base / "scripts"
-        scripts.mkdir()
-        env = {
-            "TETHER_NATS_URL": nats.url,
-            "TETHER_DATABASE_URL": pg.url,
-            "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-            "TETHER_LOG_LEVEL": "WARNING",
-        }
-        supervisor = Supervisor(env, restart=False, log_dir=base / "logs")
-        try:
-            round_trip, floor = await measure_floor(nats.url, pg.url, samples)
-            await supervisor.start()
-            await supervisor.wait_ready()
-            runs = max(1, samples // 19)
-            steps = await measure_steps(supervisor.child("brain").url, scripts, runs)
-        finally:
-            await supervisor.stop()
-            pg.stop()
-            nats.stop()
-    print(line("nats-py request/reply round trip", round_trip))
-    print(line("floor: 2 round trips + 1 durable commit", floor))
-    print(line("skeleton step (brain→gateway→runner→PG)", steps))
-    (fm, fp), (sm, sp) = summary(floor), summary(steps)
-    print(f"ratio skeleton/floor: median {sm / fm:.2f}x  p99 {sp / fp:.2f}x  (target ≤ 1.5x)")
+async def run_one(name: str, counts: Counts, results: Results) -> None:
+    # Other work on the machine skews every figure: say how busy it was.
+    print(f"\n== {name} ==  (load average {os.getloadavg()[0]:.1f})", flush=True)
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(TIME_LIMIT_S.get(name, DEFAULT_LIMIT_S)):
+            await SUITES[name](counts, results)
+    except TimeoutError:
+        print(f"{name}: out of time, skipped")
+    except Exception:  # one failing benchmark must not hide the others' figures
+        traceback.print_exc()
+        print(f"{name}: failed")
+    took = time.perf_counter() - started
+    print(f"({name}: {took:.0f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
+async def main(names: list[str], counts: Counts) -> None:
+    results: Results = {}
+    for name in names:
+        await run_one(name, counts, results)
+    print_summary(results)
+
+
+def parse() -> tuple[list[str], Counts]:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    # No `choices=`: Python 3.11's argparse rejects an empty `nargs="*"` list against them.
+    parser.add_argument("commands", nargs="*", metavar="SUB-COMMAND")
+    parser.add_argument("--quick", action="store_true", help="smaller counts")
+    args = parser.parse_args()
+    commands = args.commands or ["all"]
+    if unknown := set(commands) - {*SUITES, "all"}:
+        parser.error(f"unknown sub-command {sorted(unknown)}; choose from {[*SUITES, 'all']}")
+    names = [n for c in commands for n in (ALL if c == "all" else (c,))]
+    counts = QUICK if args.quick else Counts()
+    print(f"counts: {counts}")
+    return names, counts
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--samples", type=int, default=1000)
-    asyncio.run(main(parser.parse_args().samples))
+    logging.basicConfig(level=logging.ERROR)  # the bus's reconnect chatter is not a figure
+    asyncio.run(main(*parse()))

@@ -13,4 +13,4 @@ def summary(samples_ms: list[float]) -> tuple[float, float]:
 
 def line(label: str, samples_ms: list[float]) -> str:
     median, p99 = summary(samples_ms)
-    return f"{label:44} n={len(samples_ms):5}  median {median:7.3f} ms  p99 {p99:7.3f} ms"
+    return f"{label:48} n={len(samples_ms):5}  median {median:7.3f} ms  p99 {p99:7.3f} ms"

@@ -1,0 +1,197 @@
+"""The brain's loop under load (issue 3): steps/s and per-step time with 1…100 runs in
+flight, step 1 against step 500 of one long run, and the resume time of a 100-step run.
+
+Every run replays a scripted model (zero cost) that calls `calculate` once a step with a
+different expression (so the identical-call cache never answers), through every gate,
+the audit record, the journal commit and the JetStream events. Timings come from the
+runs' own `step` event timestamps, read back from the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+from pathlib import Path
+
+from bench.cpu import cpu_report
+from bench.stack import Stack
+from bench.stats import line, summary
+from tether_brain.store import RunStore
+from tether_client import TetherClient
+from tether_common.db import make_engine
+from tether_common.testing import Turn, call, say, write_script
+
+# The brain clamps max_steps to its ceiling (20); the loop benchmarks raise it.
+LONG_ENV = {"TETHER_BRAIN_STEP_CEILING": "600"}
+
+
+def calc_script(scripts: Path, steps: int) -> str:
+    """`steps - 1` tool steps and an answer: a run of exactly `steps` steps."""
+    turns: list[Turn] = [[call("calculate", expression=f"{i} + 1")] for i in range(steps - 1)]
+    return write_script(scripts, [*turns, say("done")])
+
+
+async def launch(urls: Sequence[str], model: str, runs: int, steps: int) -> list[str]:
+    """Start `runs` runs at once, spread round-robin over the brain replicas' APIs."""
+    clients = [TetherClient(url, timeout=120) for url in urls]
+    try:
+        started = await asyncio.gather(
+            *(
+                clients[i % len(clients)].start_run(
+                    f"bench {i}", provider="scripted", model=model, max_steps=steps
+                )
+                for i in range(runs)
+            )
+        )
+    finally:
+        for client in clients:
+            await client.close()
+    return [s.run_id for s in started]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    runs: int
+    steps: int
+    seconds: float
+    per_step_ms: list[float]
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds
+
+    @property
+    def runs_per_s(self) -> float:
+        return self.runs / self.seconds
+
+
+async def run_batch(
+    stack: Stack, runs: int, steps: int, urls: Sequence[str] | None = None
+) -> Batch:
+    """`runs` runs of `steps` steps started together; wall time is first `run.start` to
+    last `run.end`, as the brains stamped them."""
+    model = calc_script(stack.scripts, steps)
+    run_ids = await launch(urls or [stack.api_url], model, runs, steps)
+    await stack.wait_status(run_ids)
+    statuses = await stack.db.fetch(
+        "SELECT status, count(*) AS n FROM runs WHERE run_id = ANY($1) GROUP BY status", run_ids
+    )
+    assert [(s["status"], s["n"]) for s in statuses] == [("completed", runs)], statuses
+    marks = await stack.event_times(run_ids, "step")
+    starts = await stack.event_times(run_ids, "run.start")
+    ends = await stack.event_times(run_ids, "run.end")
+    first = min(t[0] for t in starts.values())
+    last = max(t[-1] for t in ends.values())
+    per_step = [(b - a).total_seconds() * 1000 for ts in marks.values() for a, b in pairwise(ts)]
+    total = sum(len(ts) for ts in marks.values())
+    return Batch(runs, total, (last - first).total_seconds(), per_step)
+
+
+CONCURRENCY = (1, 10, 50, 100)
+
+
+async def level_batch(stack: Stack, level: int, total_steps: int) -> Batch:
+    """About `total_steps` steps at `level` runs in flight, as short runs (20-40 steps, so
+    the long-run growth stays out of it), in up to 10 rounds one after another."""
+    steps = min(40, max(20, total_steps // level))
+    rounds = min(10, max(1, total_steps // (level * steps)))
+    batches = [await run_batch(stack, level, steps) for _ in range(rounds)]
+    return Batch(
+        sum(b.runs for b in batches),
+        sum(b.steps for b in batches),
+        sum(b.seconds for b in batches),
+        [ms for b in batches for ms in b.per_step_ms],
+    )
+
+
+async def measure_concurrency(stack: Stack, total_steps: int) -> dict[int, Batch]:
+    await run_batch(stack, 10, 20)  # warm-up: connections, catalogue, caches
+    results: dict[int, Batch] = {}
+    print(f"{'in flight':>9} {'runs':>5} {'steps':>6} {'steps/s':>8}  per-step median / p99")
+    for level in CONCURRENCY:
+        with cpu_report(stack, f"{level} in flight") as cores:
+            batch = await level_batch(stack, level, total_steps)
+        median, p99 = summary(batch.per_step_ms)
+        print(
+            f"{level:9} {batch.runs:5} {batch.steps:6} {batch.steps_per_s:8.0f}"
+            f"  {median:7.2f} ms / {p99:7.2f} ms"
+        )
+        print(cores.text)
+        print(cores.per(batch.steps, "step"))
+        results[level] = batch
+    return results
+
+
+async def measure_long(stack: Stack, steps: int = 500) -> tuple[float, float]:
+    """One run of `steps` steps: step 1 (from `run.start`), the first 50 and the last 50."""
+    model = calc_script(stack.scripts, steps)
+    (run_id,) = await launch([stack.api_url], model, 1, steps)
+    await stack.wait_status([run_id])
+    marks = (await stack.event_times([run_id], "step"))[run_id]
+    assert len(marks) == steps, len(marks)
+    start = (await stack.event_times([run_id], "run.start"))[run_id][:1]
+    gaps = [(b - a).total_seconds() * 1000 for a, b in pairwise(start + marks)]
+    head, tail = statistics.median(gaps[:50]), statistics.median(gaps[-50:])
+    print(line("long run: step 1 (n=1)", gaps[:1]))
+    print(line(f"long run: step {steps} (n=1)", gaps[-1:]))
+    print(line("long run: steps 1-50", gaps[:50]))
+    print(line(f"long run: steps {steps - 49}-{steps}", gaps[-50:]))
+    print(f"long run: last 50 / first 50 (medians): {tail / head:.2f}x  (target ≤ 1.1x)")
+    await print_phases(stack, run_id)
+    return head, tail
+
+
+async def print_phases(stack: Stack, run_id: str) -> None:
+    """Where a step's time goes and which part grows: the gaps between consecutive events
+    by their kinds, over the first and the last 50 steps. A step's commit and publish and
+    the next model turn fall in `step → tool.call`."""
+    rows = await stack.db.fetch(
+        "SELECT data->>'kind' AS kind, data->>'ts' AS ts FROM run_journal "
+        "WHERE run_id = $1 AND kind = 'event' ORDER BY seq",
+        run_id,
+    )
+    gaps: dict[str, list[float]] = {}
+    for a, b in pairwise(rows):
+        gap = datetime.fromisoformat(b["ts"]) - datetime.fromisoformat(a["ts"])
+        gaps.setdefault(f"{a['kind']} → {b['kind']}", []).append(gap.total_seconds() * 1000)
+    print("  between events (median ms)      first 50   last 50")
+    for pair, values in gaps.items():
+        if len(values) >= 100:
+            head, tail = statistics.median(values[:50]), statistics.median(values[-50:])
+            print(f"  {pair:32} {head:8.2f}  {tail:8.2f}")
+
+
+async def measure_resume(stack: Stack, steps: int = 100, samples: int = 50) -> None:
+    """A finished 100-step run read back: over HTTP, and with the brain's own
+    `RunStore.load` (what a replica does when it takes a run over)."""
+    model = calc_script(stack.scripts, steps)
+    (run_id,) = await launch([stack.api_url], model, 1, steps)
+    await stack.wait_status([run_id])
+    async with TetherClient(stack.api_url) as client:
+        http = await timed(samples, lambda: client.get_run(run_id))
+    engine = make_engine(stack.pg_url, pool_size=2)
+    try:
+        store = RunStore(engine)
+        loads = await timed(samples, lambda: store.load(run_id))
+        journal = await stack.db.fetchval(
+            "SELECT count(*) FROM run_journal WHERE run_id = $1", run_id
+        )
+    finally:
+        await engine.dispose()
+    print(line(f"resume: GET /v1/runs/{{id}} ({steps} steps)", http))
+    print(line(f"resume: RunStore.load ({journal} journal rows)", loads))
+
+
+async def timed(samples: int, action: Callable[[], Awaitable[object]]) -> list[float]:
+    await action()  # warm-up
+    out = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        await action()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
