@@ -156,11 +156,34 @@ async def _append(
     return row
 
 
+def chain(
+    run_id: str,
+    next_seq: int,
+    prev: str | None,
+    items: Sequence[tuple[str, Mapping[str, Any]]],
+    ts: datetime | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The rows that continue a trail from (`next_seq`, `prev`), and its new head. For a
+    writer that already knows its trail's head (the brain, holding the run's lease)."""
+    ts = ts or datetime.now(UTC)
+    rows = []
+    for event, data in items:
+        nonce = secrets.token_hex(16) if next_seq == 0 else None
+        body = canonical(dict(data))
+        digest = _digest(run_id, next_seq, event, body, prev, nonce, ts)
+        rows.append(
+            {"run_id": run_id, "seq": next_seq, "event": event, "data": body, "prev_digest": prev}
+            | {"nonce": nonce, "ts": ts, "digest": digest}
+        )
+        next_seq, prev = next_seq + 1, digest
+    return rows, prev
+
+
 async def append_many(
     conn: AsyncConnection, run_id: str, items: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> str | None:
     """Append several records to one trail in the caller's transaction with one lock, one
-    read of the head and one insert (a step's records); returns the new head."""
+    read of the head and one insert; returns the new head."""
     if not items:
         return None
     await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(run_id)})
@@ -172,21 +195,10 @@ async def append_many(
             .limit(1)
         )
     ).first()
-    seq = 0 if last is None else last.seq + 1
-    prev = None if last is None else str(last.digest)
-    ts = datetime.now(UTC)
-    rows = []
-    for event, data in items:
-        nonce = secrets.token_hex(16) if seq == 0 else None
-        body = canonical(dict(data))
-        digest = _digest(run_id, seq, event, body, prev, nonce, ts)
-        rows.append(
-            {"run_id": run_id, "seq": seq, "event": event, "data": body, "prev_digest": prev}
-            | {"nonce": nonce, "ts": ts, "digest": digest}
-        )
-        seq, prev = seq + 1, digest
+    start = 0 if last is None else last.seq + 1
+    rows, head = chain(run_id, start, None if last is None else str(last.digest), items)
     await conn.execute(records.insert(), rows)
-    return prev
+    return head
 
 
 async def append(

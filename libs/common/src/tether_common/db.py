@@ -31,7 +31,9 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
+        # No ping per checkout (a round trip on every step's commit): a connection found
+        # dead raises a disconnect error, SQLAlchemy then renews the whole pool.
+        pool_pre_ping=False,
         pool_recycle=1800,
     )
 

@@ -200,14 +200,18 @@ class Actor:
         other call is in doubt and reported as interrupted, never re-run."""
         assert item.tool is not None
         tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
+        lost = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
-            if result.error_code != RUNNER_LOST:
+            # A runner restarted after a loss may not know its MCP tools yet.
+            recovering = lost and result.error_code == "unknown_tool"
+            if result.error_code != RUNNER_LOST and not recovering:
                 return result
+            lost = True
             if not item.tool.idempotent:
                 return interrupted(item.call)
             if attempt < MAX_ATTEMPTS:
-                await asyncio.sleep(0.5 * attempt)
+                await asyncio.sleep(1.0 * attempt)
                 again = self._plan_one(state, item.call, 0, None)
                 if again.decision != "run":
                     return refusal(again)

@@ -34,6 +34,7 @@ class Counters:
     retrievals: int = 0
     coercions: int = 0
     rejections: int = 0
+    audit_next: int = 0  # the next audit record's sequence (the lease holder keeps the trail)
     low_effort: bool = False
     tainted: bool = False
     pending_approval: dict[str, Any] | None = None
@@ -87,6 +88,7 @@ class RunState:
     usage: Usage = field(default_factory=Usage)
     cache: dict[str, str] = field(default_factory=dict)
     stop_requested: bool = False
+    audit_head: str | None = None
     parent_id: str | None = None
     depth: int = 0
     pending: list[Entry] = field(default_factory=list)

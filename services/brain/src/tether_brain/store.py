@@ -134,6 +134,7 @@ def _state(row: Any) -> RunState:
         fence=row.fence,
         takeovers=row.takeovers,
         stop_requested=row.stop_requested,
+        audit_head=row.audit_head,
         parent_id=row.parent_id,
         depth=row.depth,
         active_seconds=row.active_seconds,
@@ -203,7 +204,15 @@ class RunStore:
             if rows:
                 await conn.execute(journal.insert(), rows)
             if state.audit:
-                values["audit_head"] = await audit.append_many(conn, state.run_id, state.audit)
+                # The lease holder alone writes this trail, so its head is known: one insert.
+                # (A writer that lost the lease fails the fenced update below, or the key.)
+                records, head = audit.chain(
+                    state.run_id, state.counters.audit_next, state.audit_head, state.audit
+                )
+                await conn.execute(audit.records.insert(), records)
+                values["audit_head"] = head
+                next_seq = state.counters.audit_next + len(state.audit)
+                values["counters"] = state.counters.to_json() | {"audit_next": next_seq}
             result = await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == state.run_id, runs.c.fence == state.fence)
@@ -216,6 +225,9 @@ class RunStore:
             raise
         state.updated_at = now
         state.published, state.pending = state.pending, []
+        if state.audit:
+            state.audit_head = values["audit_head"]
+            state.counters.audit_next += len(state.audit)
         state.audit = []
 
     async def finish_unless_queued(
