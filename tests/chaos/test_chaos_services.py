@@ -165,7 +165,10 @@ async def test_runner_killed_during_a_read_reruns_it(
     result = tool_result(await history(run_id))
     assert run.status == "completed", (run.status, run.stop_reason)
     assert run.answer == "finished after the crash"
-    assert result["ok"] is True, (result["error_code"], result["content"][:300])  # idempotent: run again
+    assert result["ok"] is True, (
+        result["error_code"],
+        result["content"][:300],
+    )  # idempotent: run again
     assert started(ledger, "read") == runs_at_kill + 1
 
 
