@@ -9,7 +9,7 @@ import pytest
 
 from tether_client import TetherClient
 from tether_common.supervisor import Supervisor
-from tether_common.testing import RunScript, Turn, call, say, write_script
+from tether_common.testing import RunScript, Turn, call, event_data, say, write_script
 from tether_common.testing import event_data as kinds
 
 pytestmark = pytest.mark.e2e
@@ -232,3 +232,35 @@ async def test_a_message_for_an_ended_run_is_refused(
     async with TetherClient(stack.child("brain").url) as client:
         with pytest.raises(Exception, match="has ended"):
             await client.queue_message(run.run_id, "too late")
+
+
+@pytest.mark.parametrize(
+    ("switch", "tool", "arguments"),
+    [
+        ("allow_shell", "shell", {"command": "ls"}),
+        ("allow_web", "web_fetch", {"url": "https://example.com/"}),
+    ],
+)
+async def test_switches_turn_tool_families_off(
+    run_script: RunScript, switch: str, tool: str, arguments: dict[str, str]
+) -> None:
+    run, events = await run_script([[call(tool, **arguments)], say("ok")], **{switch: False})
+    assert run.status == "completed"
+    assert event_data(events, "tool.result")[0]["error_code"] == "switched_off"
+
+
+async def test_active_time_limit(run_script: RunScript) -> None:
+    slow = [{"pause_s": 1.2}, call("current_time", timezone="UTC")]
+    run, events = await run_script([slow, slow, say("never")], max_seconds=1.0)
+    assert (run.status, run.stop_reason) == ("stopped", "max_seconds")
+    assert {"kind": "max_seconds", "step": 1} in event_data(events, "guard")
+
+
+async def test_token_budget_with_reported_usage(run_script: RunScript) -> None:
+    usage = {"kind": "usage", "input_tokens": 80, "output_tokens": 20}
+    turns = [
+        [usage, call("current_time", timezone=z)] for z in ("UTC", "Asia/Tokyo", "Europe/Oslo")
+    ]
+    run, _ = await run_script([*turns, say("never")], max_tokens=150)
+    assert (run.status, run.stop_reason) == ("stopped", "budget_exhausted")
+    assert run.usage.input_tokens + run.usage.output_tokens == 200
