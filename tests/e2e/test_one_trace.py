@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,6 +34,7 @@ class SpanRecord:
     trace_id: str
     span_id: str
     parent_id: str
+    attributes: dict[str, object]
 
 
 class Receiver:
@@ -53,12 +55,20 @@ class Receiver:
                             span.trace_id.hex(),
                             span.span_id.hex(),
                             span.parent_span_id.hex(),
+                            {a.key: _value(a.value) for a in span.attributes},
                         )
                     )
         return Response(
             ExportTraceServiceResponse().SerializeToString(),
             media_type="application/x-protobuf",
         )
+
+
+def _value(value: AnyValue) -> object:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
 
 
 @pytest.fixture(scope="module")
@@ -127,13 +137,20 @@ async def test_a_run_is_one_trace_across_services(
         while node.parent_id:
             node = by_id[node.parent_id]
         assert node is root
-    gateway = next(s for s in spans if s.service == "tether-gateway")
+    gateway = next(s for s in spans if s.service == "tether-gateway" and "generate" in s.name)
     assert by_id[gateway.parent_id].service == "tether-brain"
+    assert gateway.attributes["gen_ai.system"] == "rules"
+    assert "gen_ai.usage.input_tokens" in gateway.attributes
     assert "generate" in by_id[gateway.parent_id].name
     runner = next(
         s for s in spans if s.service == "tether-tools-runner" and "tools.execute" in s.name
     )
     assert "tools.execute" in by_id[runner.parent_id].name
+    assert runner.attributes["tether.tool.name"] == "current_time"
+    assert runner.attributes["tether.tool.outcome"] == "ok"
+    gates = [s for s in spans if s.name.startswith("gate ")]
+    assert gates
+    assert gates[0].attributes["tether.gate.decision"] == "run"
     steps = [s for s in spans if s.name == "step"]
     assert len(steps) == 2
     assert all(s.parent_id == run.span_id for s in steps)

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
+from opentelemetry import trace
 
 from tether_common.messages.tools import Catalog, CatalogRequest, ExecuteTool, ToolResult
 from tether_common.service import Service
@@ -21,6 +22,7 @@ from tether_tools_runner.tools import Builtins
 from tether_tools_runner.tools.retrieve import make_retrieve_tool
 
 SERVICE = "tools-runner"
+tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
 
 
@@ -60,14 +62,22 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     async def execute(call: ExecuteTool) -> ToolResult:
         """Run the call; a large result goes to the output-store before the reply, so
         only its digest and ref ride the bus."""
+        span = trace.get_current_span()  # the bus's span for this call
+        span.set_attribute("tether.tool.name", call.name)
+        span.set_attribute("tether.sandbox.level", attestation.level)
         result = await executor.execute(call)
+        span.set_attribute("tether.tool.duration_ms", result.duration_ms)
+        span.set_attribute("tether.tool.outcome", result.error_code or "ok")
+        span.set_attribute("tether.tool.bytes", len(result.content.encode()))
         stamped = {"sandbox_level": attestation.level}
         if not result.ok:
             return result.model_copy(update=stamped)
         threshold = threshold_for(call.name, thresholds)
-        text, ref = await maybe_offload(
-            service.bus, call.run_id, call.name, result.content, threshold=threshold
-        )
+        with tracer.start_as_current_span("offload") as offload:
+            text, ref = await maybe_offload(
+                service.bus, call.run_id, call.name, result.content, threshold=threshold
+            )
+            offload.set_attribute("tether.output.ref", ref or "")
         return result.model_copy(update=stamped | {"content": text, "output_ref": ref})
 
     mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
