@@ -191,8 +191,9 @@ def container_of(docs: list[Doc], spec: ServiceSpec) -> Doc:
 
 
 def test_every_manifest_matches_the_kubernetes_schemas(tree: list[Doc]) -> None:
+    assert tree
     for doc in tree:
-        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)  # raises if invalid
 
 
 def test_every_yaml_file_in_base_is_a_resource() -> None:

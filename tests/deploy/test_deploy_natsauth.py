@@ -279,7 +279,8 @@ async def test_every_service_may_declare_the_streams(locked: LockedBus) -> None:
             password=locked.passwords[user],
         )
         try:
-            await bus.ensure_streams()
+            await bus.ensure_streams()  # raises when the server refuses
+            assert bus.connected
         finally:
             await bus.close()
 

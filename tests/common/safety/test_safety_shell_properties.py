@@ -87,8 +87,12 @@ def test_deeply_nested_shells_still_deny(quote: Callable[[str], str]) -> None:
 
 
 def test_deeply_nested_parentheses_do_not_crash() -> None:
-    _well_formed(classify("(" * 2000 + "ls" + ")" * 2000))
+    verdict = classify("(" * 2000 + "ls" + ")" * 2000)
+    _well_formed(verdict)
+    assert verdict.decision in ("allow", "ask", "deny")
 
 
 def test_many_brace_lists_stay_bounded() -> None:
-    _well_formed(classify("rm -rf " + "{a,b}" * 40))
+    verdict = classify("rm -rf " + "{a,b}" * 40)
+    _well_formed(verdict)
+    assert verdict.decision != "allow"
