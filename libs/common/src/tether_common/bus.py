@@ -461,4 +461,8 @@ class Bus:
                 task.cancel()
         if self._conn is not None:
             with suppress(Exception):
-                await self._conn.drain()
+                # Draining needs the server; with it gone it would wait on reconnects.
+                if self._conn.is_connected:
+                    await asyncio.wait_for(self._conn.drain(), timeout)
+                else:
+                    await self._conn.close()

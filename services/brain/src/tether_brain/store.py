@@ -349,34 +349,34 @@ class RunStore:
             )
             return [r.run_id for r in rows]
 
-    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> bool:
-        """Take a run parked for approval to resume it; False if it is not parked (already
-        resumed by another replica, or a replayed decision)."""
+    async def _claim(self, run_id: str, owner: str, lease_s: float, condition: str) -> bool:
+        """Take a parked run for this replica (status running, a new lease, the fence moved
+        on) if `condition` still holds; exactly one replica wins."""
         async with self.engine.begin() as conn:
             result = await conn.execute(
                 text(
                     "UPDATE runs SET status = 'running', lease_owner = :owner, "
                     "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
-                    "WHERE run_id = :run_id AND status = 'awaiting_approval'"
+                    f"WHERE run_id = :run_id AND {condition}"
                 ),
                 {"owner": owner, "s": lease_s, "run_id": run_id},
             )
         return bool(result.rowcount == 1)
 
+    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a run parked for approval to resume it; False if it is not parked (already
+        resumed by another replica, or a replayed decision)."""
+        return await self._claim(run_id, owner, lease_s, "status = 'awaiting_approval'")
+
     async def claim_waiting(self, run_id: str, owner: str, lease_s: float) -> bool:
         """Take a parent parked for its sub-agents once none of them is live any more."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                text(
-                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
-                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
-                    "WHERE run_id = :run_id AND status = 'awaiting_agents' AND NOT EXISTS "
-                    "(SELECT 1 FROM runs c WHERE c.parent_id = :run_id AND c.status NOT IN "
-                    "('completed', 'stopped', 'failed'))"
-                ),
-                {"owner": owner, "s": lease_s, "run_id": run_id},
-            )
-        return bool(result.rowcount == 1)
+        return await self._claim(
+            run_id,
+            owner,
+            lease_s,
+            "status = 'awaiting_agents' AND NOT EXISTS (SELECT 1 FROM runs c WHERE "
+            "c.parent_id = :run_id AND c.status NOT IN ('completed', 'stopped', 'failed'))",
+        )
 
     async def parents_ready(self, limit: int = 50) -> list[str]:
         """Parents parked for sub-agents that have all ended (a lost notice is caught here)."""
@@ -407,16 +407,9 @@ class RunStore:
 
     async def claim_parked_to_stop(self, run_id: str, owner: str, lease_s: float) -> bool:
         """Take a parked run (approval or sub-agents) so it can be ended as stopped."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                text(
-                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
-                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
-                    "WHERE run_id = :run_id AND status IN ('awaiting_approval', 'awaiting_agents')"
-                ),
-                {"owner": owner, "s": lease_s, "run_id": run_id},
-            )
-        return bool(result.rowcount == 1)
+        return await self._claim(
+            run_id, owner, lease_s, "status IN ('awaiting_approval', 'awaiting_agents')"
+        )
 
     async def release(self, run_id: str, owner: str) -> None:
         """Hand a run back (graceful shutdown): another replica may claim it at once."""

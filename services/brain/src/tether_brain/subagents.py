@@ -147,7 +147,11 @@ class Children:
     async def collect(self, parent: RunState) -> list[ChildOutcome]:
         """Each child's final summary and status, as the result of its run_agent call."""
         outcomes = []
-        for call_id, child_id in (parent.counters.pending_children or {}).items():
+        pending = parent.counters.pending_children or {}
+        # In the order the calls were made (the stored mapping is JSONB: its order is not).
+        order = [c.id for m in parent.messages for c in m.tool_calls if c.id in pending]
+        for call_id in order:
+            child_id = pending[call_id]
             call = parent.call_by_id(call_id)
             if call is None:
                 continue
