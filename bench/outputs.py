@@ -1,6 +1,7 @@
-"""Output-store throughput: offload (chunked upload + verify at commit + digest) and
-page-back (retrieve pages over the bus, and the operator's HTTP download), against a raw
-PostgreSQL large-row write of the same bytes measured in the same run.
+"""Output-store throughput, for each backend (chunk bytes in PostgreSQL or in the JetStream
+object store): offload (chunked upload + verify at commit + digest) and page-back
+(retrieve pages over the bus, and the operator's HTTP download), against a raw PostgreSQL
+large-row write of the same bytes measured in the same run.
 
     await measure_outputs(nats_url, pg_url, size_mib=100)   # prints MB/s lines
     python -m bench.outputs --size-mib 100                   # own NATS + PostgreSQL
@@ -29,6 +30,7 @@ from tether_tools_runner.offload import maybe_offload
 MIB = 1024 * 1024
 ROW_BYTES = 256 * 1024  # the store's default chunk size: the same rows as the floor
 TOKEN = "bench-operator-token"
+BACKENDS = ("postgres", "jetstream")
 
 
 def sample(size: int) -> bytes:
@@ -62,7 +64,7 @@ async def raw_pg_write(pg_url: str, data: bytes, *, storage: str) -> float:
     return rate(f"raw PostgreSQL write (asyncpg, 256 KiB rows, {storage})", len(data), elapsed)
 
 
-async def page_back(bus: Bus, ref: str, run_id: str, size: int) -> float:
+async def page_back(bus: Bus, ref: str, run_id: str, size: int, backend: str) -> float:
     started, offset, got = time.perf_counter(), 0, 0
     while True:
         query = QueryOutput(ref=ref, run_id=run_id, mode="bytes", offset=offset, limit=512 * 1024)
@@ -73,11 +75,13 @@ async def page_back(bus: Bus, ref: str, run_id: str, size: int) -> float:
         offset = page.next_offset
     assert got == size, (got, size)
     return rate(
-        "page-back: retrieve pages over NATS (512 KiB)", size, time.perf_counter() - started
+        f"[{backend}] page-back: retrieve pages over NATS (512 KiB)",
+        size,
+        time.perf_counter() - started,
     )
 
 
-async def download(url: str, size: int) -> float:
+async def download(url: str, size: int, backend: str) -> float:
     started, got = time.perf_counter(), 0
     async with (
         httpx.AsyncClient(timeout=120) as client,
@@ -86,18 +90,17 @@ async def download(url: str, size: int) -> float:
         async for piece in response.aiter_bytes():
             got += len(piece)
     assert got == size
-    return rate("page-back: operator HTTP download (streamed)", size, time.perf_counter() - started)
+    return rate(
+        f"[{backend}] page-back: operator HTTP download (streamed)",
+        size,
+        time.perf_counter() - started,
+    )
 
 
-async def measure_outputs(
-    nats_url: str, pg_url: str, *, size_mib: int = 100, log_dir: Path | None = None
+async def measure_backend(
+    nats_url: str, pg_url: str, data: bytes, backend: str, log_dir: Path | None
 ) -> dict[str, float]:
-    """Start an output-store process on the given servers and print MB/s figures."""
-    data = sample(size_mib * MIB)
-    results = {
-        "raw_pg_write_compressed": await raw_pg_write(pg_url, data, storage="EXTENDED"),
-        "raw_pg_write": await raw_pg_write(pg_url, data, storage="EXTERNAL"),
-    }
+    """Offload and page-back through an output-store process keeping chunks in `backend`."""
     prefix = f"b{uuid.uuid4().hex[:10]}"
     env = {
         "TETHER_NATS_URL": nats_url,
@@ -105,26 +108,44 @@ async def measure_outputs(
         "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_OPERATOR_TOKEN": TOKEN,
         "TETHER_LOG_LEVEL": "WARNING",
+        "TETHER_OUTPUTS_BACKEND": backend,
     }
     spec = next(s for s in SERVICES if s.name == "output-store")
     supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=log_dir)
     bus = await Bus.connect(nats_url, service="bench", subjects=Subjects(prefix))
+    results: dict[str, float] = {}
     try:
         await supervisor.start()
         await supervisor.wait_ready()
         started = time.perf_counter()
         _, ref = await maybe_offload(bus, "run_bench", "shell", data, threshold=4096)
-        results["offload"] = rate("offload (chunks over NATS, verify, digest)", len(data),
-                                  time.perf_counter() - started)  # fmt: skip
+        results["offload"] = rate(f"[{backend}] offload (chunks over NATS, verify, digest)",
+                                  len(data), time.perf_counter() - started)  # fmt: skip
         assert ref is not None
-        results["page_back"] = await page_back(bus, ref, "run_bench", len(data))
+        results["page_back"] = await page_back(bus, ref, "run_bench", len(data), backend)
         url = f"{supervisor.child('output-store').url}/v1/outputs/{ref}"
-        results["download"] = await download(url, len(data))
+        results["download"] = await download(url, len(data), backend)
     finally:
         await bus.close()
         await supervisor.stop()
-    ratio = results["offload"] / results["raw_pg_write"]
-    print(f"offload / raw PostgreSQL write (same storage): {ratio:.2f}x")
+    return results
+
+
+async def measure_outputs(
+    nats_url: str, pg_url: str, *, size_mib: int = 100, log_dir: Path | None = None
+) -> dict[str, float]:
+    """Print MB/s figures for each backend against the raw PostgreSQL write floor."""
+    data = sample(size_mib * MIB)
+    results = {
+        "raw_pg_write_compressed": await raw_pg_write(pg_url, data, storage="EXTENDED"),
+        "raw_pg_write": await raw_pg_write(pg_url, data, storage="EXTERNAL"),
+    }
+    for backend in BACKENDS:
+        measured = await measure_backend(nats_url, pg_url, data, backend, log_dir)
+        results.update({f"{key}_{backend}": value for key, value in measured.items()})
+    for backend in BACKENDS:
+        ratio = results[f"offload_{backend}"] / results["raw_pg_write"]
+        print(f"[{backend}] offload / raw PostgreSQL write (same storage): {ratio:.2f}x")
     return results
 
 

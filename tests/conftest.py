@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
+from tether_common.db import make_engine
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.settings import async_database_url
 from tether_common.subjects import Subjects
@@ -48,6 +50,16 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         server.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    """A pool of the tests' own, for what runs beside the services (collectors, sweeps)."""
+    db = make_engine(database_url, pool_size=5)
+    try:
+        yield db
+    finally:
+        await db.dispose()
 
 
 @pytest.fixture

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_approvals.testing import ApprovalsHarness
 from tether_common.bus import Bus
-from tether_common.db import make_engine
 from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, Supervisor
 
@@ -71,12 +69,3 @@ async def approvals(
         httpx.AsyncClient(base_url=url, timeout=15) as http,
     ):
         yield ApprovalsHarness(bus, http, url, OPERATOR_TOKEN, jsonl)
-
-
-@pytest.fixture(scope="session")
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    db = make_engine(database_url, pool_size=5)
-    try:
-        yield db
-    finally:
-        await db.dispose()

@@ -28,6 +28,7 @@ from tether_common.natsauth import (
     render_config,
     write_config,
 )
+from tether_common.objects import BlobBucket
 from tether_common.subjects import Subjects
 
 PREFIX = f"p{uuid.uuid4().hex[:8]}"
@@ -81,6 +82,17 @@ async def connect(locked: LockedBus, user: str) -> Conn:
     return conn
 
 
+async def service_bus(locked: LockedBus, user: str) -> Bus:
+    """A `Bus` logged in as `user` with its generated password."""
+    return await Bus.connect(
+        locked.url,
+        service=user,
+        subjects=SUBJECTS,
+        user=user,
+        password=locked.passwords[user],
+    )
+
+
 async def request_until_served(nc: Client, subject: str, data: bytes) -> Msg:
     """A request that rides out the moment in which a fresh queue subscription is not yet
     seen by the server's no-responders check (the same grace `Bus.request_raw` gives)."""
@@ -115,6 +127,8 @@ FORBIDDEN_PUBLISH = [
     ("approvals", SUBJECTS.run_events("r1")),
     ("approvals", SUBJECTS.tool_execute.subject),
     ("output-store", SUBJECTS.run_start.subject),
+    ("tools-runner", f"$O.{SUBJECTS.output_bucket}.C.smuggled"),
+    ("brain", f"$JS.API.STREAM.PURGE.OBJ_{SUBJECTS.output_bucket}"),
     ("client", SUBJECTS.tool_execute.subject),
     ("client", SUBJECTS.approval_decided),
     ("client", SUBJECTS.approval_decide.subject),
@@ -211,20 +225,8 @@ async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, 
 async def test_brain_publishes_run_events_to_jetstream_and_the_client_reads_them(
     locked: LockedBus,
 ) -> None:
-    brain = await Bus.connect(
-        locked.url,
-        service="brain",
-        subjects=SUBJECTS,
-        user="brain",
-        password=locked.passwords["brain"],
-    )
-    client = await Bus.connect(
-        locked.url,
-        service="client",
-        subjects=SUBJECTS,
-        user="client",
-        password=locked.passwords["client"],
-    )
+    brain = await service_bus(locked, "brain")
+    client = await service_bus(locked, "client")
     try:
         await brain.ensure_streams()
         subject = SUBJECTS.run_events("run-1")
@@ -245,13 +247,7 @@ async def test_brain_consumes_approval_decisions_that_approvals_publishes(
     locked: LockedBus, users: dict[str, Conn]
 ) -> None:
     approvals, brain = users["approvals"], users["brain"]
-    declaring = await Bus.connect(
-        locked.url,
-        service="approvals",
-        subjects=SUBJECTS,
-        user="approvals",
-        password=locked.passwords["approvals"],
-    )
+    declaring = await service_bus(locked, "approvals")
     try:
         await declaring.ensure_streams()
     finally:
@@ -271,18 +267,29 @@ async def test_brain_consumes_approval_decisions_that_approvals_publishes(
 
 async def test_every_service_may_declare_the_streams(locked: LockedBus) -> None:
     for user in ("gateway", "tools-runner", "approvals", "output-store"):
-        bus = await Bus.connect(
-            locked.url,
-            service=user,
-            subjects=SUBJECTS,
-            user=user,
-            password=locked.passwords[user],
-        )
+        bus = await service_bus(locked, user)
         try:
             await bus.ensure_streams()  # raises when the server refuses
             assert bus.connected
         finally:
             await bus.close()
+
+
+async def test_the_output_store_owns_its_object_bucket(locked: LockedBus) -> None:
+    """The JetStream backend's whole life on the locked bus: create the bucket, write,
+    look up, read, list, delete, sweep; a permissions violation would raise here."""
+    bus = await service_bus(locked, "output-store")
+    try:
+        bucket = BlobBucket(bus, SUBJECTS.output_bucket, create=True)
+        await bucket.put("a" * 64, b"chunk bytes")
+        assert await bucket.exists("a" * 64)
+        assert await bucket.get("a" * 64) == b"chunk bytes"
+        assert [b.name for b in await bucket.list()] == ["a" * 64]
+        assert await bucket.sweep_unnamed() == 0
+        assert await bucket.delete(["a" * 64, "b" * 64]) == 1
+        assert not await bucket.exists("a" * 64)
+    finally:
+        await bus.close()
 
 
 def test_the_config_file_is_private(tmp_path: Path) -> None:

@@ -1,20 +1,26 @@
 """Fixtures for the output-store tests: the service in-process on real NATS and
-PostgreSQL under a subject prefix of its own, a bus client, and a raw database connection
-for what a test must reach around the API (ageing outputs, counting chunks)."""
+PostgreSQL under a subject prefix of its own, once per storage backend (chunk bytes in
+PostgreSQL, or in the JetStream object store), a bus client, the backend's object bucket,
+and a raw database connection for what a test must reach around the API (ageing outputs,
+counting chunks)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import asyncpg
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
+from tether_common.objects import BlobBucket
 from tether_common.settings import CommonSettings
 from tether_common.subjects import Subjects
 from tether_output_store.app import create_app
+from tether_output_store.retention import Collector
 from tether_output_store.settings import OutputSettings
 
 TOKEN = "outputs-operator-token"
@@ -24,14 +30,23 @@ def plain_url(database_url: str) -> str:
     return database_url.replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
+BACKENDS = ["postgres", "jetstream"]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Where the store under test keeps chunk bytes; every API test runs under both."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def outputs_prefix() -> str:
+def outputs_prefix(backend: str) -> str:
     return f"o{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture(scope="module")
 async def output_app(
-    nats_url: str, database_url: str, outputs_prefix: str
+    nats_url: str, database_url: str, outputs_prefix: str, backend: str
 ) -> AsyncIterator[FastAPI]:
     common = CommonSettings(
         nats_url=nats_url,
@@ -40,7 +55,7 @@ async def output_app(
         operator_token=TOKEN,
         db_pool_size=5,
     )
-    settings = OutputSettings(http_port=0, grep_budget_s=2.0, gc_interval_s=3600)
+    settings = OutputSettings(http_port=0, grep_budget_s=2.0, gc_interval_s=3600, backend=backend)
     app = create_app(common, settings)
     async with app.router.lifespan_context(app):
         yield app
@@ -56,6 +71,15 @@ async def obus(output_app: FastAPI, nats_url: str, outputs_prefix: str) -> Async
 
 
 @pytest.fixture
+def objects(obus: Bus, backend: str) -> BlobBucket | None:
+    """The store's object bucket (seen through the test's own connection) when chunk
+    bytes go there; None under the PostgreSQL backend."""
+    if backend != "jetstream":
+        return None
+    return BlobBucket(obus, obus.subjects.output_bucket)
+
+
+@pytest.fixture
 async def pg(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(plain_url(database_url))
     try:
@@ -68,3 +92,11 @@ async def pg(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 def owner() -> str:
     """A fresh run id that owns the outputs a test stores."""
     return f"run_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def gc(engine: AsyncEngine, objects: BlobBucket | None) -> Collector:
+    """A collector beside the service's, with no grace: whatever nobody uses goes at once."""
+    return Collector(
+        engine, grace=timedelta(0), keep_tombstones=timedelta(days=30), objects=objects
+    )

@@ -1,5 +1,6 @@
-"""The output-store as a real process: a 100 MiB output stored and downloaded over HTTP,
-and a SIGKILL in the middle of an upload leaves nothing half-visible."""
+"""The output-store as a real process, under each backend: a 100 MiB output stored and
+downloaded over HTTP, and a SIGKILL in the middle of an upload leaves nothing
+half-visible."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import BeginOutput, CommitOutput, OutputChunk, QueryOutput
+from tether_common.objects import BlobBucket
 from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, Supervisor
 from tether_output_store.retention import Collector
@@ -31,9 +33,10 @@ MIB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 async def store_process(
-    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
+    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory, backend: str
 ) -> AsyncIterator[Supervisor]:
     env = {
+        "TETHER_OUTPUTS_BACKEND": backend,
         "TETHER_NATS_URL": nats_url,
         "TETHER_DATABASE_URL": database_url,
         "TETHER_SUBJECT_PREFIX": f"p{uuid.uuid4().hex[:10]}",
@@ -121,8 +124,12 @@ async def send_forever(bus: Bus, upload_id: str, data: bytes, chunk_size: int) -
     return sent
 
 
+def bucket_of(bus: Bus, backend: str) -> BlobBucket | None:
+    return BlobBucket(bus, bus.subjects.output_bucket) if backend == "jetstream" else None
+
+
 async def test_killed_mid_upload_leaves_nothing_visible(
-    store_process: Supervisor, pbus: Bus, owner: str, database_url: str
+    store_process: Supervisor, pbus: Bus, owner: str, database_url: str, backend: str
 ) -> None:
     data = hex_lines(owner, 32 * MIB)
     begin = BeginOutput(run_id=owner, size=len(data), sha256=hashlib.sha256(data).hexdigest())
@@ -151,9 +158,12 @@ async def test_killed_mid_upload_leaves_nothing_visible(
             "UPDATE output_uploads SET expires_at = now() WHERE upload_id = $1",
             started.upload_id,
         )
+        objects = bucket_of(pbus, backend)
         engine = make_engine(database_url, pool_size=1)
         try:
-            gc = Collector(engine, grace=timedelta(0), keep_tombstones=timedelta(days=1))
+            gc = Collector(
+                engine, grace=timedelta(0), keep_tombstones=timedelta(days=1), objects=objects
+            )
             assert (await gc.collect()).uploads >= 1
         finally:
             await engine.dispose()
@@ -162,5 +172,7 @@ async def test_killed_mid_upload_leaves_nothing_visible(
             [r["digest"] for r in digests],
         )
         assert left == 0
+        if objects is not None:  # the chunk objects went with their rows
+            assert not [r["digest"] for r in digests if await objects.exists(r["digest"])]
     finally:
         await pg.close()

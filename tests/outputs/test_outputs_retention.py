@@ -5,47 +5,43 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import asyncpg
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
-from tether_common.db import make_engine
 from tether_common.errors import NotFoundError, TetherError
 from tether_common.messages.outputs import BeginOutput, OutputChunk, QueryOutput
+from tether_common.objects import BlobBucket
 from tether_output_store.retention import LOCK_KEY, Collector
 from tether_tools_runner.offload import upload
 
 
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
-    made = make_engine(database_url, pool_size=2)
-    try:
-        yield made
-    finally:
-        await made.dispose()
-
-
-def collector(engine: AsyncEngine) -> Collector:
-    return Collector(engine, grace=timedelta(0), keep_tombstones=timedelta(days=30))
-
-
-async def chunks_left(pg: asyncpg.Connection, digests: list[str]) -> int:
+async def chunks_left(
+    pg: asyncpg.Connection, digests: list[str], objects: BlobBucket | None
+) -> int:
+    """Chunk rows left of `digests`; under the JetStream backend their objects must be
+    there exactly when their rows are."""
     found: int = await pg.fetchval(
         "SELECT count(*) FROM output_chunks WHERE digest = ANY($1::varchar[])", digests
     )
+    if objects is not None:
+        stored = [await objects.exists(d) for d in digests]
+        assert sum(stored) == found, (stored, found)
     return found
 
 
 async def test_expired_ref_answers_expired_and_gc_frees_its_chunks(
-    obus: Bus, owner: str, pg: asyncpg.Connection, engine: AsyncEngine
+    obus: Bus,
+    owner: str,
+    pg: asyncpg.Connection,
+    gc: Collector,
+    objects: BlobBucket | None,
 ) -> None:
     kept = await upload(obus, owner, f"keep {owner}\n".encode() * 1000)
     gone = await upload(obus, owner, f"old {owner}\n".encode() * 1000)
     digests = await pg.fetchval("SELECT chunk_digests FROM outputs WHERE ref = $1", gone.ref)
+    assert await chunks_left(pg, list(digests), objects) == len(digests)
     await pg.execute(
         "UPDATE outputs SET expires_at = now() - interval '1 second' WHERE ref = $1", gone.ref
     )
@@ -56,10 +52,10 @@ async def test_expired_ref_answers_expired_and_gc_frees_its_chunks(
         await obus.request(obus.subjects.output_query, ask)
     assert before.value.code == "expired"
 
-    done = await collector(engine).collect()
+    done = await gc.collect()
     assert done.purged >= 1
     assert not done.skipped
-    assert await chunks_left(pg, list(digests)) == 0
+    assert await chunks_left(pg, list(digests), objects) == 0
     with pytest.raises(TetherError) as after:
         await obus.request(obus.subjects.output_query, ask)
     assert after.value.code == "expired"
@@ -73,7 +69,11 @@ async def test_expired_ref_answers_expired_and_gc_frees_its_chunks(
 
 
 async def test_abandoned_uploads_and_their_chunks_are_collected(
-    obus: Bus, owner: str, pg: asyncpg.Connection, engine: AsyncEngine
+    obus: Bus,
+    owner: str,
+    pg: asyncpg.Connection,
+    gc: Collector,
+    objects: BlobBucket | None,
 ) -> None:
     data = f"abandoned {owner}\n".encode() * 40_000
     begin = BeginOutput(run_id=owner, size=len(data), sha256=hashlib.sha256(data).hexdigest())
@@ -82,16 +82,16 @@ async def test_abandoned_uploads_and_their_chunks_are_collected(
     chunk = OutputChunk(upload_id=started.upload_id, seq=0, data=base64.b64encode(piece).decode())
     await obus.request(obus.subjects.output_chunk, chunk)
     digest = hashlib.sha256(piece).hexdigest()
-    await collector(engine).collect()
-    assert await chunks_left(pg, [digest]) == 1  # the upload is still open: kept
+    await gc.collect()
+    assert await chunks_left(pg, [digest], objects) == 1  # the upload is still open: kept
 
     await pg.execute(
         "UPDATE output_uploads SET expires_at = now() - interval '1 second' WHERE upload_id = $1",
         started.upload_id,
     )
-    done = await collector(engine).collect()
+    done = await gc.collect()
     assert done.uploads >= 1
-    assert await chunks_left(pg, [digest]) == 0
+    assert await chunks_left(pg, [digest], objects) == 0
     assert (
         await pg.fetchval(
             "SELECT count(*) FROM output_upload_parts WHERE upload_id = $1", started.upload_id
@@ -100,10 +100,10 @@ async def test_abandoned_uploads_and_their_chunks_are_collected(
     )
 
 
-async def test_replicas_take_turns(pg: asyncpg.Connection, engine: AsyncEngine) -> None:
+async def test_replicas_take_turns(pg: asyncpg.Connection, gc: Collector) -> None:
     await pg.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
     try:
-        assert (await collector(engine).collect()).skipped
+        assert (await gc.collect()).skipped
     finally:
         await pg.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
-    assert not (await collector(engine).collect()).skipped
+    assert not (await gc.collect()).skipped

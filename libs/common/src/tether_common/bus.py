@@ -1,5 +1,6 @@
-"""The only module that imports nats: connect, request/reply, streamed replies, publish,
-queue-group serving with validation, JetStream streams, and W3C trace context in headers.
+"""Connect, request/reply, streamed replies, publish, queue-group serving with validation,
+JetStream streams, and W3C trace context in headers. With objects.py (the object store),
+the only module that imports nats.
 
 A handler never crashes its receiver: a body that is not JSON, of the wrong shape or of an
 unknown version gets an `ErrorReply` (code + message), is logged and counted; any other
@@ -130,6 +131,13 @@ class Bus:
     @property
     def connected(self) -> bool:
         return self._conn is not None and bool(self._conn.is_connected)
+
+    @property
+    def jetstream(self) -> Any:
+        """The JetStream context, for objects.py (the object store); others use methods here."""
+        if self._js is None:
+            return self._nc.jetstream()  # raises: not connected yet
+        return self._js
 
     @property
     def max_payload(self) -> int:

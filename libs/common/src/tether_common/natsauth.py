@@ -55,6 +55,7 @@ class Role:
     reads: tuple[str, ...] = ()
     broadcasts: tuple[str, ...] = ()  # `Subjects` attributes it both publishes and hears
     streamed_replies: bool = False
+    owns_output_bucket: bool = False  # the object store of the output-store's chunks
     # Service.start declares every stream in every service today, so all five may create
     # and update Tether's streams (never purge or delete). Narrow to the writers once
     # Service.start declares only the streams a service writes.
@@ -72,7 +73,7 @@ ROLES: dict[str, Role] = {
     "gateway": Role(serves=(QUEUE_GATEWAY,), streamed_replies=True),
     "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS,)),
     "approvals": Role(serves=(QUEUE_APPROVALS,), writes=(APPROVAL_DECISIONS,)),
-    "output-store": Role(serves=(QUEUE_OUTPUTS,)),
+    "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
     CLIENT_USER: Role(calls=(QUEUE_BRAIN,), reads=(RUN_EVENTS,), manages_streams=False),
 }
 USERS: tuple[str, ...] = tuple(ROLES)
@@ -146,6 +147,23 @@ def _js_admin(spec: StreamSpec) -> list[str]:
     ]
 
 
+def _js_objects(subjects: Subjects) -> list[str]:
+    """Everything the object store of objects.py does on its one bucket: create it, put
+    and read objects (ordered consumers), list, delete and purge."""
+    bucket = subjects.output_bucket
+    spec = StreamSpec(f"OBJ_{bucket}", (), 0)
+    api = "$JS.API"
+    return [
+        *_js_admin(spec),
+        *_js_reader(spec),
+        f"{api}.STREAM.MSG.GET.{spec.name}",
+        f"{api}.DIRECT.GET.{spec.name}",
+        f"{api}.DIRECT.GET.{spec.name}.>",
+        f"{api}.STREAM.PURGE.{spec.name}",
+        f"$O.{bucket}.>",
+    ]
+
+
 def _queue_subjects(subjects: Subjects, queues: tuple[str, ...]) -> list[str]:
     return [subject for subject, queue in queue_subjects(subjects) if queue in queues]
 
@@ -155,8 +173,10 @@ def _publish_allow(subjects: Subjects, role: Role) -> list[str]:
     allow += [getattr(subjects, name) for name in role.broadcasts]
     for key in role.writes:
         allow += stream(subjects, key).subjects
-    if role.reads:
+    if role.reads or role.owns_output_bucket:
         allow.append("$JS.API.STREAM.NAMES")  # nats-py finds a stream by subject
+    if role.owns_output_bucket:
+        allow += _js_objects(subjects)
     for key in role.reads:
         allow += _js_reader(stream(subjects, key))
     if role.manages_streams:

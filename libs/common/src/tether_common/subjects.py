@@ -206,6 +206,11 @@ class Subjects:
             StreamSpec(f"{stream_base}_APPROVAL_DECISIONS", (self.approval_decided,), 7 * 86400),
         )
 
+    @property
+    def output_bucket(self) -> str:
+        """The JetStream object-store bucket of the output-store's `jetstream` backend."""
+        return self.prefix.replace(".", "_").upper() + "_OUTPUTS"
+
     def routes(self) -> tuple[Route[BaseModel, BaseModel], ...]:
         """Every fixed command route (for contract tests and bus permissions)."""
         found: list[Route[BaseModel, BaseModel]] = [

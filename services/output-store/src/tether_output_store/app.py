@@ -1,5 +1,6 @@
 """Composition root of the output-store: put, chunked upload and queries on the bus,
-the collector in the background, download over HTTP."""
+the collector in the background, download over HTTP; chunk bytes in PostgreSQL or the
+JetStream object store as `TETHER_OUTPUTS_BACKEND` says."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from tether_common.http import operator_token_hashes
+from tether_common.objects import BlobBucket
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 from tether_output_store.api import outputs_router
@@ -26,10 +28,20 @@ SERVICE = "output-store"
 
 def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
+    # Always at hand, whatever the backend: chunks written under the other one stay
+    # readable and collectable. Only the writing backend creates the bucket.
+    objects = BlobBucket(
+        service.bus,
+        service.subjects.output_bucket,
+        replicas=settings.jetstream_replicas,
+        create=settings.backend == "jetstream",
+    )
     store = OutputStore(
         service.engine,
         chunk_bytes=settings.chunk_bytes,
         retention=timedelta(days=settings.retention_days),
+        objects=objects,
+        backend=settings.backend,
     )
     ttl = timedelta(seconds=settings.upload_ttl_s)
     handlers = Handlers(
@@ -39,13 +51,21 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
     )
     # The grace is the upload lifetime: a chunk an open upload may still count on stays.
     collector = Collector(
-        service.engine, grace=ttl, keep_tombstones=timedelta(days=settings.tombstone_days)
+        service.engine,
+        grace=ttl,
+        keep_tombstones=timedelta(days=settings.tombstone_days),
+        objects=objects,
     )
     background: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
+        if settings.backend == "jetstream":
+            await objects.open()  # a bus without JetStream fails here, not at first write
         await handlers.serve(service.bus)
-        background.append(asyncio.create_task(collector.run_forever(settings.gc_interval_s)))
+        gc = collector.run_forever(
+            settings.gc_interval_s, orphans_every_s=settings.orphan_sweep_interval_s
+        )
+        background.append(asyncio.create_task(gc))
 
     async def on_stop() -> None:
         for task in background:

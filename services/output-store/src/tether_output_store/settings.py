@@ -7,12 +7,21 @@ from pydantic_settings import SettingsConfigDict
 
 from tether_common.messages.outputs import MAX_INLINE_BYTES
 from tether_common.settings import HttpSettings
+from tether_output_store.store import Backend
 
 
 class OutputSettings(HttpSettings):
     model_config = SettingsConfigDict(env_prefix="TETHER_OUTPUTS_", extra="ignore")
 
     http_port: int = 8702
+    # Where new chunk bytes go. PostgreSQL keeps the index either way (outputs, uploads,
+    # one row per chunk), so a commit stays one transaction; chunks written under the
+    # other backend stay readable, so switching needs no migration.
+    backend: Backend = "postgres"
+    jetstream_replicas: int = Field(default=1, ge=1, le=5)
+    orphan_sweep_interval_s: float = Field(
+        default=3600.0, gt=0, description="How often objects no chunk row names are sought."
+    )
     retention_days: float = Field(default=7.0, gt=0)
     # One stored chunk is one upload message, so it must fit a NATS payload after base64.
     chunk_bytes: int = Field(default=256 * 1024, ge=1024, le=MAX_INLINE_BYTES)

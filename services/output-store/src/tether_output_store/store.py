@@ -1,4 +1,9 @@
-"""Outputs in PostgreSQL as content-addressed, deduplicated chunks.
+"""Outputs as content-addressed, deduplicated chunks, indexed in PostgreSQL.
+
+A chunk's bytes sit in its PostgreSQL row (backend `postgres`) or, when the row has no
+data, in the JetStream object store under the chunk's sha256 (backend `jetstream`). The
+backend decides only where new chunks go; reads follow each row, so outputs written under
+either stay readable after a switch.
 
 An output row is written in the same transaction as (or after) every chunk it names, so
 a writer that dies half-way leaves nothing visible. Reads check who may see the ref: a
@@ -7,20 +12,25 @@ run that may not gets `not_found`, never a hint that the ref exists.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 from collections.abc import AsyncGenerator, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_common.errors import NotFoundError
+from tether_common.errors import ConfigError, NotFoundError, StoreError
 from tether_common.metrics import outputs_offloaded
+from tether_common.objects import BlobBucket
 from tether_output_store.tables import chunks, outputs
+
+Backend = Literal["postgres", "jetstream"]
 
 # Chunks fetched per query while streaming: few round trips, bounded memory.
 READ_BATCH = 8
@@ -45,34 +55,67 @@ def count_lines(newlines: int, size: int, last_byte: int | None) -> int:
     return newlines + (1 if size and last_byte != ord("\n") else 0)
 
 
-async def save_chunks(conn: AsyncConnection, pieces: Sequence[bytes]) -> list[str]:
-    """Upsert chunks by sha256; a reused chunk is touched so the collector keeps it."""
-    digests = [hashlib.sha256(p).hexdigest() for p in pieces]
-    rows = [
-        {"digest": d, "size": len(p), "data": p}
-        for d, p in dict(zip(digests, pieces, strict=True)).items()
-    ]
-    if rows:
-        stmt = insert(chunks)
-        await conn.execute(
-            stmt.on_conflict_do_update(index_elements=["digest"], set_={"touched_at": func.now()}),
-            rows,
-        )
-    return digests
-
-
 class OutputStore:
-    def __init__(self, engine: AsyncEngine, *, chunk_bytes: int, retention: timedelta) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        chunk_bytes: int,
+        retention: timedelta,
+        objects: BlobBucket | None = None,
+        backend: Backend = "postgres",
+    ) -> None:
+        if backend == "jetstream" and objects is None:
+            raise ConfigError("the jetstream backend needs an object-store bucket")
         self.engine = engine
         self.chunk_bytes = chunk_bytes
         self.retention = retention
+        self.objects = objects
+        self.external = backend == "jetstream"
+
+    async def save_chunks(self, conn: AsyncConnection, pieces: Sequence[bytes]) -> list[str]:
+        """Upsert chunks by sha256; a reused chunk is touched so the collector keeps it.
+
+        The upsert locks each row until `conn` commits, and the collector deletes a
+        chunk's object only under that lock: so an object found here stays, and one the
+        collector took is found missing and written again."""
+        digests = [hashlib.sha256(p).hexdigest() for p in pieces]
+        # Sorted: two writers sharing chunks lock them in one order, never a deadlock.
+        unique = dict(sorted(zip(digests, pieces, strict=True)))
+        if not unique:
+            return digests
+        values = [
+            {"digest": d, "size": len(p), "data": None if self.external else p}
+            for d, p in unique.items()
+        ]
+        stmt = (
+            insert(chunks)
+            .values(values)
+            .on_conflict_do_update(index_elements=["digest"], set_={"touched_at": func.now()})
+            .returning(chunks.c.digest, chunks.c.data.is_(None))
+        )
+        outside = [row[0] for row in await conn.execute(stmt) if row[1]]
+        for digest in outside:
+            objects = self._objects(digest)
+            if not await objects.exists(digest):
+                await objects.put(digest, unique[digest])
+        return digests
+
+    def _objects(self, digest: str) -> BlobBucket:
+        if self.objects is None:
+            raise StoreError(
+                f"chunk {digest[:12]} is in the JetStream object store, which this "
+                "output-store has not been given",
+                code="store_unavailable",
+            )
+        return self.objects
 
     async def put(self, run_id: str, data: bytes, media_type: str) -> StoredOutput:
         """Store a small blob in one transaction."""
         pieces = [data[i : i + self.chunk_bytes] for i in range(0, len(data), self.chunk_bytes)]
         per_chunk = [p.count(b"\n") for p in pieces]
         async with self.engine.begin() as conn:
-            digests = await save_chunks(conn, pieces)
+            digests = await self.save_chunks(conn, pieces)
             stored = await self.insert_output(
                 conn,
                 run_id=run_id,
@@ -162,9 +205,12 @@ class OutputStore:
                 rows = await conn.execute(
                     select(chunks.c.digest, chunks.c.data).where(chunks.c.digest.in_(set(wanted)))
                 )
-                by_digest = {r.digest: bytes(r.data) for r in rows}
+                by_digest = {r.digest: r.data for r in rows}
+            outside = [d for d in dict.fromkeys(wanted) if by_digest.get(d) is None]
+            fetched = await asyncio.gather(*(self._objects(d).get(d) for d in outside))
+            by_digest.update(zip(outside, fetched, strict=True))
             for digest in wanted:
-                yield by_digest[digest]
+                yield bytes(by_digest[digest])
 
     async def read(self, stored: StoredOutput, offset: int, limit: int) -> bytes:
         """`limit` bytes from byte `offset`."""

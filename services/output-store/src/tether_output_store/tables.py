@@ -24,7 +24,8 @@ chunks = Table(
     metadata,
     Column("digest", String(64), primary_key=True),
     Column("size", Integer, nullable=False),
-    Column("data", LargeBinary, nullable=False),
+    # NULL: the bytes are in the JetStream object store, under the digest as its name.
+    Column("data", LargeBinary, nullable=True),
     # Bumped by every writer that reuses the chunk, so the collector never deletes a chunk
     # an upload has just counted on (its DELETE re-checks this column on the locked row).
     Column("touched_at", DateTime(timezone=True), nullable=False, server_default=func.now()),

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from tether_common.errors import ConflictError, MessageError, NotFoundError
 from tether_common.messages.outputs import BeginOutput, OutputChunk
 from tether_common.metrics import outputs_offloaded
-from tether_output_store.store import OutputStore, StoredOutput, count_lines, save_chunks
+from tether_output_store.store import OutputStore, StoredOutput, count_lines
 from tether_output_store.tables import upload_parts, uploads
 
 
@@ -80,7 +80,7 @@ class Uploads:
                     f"(chunk {body.seq} of {row.chunks})",
                     code="invalid_message",
                 )
-            (digest,) = await save_chunks(conn, [data])
+            (digest,) = await self.store.save_chunks(conn, [data])
             stmt = insert(upload_parts).values(
                 upload_id=body.upload_id, seq=body.seq, digest=digest
             )
