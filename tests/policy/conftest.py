@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from tether_brain.agents import AgentConfig, Agents
 from tether_brain.approval import ApprovalClient
+from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.policy_api import policy_router
 from tether_brain.toolbox import Toolbox
 from tether_common.bus import Bus
@@ -45,8 +46,13 @@ AGENTS = {
 
 @pytest.fixture(scope="module")
 def stack_extra_env() -> dict[str, str]:
-    """The stack's own brain confirms the same tool (for `tether run`'s inline card)."""
-    return {"TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED: "confirm"})}
+    """The stack's own brain confirms the same tool (for `tether run`'s inline card) and
+    knows the same agents: it is a second replica beside the policy API served here."""
+    agents = {name: config.model_dump() for name, config in AGENTS.items()}
+    return {
+        "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED: "confirm"}),
+        "TETHER_BRAIN_AGENTS": json.dumps(agents),
+    }
 
 
 class _Server(uvicorn.Server):
@@ -86,6 +92,7 @@ class PolicyServer:
             agents,
             toolbox,
             ApprovalClient(bus, expiry_s=120.0),
+            GrantOverrides(engine, agents, bus, refresh_s=3600),
             engine=engine,
             operator_token=OPERATOR_TOKEN,
             owner_tokens=OWNER_TOKENS,

@@ -4,6 +4,7 @@ replayed approvals) and grant changes whose waivers are audited in both directio
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -282,3 +283,34 @@ async def test_only_the_owner_or_an_admin_changes_grants(
     assert (await put_grants(policy_url, "bobs", [], token)).status_code == 200
     bad = await put_grants(policy_url, "bobs", ["app.*?x=1"], token)
     assert (bad.status_code, bad.json()["error"]["code"]) == (422, "invalid_grant")
+
+
+async def catalog_grants(url: str, agent: str, tool: str) -> list[str]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        found = (await client.get(f"/v1/agents/{agent}/tool-catalog")).json()
+    (entry,) = [t for t in found["tools"] if t["name"] == tool]
+    grants: list[str] = entry["grants"]
+    return grants
+
+
+async def test_a_grant_change_holds_on_every_replica_and_after_a_restart(
+    policy_url: str, stack: Supervisor, auth: dict[str, str]
+) -> None:
+    """Changed through one replica (the policy API served here), in force on the stack's
+    brain (another process) on the broadcast, and on a brain restarted afterwards."""
+    token = auth["Authorization"][7:]
+    brain = stack.child("brain")
+    assert await catalog_grants(brain.url, "bobs", "calculate") == []
+    changed = await put_grants(policy_url, "bobs", ["calculate"], token)
+    assert changed.status_code == 200, changed.text
+    for _ in range(100):
+        if await catalog_grants(brain.url, "bobs", "calculate"):
+            break
+        await asyncio.sleep(0.05)
+    assert await catalog_grants(brain.url, "bobs", "calculate") == ["calculate"]
+
+    stack.kill("brain")
+    await stack.start_child(brain)
+    await stack.wait_ready(timeout=60, children=[brain])
+    assert await catalog_grants(brain.url, "bobs", "calculate") == ["calculate"]
+    assert (await put_grants(policy_url, "bobs", [], token)).status_code == 200

@@ -68,7 +68,7 @@ ROLES: dict[str, Role] = {
         calls=(QUEUE_GATEWAY, QUEUE_TOOLS, QUEUE_APPROVALS, QUEUE_OUTPUTS),
         writes=(RUN_EVENTS,),
         reads=(RUN_EVENTS, APPROVAL_DECISIONS),
-        broadcasts=("run_stopping", "run_child_ended"),
+        broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed"),
     ),
     "gateway": Role(serves=(QUEUE_GATEWAY,), streamed_replies=True),
     "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS,)),

@@ -80,6 +80,11 @@ class Subjects:
         """Broadcast: a sub-agent ended; the replica that claims the parent resumes it."""
         return self._s("runs", "child_ended")
 
+    @property
+    def agent_grants_changed(self) -> str:
+        """Broadcast: an agent's grants changed; every brain replica reloads them."""
+        return self._s("agents", "grants_changed")
+
     def run_events(self, run_id: str) -> str:
         return self._s("events", run_id)
 

@@ -22,6 +22,7 @@ from tether_approvals.rules import build_approvers
 from tether_approvals.settings import ApprovalSettings
 from tether_approvals.store import ApprovalStore
 from tether_common import audit
+from tether_common.background import FailureLog, every
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -45,17 +46,17 @@ async def sweep_forever(
     pending gauge is re-read on the same tick; old operator events and dead operator
     sessions are pruned now and then."""
     pruned = 0.0
-    while True:
-        try:
-            await lifecycle.sweep(settings.republish_after_s)
-            await pending.refresh()
-            if time.monotonic() - pruned > PRUNE_EVERY_S:
-                await store.prune_events(settings.event_retention_s)
-                await board.prune()
-                pruned = time.monotonic()
-        except Exception:
-            log.exception("approval sweep failed; retrying next tick")
-        await asyncio.sleep(settings.sweep_interval_s)
+
+    async def tick() -> None:
+        nonlocal pruned
+        await lifecycle.sweep(settings.republish_after_s)
+        await pending.refresh()
+        if time.monotonic() - pruned > PRUNE_EVERY_S:
+            await store.prune_events(settings.event_retention_s)
+            await board.prune()
+            pruned = time.monotonic()
+
+    await every(settings.sweep_interval_s, tick, FailureLog(log, "the approval sweep"))
 
 
 def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:

@@ -1,4 +1,5 @@
-"""Agents: their grants, owner, mode and bars, from settings; and the effective policy of
+"""Agents: their grants, owner, mode and bars, from settings, with the grant changes made
+through the policy API laid over them (`grant_overrides.py`); and the effective policy of
 a run (a request may narrow the agent's mode, never widen it)."""
 
 from __future__ import annotations
@@ -64,12 +65,23 @@ class Agents:
         self.workspace = workspace
         self.guardrails = guardrails
         self.allowlist = tuple(parse_grant(rule) for rule in allowlist)
+        self._effective = dict(self.configs)
 
     def config(self, agent_id: str | None) -> AgentConfig:
-        found = self.configs.get(agent_id or DEFAULT_AGENT)
+        found = self._effective.get(agent_id or DEFAULT_AGENT)
         if found is None:
             raise NotFoundError(f"no agent '{agent_id}'")
         return found
+
+    def override_grants(self, overrides: dict[str, list[str]]) -> None:
+        """Lay changed grants over the configured ones (all of them: an agent missing from
+        `overrides` has its configured grants again). Unknown agents are ignored."""
+        self._effective = {
+            agent_id: config
+            if agent_id not in overrides
+            else config.model_copy(update={"grants": list(overrides[agent_id])})
+            for agent_id, config in self.configs.items()
+        }
 
     def policy(self, agent_id: str | None, options: dict[str, Any]) -> AgentPolicy:
         config = self.config(agent_id)

@@ -3,6 +3,8 @@ manager with its leases, the HTTP API and the same operations over NATS."""
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import suppress
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -11,6 +13,7 @@ from tether_brain.acting import Actor
 from tether_brain.agents import Agents
 from tether_brain.api import runs_router
 from tether_brain.approval import ApprovalClient
+from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
@@ -23,7 +26,7 @@ from tether_brain.store import RunStore
 from tether_brain.subagents import AgentTool
 from tether_brain.toolbox import Toolbox
 from tether_common.messages.approvals import ApprovalDecided
-from tether_common.messages.runs import ChildEnded, GetRun, RunView, StopRun
+from tether_common.messages.runs import ChildEnded, GetRun, GrantsChanged, RunView, StopRun
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -47,6 +50,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         guardrails=settings.guardrails,
         allowlist=settings.allowlist,
     )
+    overrides = GrantOverrides(service.engine, agents, bus, refresh_s=settings.grants_refresh_s)
     approvals = ApprovalClient(bus, expiry_s=settings.approval_expiry_s)
     actor = Actor(
         toolbox, agents, max_calls_per_step=settings.max_calls_per_step, tree_of=store.children
@@ -67,7 +71,13 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     async def get_run(req: GetRun) -> RunView:
         return await manager.get(req.run_id)
 
+    background: list[asyncio.Task[None]] = []
+
     async def on_start() -> None:
+        # Before serving: no run may be gated on grants a change has already replaced.
+        await overrides.load()
+        await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
+        background.append(asyncio.create_task(overrides.refresh_forever()))
         await bus.serve(subjects.run_start, manager.start)
         await bus.serve(subjects.run_get, get_run)
         await bus.serve(subjects.run_stop, manager.stop)
@@ -82,10 +92,17 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         )
         manager.begin_maintenance()
 
+    async def on_stop() -> None:
+        for task in background:
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        await manager.close()
+
     return service.app(
         title="Tether brain",
         on_start=on_start,
-        on_stop=manager.close,
+        on_stop=on_stop,
         routers=[
             runs_router(manager, toolbox),
             skills_router(skills.store),
@@ -93,6 +110,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
                 agents,
                 toolbox,
                 approvals,
+                overrides,
                 engine=service.engine,
                 operator_token=common.operator_token,
             ),

@@ -2,8 +2,8 @@
 with its grants, an operator's manual tool run through the same gates, changing an
 agent's grants (waiver changes audited), and checking a trail against its kept head.
 
-Grant changes are an in-memory override of `Agents.configs` on this replica: agents are
-configured in settings today, so a restart (or another replica) reads the settings again.
+Grant changes are kept in PostgreSQL with their audit records and laid over the agents'
+configured grants on every replica (`grant_overrides.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tether_brain.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import category, needs_grant
+from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.manual_runs import ManualRunBody, ManualRuns, run_gates
 from tether_brain.toolbox import Toolbox
 from tether_common import audit
@@ -175,6 +176,7 @@ class PolicyService:
     manual: ManualRuns
     admin_hashes: frozenset[str]
     owner_hashes: dict[str, str]  # token hash -> owner name
+    overrides: GrantOverrides
     sink: audit.JsonlSink | None = None
 
     async def explain(self, body: ExplainBody) -> Explanation:
@@ -238,11 +240,12 @@ class PolicyService:
             )
         if problems := parse_grants(grants).problems:
             raise MessageError("; ".join(problems), code="invalid_grant")
-        old, new = config.grants, list(grants)
-        added = [g for g in new if g not in old]
-        removed = [g for g in old if g not in new]
-        waivers_added, waivers_removed = _waived(added), _waived(removed)
+        new = list(grants)
         async with self.engine.begin() as conn:
+            old = await self.overrides.in_force(conn, agent_id)
+            added = [g for g in new if g not in old]
+            removed = [g for g in old if g not in new]
+            waivers_added, waivers_removed = _waived(added), _waived(removed)
             if added or removed:
                 data = trail.grants_changed(agent_id, who, added, removed)
                 await trail.record(
@@ -253,8 +256,9 @@ class PolicyService:
                 await trail.record(
                     conn, f"agent:{agent_id}", "waiver.changed", data, sink=self.sink
                 )
-        # Recorded first: a change that could not be audited is not made.
-        self.agents.configs[agent_id] = config.model_copy(update={"grants": new})
+            # In the audit's transaction: a change that could not be audited is not made.
+            await self.overrides.save(conn, agent_id, new, who)
+        await self.overrides.committed(agent_id, new)
         return GrantsView(
             agent=agent_id,
             grants=new,
@@ -281,6 +285,7 @@ def policy_router(
     agents: Agents,
     toolbox: Toolbox,
     approvals: ApprovalClient,
+    overrides: GrantOverrides,
     *,
     engine: AsyncEngine,
     operator_token: str | None,
@@ -296,6 +301,7 @@ def policy_router(
         ManualRuns(agents, toolbox, approvals, engine, sink),
         operator_token_hashes(operator_token),
         {hash_token(token): owner for owner, token in (owner_tokens or {}).items()},
+        overrides,
         sink,
     )
     return _routes(service)

@@ -9,7 +9,6 @@ first, so replicas take turns instead of fighting over the same rows.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -19,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_common.background import FailureLog, every
 from tether_common.errors import NotFoundError, StoreError
 from tether_common.objects import BlobBucket
 
@@ -148,21 +148,21 @@ class Collector:
         """Collect every `interval_s` until cancelled, looking for orphaned objects every
         `orphans_every_s`; a failed pass is logged, not fatal."""
         orphans_due = 0.0
-        while True:
-            try:
-                if time.monotonic() >= orphans_due:
-                    adopted = await self.adopt_orphans()
-                    orphans_due = time.monotonic() + orphans_every_s
-                    if adopted:
-                        log.info("adopted %d objects no chunk row named", adopted)
-                done = await self.collect()
-                if done.purged or done.uploads or done.chunks:
-                    log.info(
-                        "collected %d outputs, %d uploads, %d chunks",
-                        done.purged,
-                        done.uploads,
-                        done.chunks,
-                    )
-            except Exception:
-                log.exception("output collection failed; retrying next interval")
-            await asyncio.sleep(interval_s)
+
+        async def one_pass() -> None:
+            nonlocal orphans_due
+            if time.monotonic() >= orphans_due:
+                adopted = await self.adopt_orphans()
+                orphans_due = time.monotonic() + orphans_every_s
+                if adopted:
+                    log.info("adopted %d objects no chunk row named", adopted)
+            done = await self.collect()
+            if done.purged or done.uploads or done.chunks:
+                log.info(
+                    "collected %d outputs, %d uploads, %d chunks",
+                    done.purged,
+                    done.uploads,
+                    done.chunks,
+                )
+
+        await every(interval_s, one_pass, FailureLog(log, "output collection"))

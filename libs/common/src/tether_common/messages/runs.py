@@ -73,6 +73,12 @@ class ChildEnded(WireModel):
     child_id: str
 
 
+class GrantsChanged(WireModel):
+    """An agent's grants were changed through the policy API: every brain replica reloads."""
+
+    agent_id: str
+
+
 class QueueMessage(WireModel):
     run_id: str
     text: str = Field(min_length=1, max_length=200_000)
