@@ -4,9 +4,12 @@ OTLP/HTTP to a small local receiver that decodes the protobuf wire format."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -23,6 +26,7 @@ from starlette.routing import Route
 from tether_client import TetherClient
 from tether_common.embedded import free_port
 from tether_common.supervisor import Supervisor
+from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -97,6 +101,7 @@ def stack_extra_env(receiver: Receiver) -> dict[str, str]:
     return {
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "TETHER_BRAIN_AGENTS": json.dumps({"ops": {"grants": ["shell#noapproval"]}}),
     }
 
 
@@ -154,3 +159,31 @@ async def test_a_run_is_one_trace_across_services(
     steps = [s for s in spans if s.name == "step"]
     assert len(steps) == 2
     assert all(s.parent_id == run.span_id for s in steps)
+
+
+async def test_the_shell_span_carries_the_exit_code(
+    receiver_server: Receiver, stack: Supervisor, scripts_dir: Path
+) -> None:
+    marker = uuid.uuid4().hex
+    turns: list[Turn] = [[call("shell", command=f"echo {marker}; exit 3")], say("it failed")]
+    model = write_script(scripts_dir, turns)
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("run it", provider="scripted", model=model, agent="ops")
+        results = [e.data async for e in client.events(accepted.run_id) if e.kind == "tool.result"]
+    assert results[0]["content"].startswith("exit code 3")
+
+    def shell_spans() -> list[SpanRecord]:
+        return [
+            s
+            for s in receiver_server.spans
+            if s.service == "tether-tools-runner"
+            and s.attributes.get("tether.tool.name") == "shell"
+        ]
+
+    deadline = time.monotonic() + 20
+    while not shell_spans() and time.monotonic() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.2)  # the exporter sends in batches
+    (span,) = shell_spans()
+    assert span.attributes["process.exit.code"] == 3
+    assert span.attributes["tether.shell.timed_out"] is False
+    assert span.attributes["tether.tool.outcome"] == "ok"

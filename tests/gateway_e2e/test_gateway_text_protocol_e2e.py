@@ -5,7 +5,6 @@ brain. Each run still calls `current_time` and completes, and no call text leaks
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from tether_common.messages.runs import RunEvent, RunView
 from tether_common.supervisor import Supervisor
 from tether_common.testing import event_data
 from tether_common.toolcalls import TOOL_FENCE
-from tether_gateway.testing import FakeUpstream, Reply, sse
+from tether_gateway.testing import FakeUpstream, Reply, chat_text_stream
 
 pytestmark = pytest.mark.e2e
 
@@ -38,25 +37,8 @@ DAMAGED_CALLS = {
 LEAKS = ("```", "<tool_call>", "'name'", '"name"')
 
 
-def completion_stream(text: str, *, piece: int = 7) -> Reply:
-    """`text` as a Chat Completions stream in small deltas, then usage and `[DONE]`."""
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "finish_reason": finish}
-        return sse({"object": "chat.completion.chunk", "model": TEXT_MODEL, "choices": [choice]})
-
-    pieces = [chunk({"role": "assistant", "content": ""})]
-    pieces += [chunk({"content": text[i : i + piece]}) for i in range(0, len(text), piece)]
-    pieces.append(chunk({}, "stop"))
-    usage = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
-    pieces += [sse({"object": "chat.completion.chunk", "choices": [], "usage": usage})]
-    return Reply(pieces=[*pieces, sse("[DONE]")])
-
-
-@pytest.fixture(scope="module")
-async def fake_model() -> AsyncIterator[FakeUpstream]:
-    async with FakeUpstream() as server:
-        yield server
+def completion_stream(text: str) -> Reply:
+    return chat_text_stream(text, TEXT_MODEL)
 
 
 @pytest.fixture(scope="module")

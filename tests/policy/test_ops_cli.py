@@ -1,6 +1,7 @@
 """The operator commands of `tether` against real services: approvals list/show/approve/
-deny, policy explain, audit verify (a tampered record fails it), and the approval card
-`tether run` offers inline on a terminal."""
+deny, policy explain, tools run (through the gates, with an approval when they ask),
+audit verify (a tampered record fails it), and the approval card `tether run` offers
+inline on a terminal."""
 
 from __future__ import annotations
 
@@ -69,6 +70,57 @@ async def test_policy_explain_prints_the_verdict(capsys: pytest.CaptureFixture[s
     assert "allowed by file_write?path=notes.txt#noapproval" in out
     code, _ = await tether(capsys, "policy", "explain", "calculate", "not json")
     assert code == 2
+
+
+@pytest.mark.usefixtures("cli_env")
+async def test_tools_run_runs_through_the_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = await tether(capsys, "tools", "run", "calculate", '{"expression": "6*7"}')
+    assert (code, "calculate: ok" in out, "42" in out) == (0, True, True)
+    code, out = await tether(capsys, "tools", "run", "calculate", '{"expression": "1"}',
+                             "--agent", "locked")  # fmt: skip
+    assert code == 2  # refused by the gates: nothing ran
+    code, out = await tether(capsys, "tools", "run", "calculate", "[1]")
+    assert code == 2
+
+
+@pytest.mark.usefixtures("cli_env")
+async def test_tools_run_asks_then_spends_the_approval(
+    capsys: pytest.CaptureFixture[str], stack: Supervisor, auth: dict[str, str]
+) -> None:
+    code, out = await tether(capsys, "tools", "run", "convert_time", json.dumps(CONVERT))
+    assert code == 3
+    approval_id = out.split("approval needed: ")[1].split()[0]
+    code, _ = await tether(capsys, "approvals", "approve", approval_id)
+    assert code == 0
+    argv = ("tools", "run", "convert_time", json.dumps(CONVERT), "--approval-id", approval_id)
+    code, out = await tether(capsys, *argv)
+    assert (code, "convert_time: ok" in out) == (0, True)
+    code, _ = await tether(capsys, *argv)
+    assert code == 2  # an approval is spent once
+
+
+@pytest.mark.usefixtures("cli_env")
+async def test_tools_run_waits_for_the_decision(
+    capsys: pytest.CaptureFixture[str], stack: Supervisor, auth: dict[str, str]
+) -> None:
+    argv = ["tools", "run", "convert_time", json.dumps(CONVERT | {"time": "11:00"}), "--wait"]
+    capsys.readouterr()
+    waiting = asyncio.create_task(asyncio.to_thread(main, argv))
+    async with httpx.AsyncClient(base_url=stack.child("approvals").url, timeout=10) as client:
+        for _ in range(200):
+            pending = (await client.get("/v1/approvals", headers=auth)).json()
+            asked = [a for a in pending["approvals"] if a["args"].get("time") == "11:00"]
+            if asked:
+                break
+            await asyncio.sleep(0.05)
+        decided = await client.post(
+            f"/v1/approvals/{asked[0]['approval_id']}/decision",
+            json={"decision": "deny"},
+            headers=auth,
+        )
+        assert decided.status_code == 200
+    assert await asyncio.wait_for(waiting, 30) == 1
+    assert "denied (deny); nothing ran" in capsys.readouterr().out
 
 
 @pytest.mark.usefixtures("cli_env")

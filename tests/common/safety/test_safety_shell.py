@@ -102,6 +102,8 @@ ALLOW = [
     "sleep 1",
     "true",
     "false",
+    "exit 3",
+    "ls missing; exit $?",
     "set -euo pipefail; ls",
     "cat .gitignore",
     "cat .github/workflows/ci.yml",

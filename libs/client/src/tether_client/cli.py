@@ -10,7 +10,7 @@ import sys
 
 from tether_client.client import DEFAULT_API_URL, TetherClient
 from tether_client.ops_cli import add_subcommands as add_ops_commands
-from tether_client.ops_cli import offer_approval
+from tether_client.ops_cli import add_tools_run, offer_approval
 from tether_client.render import render
 from tether_client.skills_cli import add_subcommands as add_skills_commands
 from tether_common.errors import TetherError
@@ -98,6 +98,7 @@ def parser() -> argparse.ArgumentParser:
         dest="action", required=True
     )
     tools.add_parser("list").set_defaults(fn=tools_list)
+    add_tools_run(tools, api_url)
     return root
 
 

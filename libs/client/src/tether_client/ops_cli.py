@@ -160,13 +160,18 @@ async def audit_verify(args: argparse.Namespace, api_url: str) -> int:
     return 0 if brain["intact"] and decisions["intact"] else 1
 
 
-async def policy_explain(args: argparse.Namespace, api_url: str) -> int:
+def call_arguments(text: str) -> dict[str, Any]:
     try:
-        call_args = json.loads(args.args_json)
+        found = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MessageError(f"ARGS is not JSON: {exc}", code="invalid_request") from None
-    if not isinstance(call_args, dict):
+    if not isinstance(found, dict):
         raise MessageError("ARGS must be a JSON object", code="invalid_request")
+    return found
+
+
+async def policy_explain(args: argparse.Namespace, api_url: str) -> int:
+    call_args = call_arguments(args.args_json)
     async with TetherClient(api_url) as client:
         found = await client.explain(
             args.tool, call_args, agent=args.agent, mode=args.mode, tainted=args.tainted
@@ -177,6 +182,47 @@ async def policy_explain(args: argparse.Namespace, api_url: str) -> int:
     for line in found.get("trail", []):
         say(f"  - {line}")
     return 0
+
+
+async def wait_decided(approval_id: str, token: str, poll_s: float = 0.5) -> ApprovalView:
+    """Until an operator (or expiry) decides the request; polled, as a one-off command
+    needs no event stream of its own."""
+    async with ApprovalsClient(approvals_url(), token) as client:
+        while (view := await client.get(approval_id)).status == "pending":  # noqa: ASYNC110
+            await asyncio.sleep(poll_s)
+    return view
+
+
+async def tools_run(args: argparse.Namespace, api_url: str) -> int:
+    """Exit 0: the tool ran and succeeded; 1: it ran and failed, or was not approved;
+    3: it waits for an approval (without --wait)."""
+    token = required_token()
+    call_args = call_arguments(args.args_json)
+    async with TetherClient(api_url) as client:
+        found = await client.run_tool(
+            args.tool, call_args, token, agent=args.agent, approval_id=args.approval_id
+        )
+        if found.get("decision") == "ask":
+            approval_id = str(found["approval_id"])
+            error = found.get("error") or {}
+            say(f"approval needed: {approval_id} ({error.get('code')}: {error.get('message')})")
+            if not args.wait:
+                say(
+                    f"decide it (tether approvals approve {approval_id}), then run again "
+                    f"with --approval-id {approval_id}"
+                )
+                return 3
+            view = await wait_decided(approval_id, token)
+            if view.status != "granted":
+                say(f"{approval_id}: {view.status} ({view.decision}); nothing ran")
+                return 1
+            found = await client.run_tool(
+                args.tool, call_args, token, agent=args.agent, approval_id=approval_id
+            )
+    outcome = "ok" if found["ok"] else f"failed ({found.get('error_code')})"
+    say(f"{found['name']}: {outcome} in {found.get('duration_ms', 0):.0f} ms")
+    say(str(found["content"]))
+    return 0 if found["ok"] else 1
 
 
 def card(data: Mapping[str, Any]) -> str:
@@ -240,6 +286,25 @@ def _add_approvals(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     deny.add_argument("approval_id")
     deny.add_argument("--note")
     deny.set_defaults(fn=approvals_decide)
+
+
+def add_tools_run(
+    tools: argparse._SubParsersAction[argparse.ArgumentParser], api_url: ApiUrl
+) -> None:
+    """Register `tether tools run` (an operator's manual tool run through the gates)."""
+
+    async def run(args: argparse.Namespace) -> int:
+        return await tools_run(args, api_url())
+
+    parser = tools.add_parser("run", help="run one tool through the gates (operator token)")
+    parser.add_argument("tool")
+    parser.add_argument("args_json", metavar="ARGS_JSON")
+    parser.add_argument("--agent", help="whose grants apply (default: the default agent)")
+    parser.add_argument("--approval-id", help="spend this granted approval on the call")
+    parser.add_argument(
+        "--wait", action="store_true", help="when the gates ask, wait for the decision"
+    )
+    parser.set_defaults(fn=run)
 
 
 def add_subcommands(

@@ -17,7 +17,7 @@ import asyncio
 import os
 import secrets
 import signal
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 
 from tether_common.embedded import EmbeddedPostgres, NatsServer, free_port
@@ -46,6 +46,7 @@ async def start_local_model(stack: AsyncExitStack, base: Path) -> dict[str, str]
         model_path,
         start_llama_server,
         stop,
+        supervise,
         wait_ready,
     )
 
@@ -59,10 +60,18 @@ async def start_local_model(stack: AsyncExitStack, base: Path) -> dict[str, str]
     )
     stack.callback(stop, server)
     await wait_ready(server, timeout=120)
+    keeper = asyncio.create_task(supervise(server), name="llama-server")
+    stack.push_async_callback(cancel, keeper)  # runs before `stop`: no restart while stopping
     return {
         "TETHER_GATEWAY_LOCAL_BASE_URL": server.base_url,
         "TETHER_GATEWAY_LOCAL_MODEL": local.model_alias,
     }
+
+
+async def cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task
 
 
 def home() -> Path:

@@ -18,7 +18,17 @@ from typing import Any, Literal
 
 from tether_common.messages.gateway import ModelEvent
 
-__all__ = ["FakeUpstream", "Received", "RecordingSleep", "Reply", "collect", "ndjson", "sse"]
+__all__ = [
+    "FakeUpstream",
+    "Received",
+    "RecordingSleep",
+    "Reply",
+    "chat_call_stream",
+    "chat_text_stream",
+    "collect",
+    "ndjson",
+    "sse",
+]
 
 
 async def collect(events: AsyncIterator[ModelEvent]) -> list[ModelEvent]:
@@ -41,6 +51,47 @@ def sse(data: Mapping[str, Any] | str, event: str | None = None) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()
+
+
+def _chat_chunk(model: str, delta: Mapping[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return sse({"object": "chat.completion.chunk", "model": model, "choices": [choice]})
+
+
+def _chat_end(model: str, finish: str) -> list[bytes]:
+    usage = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+    return [
+        _chat_chunk(model, {}, finish),
+        sse({"object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}),
+        sse("[DONE]"),
+    ]
+
+
+def chat_text_stream(text: str, model: str, *, piece: int = 7) -> Reply:
+    """`text` as a Chat Completions stream in small deltas, then usage and `[DONE]`."""
+    pieces = [_chat_chunk(model, {"role": "assistant", "content": ""})]
+    pieces += [
+        _chat_chunk(model, {"content": text[i : i + piece]}) for i in range(0, len(text), piece)
+    ]
+    return Reply(pieces=[*pieces, *_chat_end(model, "stop")])
+
+
+def chat_call_stream(name: str, arguments: Mapping[str, Any], model: str) -> Reply:
+    """One native tool call as a Chat Completions stream, its arguments in two deltas."""
+    text = json.dumps(arguments)
+    half = len(text) // 2
+    start = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": ""},
+    }
+    pieces = [
+        _chat_chunk(model, {"role": "assistant", "tool_calls": [start]}),
+        _chat_chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": text[:half]}}]}),
+        _chat_chunk(model, {"tool_calls": [{"index": 0, "function": {"arguments": text[half:]}}]}),
+    ]
+    return Reply(pieces=[*pieces, *_chat_end(model, "tool_calls")])
 
 
 def ndjson(data: Mapping[str, Any]) -> bytes:

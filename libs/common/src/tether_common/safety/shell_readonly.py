@@ -224,7 +224,7 @@ READ_ONLY: Mapping[str, Check] = {
             "readlink cut tr diff cmp nl tac rev fold column paste comm join expand unexpand "
             "md5sum sha1sum sha224sum sha256sum sha384sum sha512sum b2sum cksum base64 "
             "base32 od hexdump strings seq true false test [ sleep cd jq ps getconf locale "
-            "tty cal"
+            "tty cal exit"
         ),
         _no_check,
     ),
@@ -253,5 +253,5 @@ OPAQUE_ARGS_SAFE = names(
     "ls cat head tail wc grep egrep fgrep echo pwd stat du df basename dirname "
     "realpath readlink cut tr diff cmp nl tac rev fold column paste comm join expand "
     "unexpand md5sum sha1sum sha256sum sha512sum base64 od hexdump strings seq true false "
-    "test [ whoami id groups uname nproc which type cd sleep jq"
+    "test [ whoami id groups uname nproc which type cd sleep jq exit"
 )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from opentelemetry import trace
+
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety import classify
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, run_sandboxed
@@ -73,6 +75,11 @@ class ShellTool:
             timeout_s=timeout,
             limits=limits,
         )
+        # On the runner's span for this call (the bus's server span is current here).
+        span = trace.get_current_span()
+        span.set_attribute("tether.shell.timed_out", outcome.timed_out)
+        if outcome.exit_code is not None:
+            span.set_attribute("process.exit.code", outcome.exit_code)
         if outcome.timed_out:
             raise ToolFailure(
                 "timeout",
