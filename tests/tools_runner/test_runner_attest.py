@@ -23,7 +23,8 @@ RLIMITS_ONLY = Attestation("rlimits", None, {}, {"bwrap": "bwrap is not installe
 def test_the_host_is_attested(attestation: Attestation) -> None:
     assert attestation.level in LEVELS
     assert set(attestation.features) >= {"user_ns", "seccomp", "landlock_abi", "process_limit"}
-    assert (attestation.bwrap is not None) == (attestation.level == "bwrap")
+    assert (attestation.bwrap is not None) == attestation.at_least("bwrap")
+    assert (attestation.seccomp is not None) == attestation.at_least("seccomp")
     assert missing_for(attestation, attestation.level) is None
 
 

@@ -53,7 +53,7 @@ async def test_catalogue_lists_builtins_and_sandbox_level(stack_bus: Bus) -> Non
     catalog = await stack_bus.request(stack_bus.subjects.tool_catalog, CatalogRequest())
     names = {tool.name for tool in catalog.tools}
     assert names >= {"current_time", "calculate", "file_read", "file_edit", "shell", "web_fetch"}
-    assert catalog.sandbox_level in {"none", "rlimits", "bwrap"}
+    assert catalog.sandbox_level in {"none", "rlimits", "bwrap", "seccomp"}
     for tool in catalog.tools:
         assert tool.parameters["additionalProperties"] is False
 

@@ -22,7 +22,7 @@ Call = Callable[..., Awaitable[ToolResult]]
 
 @pytest.fixture
 def sandboxed(attestation: Attestation) -> Attestation:
-    if attestation.level != "bwrap":
+    if not attestation.at_least("bwrap"):
         pytest.fail(
             f"bubblewrap does not work on this host (apt-get install bubblewrap): {attestation.problems}"
         )

@@ -7,9 +7,11 @@ Levels, weakest first (each includes the ones before it):
               the process group, a scrubbed environment; no filesystem or network isolation
     bwrap     bubblewrap really runs `true` here: read-only system, the workspace as the
               only writable place, private /tmp, no network, own PID namespace
+    seccomp   bwrap plus the syscall filter of seccomp.py, which bwrap really installed
+              here (the probe runs `true` under it)
 
-Other findings (seccomp, Landlock ABI, cgroups, whether the process count is bounded
-for root) are reported as detail; they are observed, not yet applied by the runner."""
+Other findings (Landlock ABI, cgroups, whether the process count is bounded for root) are
+reported as detail; they are observed, not applied by the runner."""
 
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LEVELS: tuple[str, ...] = ("none", "rlimits", "bwrap")
+from tether_common.errors import ConfigError
+
+from .seccomp import DENIED, program, program_fd
+
+LEVELS: tuple[str, ...] = ("none", "rlimits", "bwrap", "seccomp")
 PIDS_CGROUP_V1 = Path("/sys/fs/cgroup/pids")
 _LANDLOCK_CREATE_RULESET = {"x86_64": 444, "aarch64": 444}
 
@@ -32,6 +38,7 @@ class Attestation:
     bwrap: str | None
     features: dict[str, str] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+    seccomp: bytes | None = None  # the filter bwrap installs, when the level has it
 
     def at_least(self, level: str) -> bool:
         return level in LEVELS and LEVELS.index(self.level) >= LEVELS.index(level)
@@ -52,19 +59,39 @@ def missing_for(attestation: Attestation, level: str) -> str | None:
     return f"this host gives sandbox level {attestation.level!r}, below {level!r} ({detail})"
 
 
-def _probe_bwrap(path: str | None) -> str | None:
-    """None when bubblewrap works here, else what went wrong."""
+def _probe_bwrap(path: str | None, filter_fd: int | None = None) -> str | None:
+    """None when bubblewrap (with the filter on `filter_fd`) works here, else what went
+    wrong."""
     if path is None:
         return "bwrap is not installed"
     args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "true"]
+    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
+    if filter_fd is not None:
+        args += ["--seccomp", str(filter_fd)]
+    fds = (filter_fd,) if filter_fd is not None else ()
     try:
-        done = subprocess.run(args, capture_output=True, timeout=10, check=False)
+        done = subprocess.run(
+            [*args, "true"], capture_output=True, timeout=10, check=False, pass_fds=fds
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap could not run: {exc}"
     if done.returncode != 0:
         return f"bwrap failed: {done.stderr.decode(errors='replace').strip()[:200]}"
     return None
+
+
+def _probe_seccomp(bwrap: str) -> tuple[bytes | None, str | None]:
+    """(the filter, None) when bwrap installs it here, else (None, why not)."""
+    try:
+        compiled = program()
+    except ConfigError as exc:
+        return None, exc.message
+    fd = program_fd(compiled)
+    try:
+        failure = _probe_bwrap(bwrap, fd)
+    finally:
+        os.close(fd)
+    return (None, failure) if failure is not None else (compiled, None)
 
 
 def _landlock_abi() -> str:
@@ -77,14 +104,6 @@ def _landlock_abi() -> str:
     except (OSError, AttributeError):
         return "unknown"
     return str(abi) if abi > 0 else "unavailable"
-
-
-def _seccomp() -> str:
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        return "unknown"
-    return "available" if "Seccomp:" in status else "unavailable"
 
 
 def _namespaces() -> dict[str, str]:
@@ -115,19 +134,26 @@ def attest() -> Attestation:
         level, problems = "none", {"rlimits": "the resource module is unavailable"}
     bwrap = shutil.which("bwrap")
     failure = _probe_bwrap(bwrap) if level == "rlimits" else "needs rlimits"
+    compiled: bytes | None = None
     if failure is None:
         level = "bwrap"
+        assert bwrap is not None
+        compiled, why_not = _probe_seccomp(bwrap)
+        if compiled is not None:
+            level = "seccomp"
+        else:
+            problems["seccomp"] = why_not or "unknown"
     else:
         problems["bwrap"] = failure
     features = {
         **_namespaces(),
-        "seccomp": _seccomp(),
+        "seccomp": f"{len(DENIED)} syscalls refused" if compiled is not None else "not applied",
         "landlock_abi": _landlock_abi(),
         "cgroup_v2": "yes" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "no",
         "process_limit": _process_limit(),
         "network": "off (always, for now)" if level == "bwrap" else "not isolated",
     }
-    return Attestation(level, bwrap if failure is None else None, features, problems)
+    return Attestation(level, bwrap if failure is None else None, features, problems, compiled)
 
 
 __all__ = ["LEVELS", "Attestation", "attest", "missing_for", "pids_cgroup_usable"]

@@ -1,7 +1,7 @@
 """Running one shell command in the sandbox and collecting a bounded result.
 
-The command runs as `bash -c` inside bubblewrap when the host attests to it (else with
-rlimits only), in its own session so the whole group can be killed; stdin is closed;
+The command runs as `bash -c` inside bubblewrap, under the seccomp filter, when the host
+attests to them (else with rlimits only), in its own session so the whole group can be killed; stdin is closed;
 stdout and stderr are merged and kept head-and-tail; the process tree never outlives
 the call, whether it timed out or merely left a background child behind."""
 
@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .attest import Attestation, pids_cgroup_usable
 from .limits import PidsCgroup, SandboxLimits, rlimits_setter
+from .seccomp import program_fd
 
 MAX_OUTPUT_CHARS = 20_000
 _KEEP_BYTES = 4 * MAX_OUTPUT_CHARS  # enough bytes for the head and tail characters
@@ -142,7 +143,11 @@ async def _finish(proc: asyncio.subprocess.Process, cgroup: PidsCgroup | None) -
 
 
 async def _spawn(
-    argv: list[str], workspace: Path, limits: SandboxLimits, cgroup: PidsCgroup | None
+    argv: list[str],
+    workspace: Path,
+    limits: SandboxLimits,
+    cgroup: PidsCgroup | None,
+    pass_fds: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *argv,
@@ -153,6 +158,7 @@ async def _spawn(
         env=scrubbed_env(dict(os.environ), workspace),
         start_new_session=True,  # its own process group, killed as one
         preexec_fn=rlimits_setter(limits, cgroup),  # runs in the child before exec
+        pass_fds=pass_fds,
     )
 
 
@@ -168,15 +174,24 @@ async def run_sandboxed(
     loop = asyncio.get_running_loop()
     started = loop.time()
     argv = ["/bin/bash", "--noprofile", "--norc", "-c", command]
+    filter_fd = None
     if attestation.bwrap is not None:
-        argv = [*bwrap_args(attestation.bwrap, workspace), *argv]
+        sandbox = bwrap_args(attestation.bwrap, workspace)
+        if attestation.seccomp is not None:
+            filter_fd = program_fd(attestation.seccomp)
+            sandbox[-1:-1] = ["--seccomp", str(filter_fd)]  # before the closing "--"
+        argv = [*sandbox, *argv]
     cgroup = PidsCgroup(limits.processes) if os.geteuid() == 0 and pids_cgroup_usable() else None
     try:
-        proc = await _spawn(argv, workspace, limits, cgroup)
+        fds = (filter_fd,) if filter_fd is not None else ()
+        proc = await _spawn(argv, workspace, limits, cgroup, fds)
     except BaseException:
         if cgroup is not None:
             cgroup.remove()
         raise
+    finally:
+        if filter_fd is not None:
+            os.close(filter_fd)  # bwrap has its own copy
     collector = _Collector()
     assert proc.stdout is not None
     reader = asyncio.ensure_future(_drain(proc.stdout, collector))
