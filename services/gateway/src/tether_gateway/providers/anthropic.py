@@ -8,28 +8,24 @@ pieces; usage comes from `message_start` and `message_delta`; `message_stop` end
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import httpx
+from pydantic import SecretStr
 
 from tether_common.messages.gateway import (
     ChatMessage,
-    ErrorEvent,
     GenerateRequest,
     ModelEvent,
 )
+from tether_gateway.providers.hosted import HostedProvider
 from tether_gateway.providers.http import (
-    Upstream,
     UpstreamError,
     disconnected,
     load_object,
     sse_events,
 )
-from tether_gateway.providers.retry import RetryPolicy, Sleep, with_retries
 from tether_gateway.providers.turn import PendingCall, Turn
-from tether_gateway.settings import GatewaySettings
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -52,43 +48,20 @@ ERROR_TYPES: dict[str, tuple[str, bool]] = {
 }
 
 
-class AnthropicProvider:
+class AnthropicProvider(HostedProvider):
     name = "anthropic"
 
-    def __init__(
-        self,
-        settings: GatewaySettings,
-        client: httpx.AsyncClient,
-        *,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self.settings = settings
-        key = settings.anthropic_api_key
-        self.upstream = Upstream(
-            self.name,
-            client,
-            settings.connect_timeout_s,
-            settings.inactivity_timeout_s,
-            secrets=(key,) if key is not None else (),
-        )
-        self.retry = RetryPolicy.from_settings(settings, sleep=sleep)
-        self.url = settings.anthropic_base_url.rstrip("/") + "/v1/messages"
+    def endpoint(self) -> str:
+        return self.settings.anthropic_base_url.rstrip("/") + "/v1/messages"
 
-    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
-        missing = self.settings.anthropic_missing()
-        model = request.model or self.settings.anthropic_model
-        if missing is None and model is None:
-            missing = "TETHER_GATEWAY_ANTHROPIC_MODEL (or name a model in the request)"
-        if missing is not None or model is None:
-            yield ErrorEvent(
-                code="provider_not_configured",
-                message=f"anthropic is not configured: set {missing}",
-            )
-            return
-        async for event in with_retries(
-            self.upstream, self.retry, lambda: self._attempt(request, model)
-        ):
-            yield event
+    def api_key(self) -> SecretStr | None:
+        return self.settings.anthropic_api_key
+
+    def missing(self) -> str | None:
+        return self.settings.anthropic_missing()
+
+    def default_model(self) -> str | None:
+        return self.settings.anthropic_model
 
     def _headers(self) -> dict[str, str]:
         key = self.settings.anthropic_api_key

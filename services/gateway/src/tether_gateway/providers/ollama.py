@@ -7,50 +7,24 @@ object); `message.thinking` becomes `thinking`; the final object (`done: true`) 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import httpx
-
-from tether_common.messages.gateway import ChatMessage, ErrorEvent, GenerateRequest, ModelEvent
-from tether_gateway.providers.http import Upstream, UpstreamError, disconnected, json_lines
+from tether_common.messages.gateway import ChatMessage, GenerateRequest, ModelEvent
+from tether_gateway.providers.hosted import HostedProvider
+from tether_gateway.providers.http import UpstreamError, disconnected, json_lines
 from tether_gateway.providers.openai import function_tool
-from tether_gateway.providers.retry import RetryPolicy, Sleep, with_retries
 from tether_gateway.providers.turn import PendingCall, Turn
-from tether_gateway.settings import GatewaySettings
 
 
-class OllamaProvider:
+class OllamaProvider(HostedProvider):
     name = "ollama"
 
-    def __init__(
-        self,
-        settings: GatewaySettings,
-        client: httpx.AsyncClient,
-        *,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        self.settings = settings
-        self.upstream = Upstream(
-            self.name, client, settings.connect_timeout_s, settings.inactivity_timeout_s
-        )
-        self.retry = RetryPolicy.from_settings(settings, sleep=sleep)
-        self.url = settings.ollama_url.rstrip("/") + "/api/chat"
+    def endpoint(self) -> str:
+        return self.settings.ollama_url.rstrip("/") + "/api/chat"
 
-    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
-        model = request.model or self.settings.ollama_model
-        if model is None:
-            yield ErrorEvent(
-                code="provider_not_configured",
-                message="ollama has no model: set TETHER_GATEWAY_OLLAMA_MODEL "
-                "(or name a model in the request)",
-            )
-            return
-        async for event in with_retries(
-            self.upstream, self.retry, lambda: self._attempt(request, model)
-        ):
-            yield event
+    def default_model(self) -> str | None:
+        return self.settings.ollama_model
 
     async def _attempt(
         self, request: GenerateRequest, model: str
