@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
+from tether_common.errors import TetherError
 from tether_common.messages.outputs import QueryOutput
 from tether_common.objects import BlobBucket
 from tether_output_store.retention import Collector
@@ -169,3 +170,14 @@ def test_the_backend_setting_names_one_of_two() -> None:
     assert OutputSettings(backend="jetstream").backend == "jetstream"
     with pytest.raises(ValidationError):
         OutputSettings(backend="s3")
+
+
+async def test_a_lost_object_is_reported_as_such_not_as_a_missing_ref(
+    obus: Bus, owner: str, pg: asyncpg.Connection, bucket: BlobBucket
+) -> None:
+    stored = await upload(obus, owner, text_blob(owner, 9000))
+    digests = await pg.fetchval("SELECT chunk_digests FROM outputs WHERE ref = $1", stored.ref)
+    await bucket.delete(digests)  # lost behind the store's back
+    with pytest.raises(TetherError) as lost:
+        await obus.request(obus.subjects.output_query, QueryOutput(ref=stored.ref, run_id=owner))
+    assert lost.value.code == "chunk_missing"

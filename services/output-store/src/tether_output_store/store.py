@@ -101,6 +101,16 @@ class OutputStore:
                 await objects.put(digest, unique[digest])
         return digests
 
+    async def _fetch(self, digest: str) -> bytes:
+        try:
+            return await self._objects(digest).get(digest)
+        except NotFoundError:  # the output exists; its bytes do not: say so, not not_found
+            raise StoreError(
+                f"chunk {digest[:12]} of a stored output is missing from the object store",
+                code="chunk_missing",
+                retryable=False,
+            ) from None
+
     def _objects(self, digest: str) -> BlobBucket:
         if self.objects is None:
             raise StoreError(
@@ -207,7 +217,7 @@ class OutputStore:
                 )
                 by_digest = {r.digest: r.data for r in rows}
             outside = [d for d in dict.fromkeys(wanted) if by_digest.get(d) is None]
-            fetched = await asyncio.gather(*(self._objects(d).get(d) for d in outside))
+            fetched = await asyncio.gather(*(self._fetch(d) for d in outside))
             by_digest.update(zip(outside, fetched, strict=True))
             for digest in wanted:
                 yield bytes(by_digest[digest])
