@@ -25,6 +25,8 @@ def test_the_host_is_attested(attestation: Attestation) -> None:
     assert set(attestation.features) >= {"user_ns", "seccomp", "landlock_abi", "process_limit"}
     assert (attestation.bwrap is not None) == attestation.at_least("bwrap")
     assert (attestation.seccomp is not None) == attestation.at_least("seccomp")
+    network = attestation.features["network"]
+    assert (network == "off (always, for now)") == attestation.at_least("bwrap")
     assert missing_for(attestation, attestation.level) is None
 
 

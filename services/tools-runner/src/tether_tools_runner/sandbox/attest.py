@@ -135,6 +135,7 @@ def attest() -> Attestation:
     bwrap = shutil.which("bwrap")
     failure = _probe_bwrap(bwrap) if level == "rlimits" else "needs rlimits"
     compiled: bytes | None = None
+    bwrap_works = failure is None
     if failure is None:
         level = "bwrap"
         assert bwrap is not None
@@ -151,7 +152,7 @@ def attest() -> Attestation:
         "landlock_abi": _landlock_abi(),
         "cgroup_v2": "yes" if Path("/sys/fs/cgroup/cgroup.controllers").exists() else "no",
         "process_limit": _process_limit(),
-        "network": "off (always, for now)" if level == "bwrap" else "not isolated",
+        "network": "off (always, for now)" if bwrap_works else "not isolated",
     }
     return Attestation(level, bwrap if failure is None else None, features, problems, compiled)
 
