@@ -7,6 +7,7 @@ Leases use the database clock (`now()`), so replicas need not agree on time.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
@@ -97,6 +98,42 @@ inbox = Table(
 
 LIVE = ("queued", "running")
 
+AUDIT_COLUMNS = ("seq", "event", "data", "prev_digest", "nonce", "ts", "digest")
+# A step's whole write. The inserts join the fenced update's result, so they happen only
+# if the fence held; the statement answers how many run rows it updated (0 or 1).
+COMMIT_STEP = text(
+    """
+    WITH fenced AS (
+        UPDATE runs SET
+            status = :status, stop_reason = :stop_reason, answer = :answer, step = :step,
+            journal_seq = :journal_seq, event_seq = :event_seq,
+            input_tokens = :input_tokens, output_tokens = :output_tokens, cost = :cost,
+            usage_estimated = :usage_estimated, updated_at = :updated_at,
+            counters = CAST(:counters AS jsonb), active_seconds = :active_seconds,
+            audit_head = CAST(:audit_head AS varchar),
+            lease_owner = CASE WHEN :release THEN NULL ELSE lease_owner END,
+            lease_expires_at = CASE WHEN :release THEN NULL ELSE lease_expires_at END
+        WHERE run_id = :run_id AND fence = :fence
+        RETURNING run_id
+    ), journaled AS (
+        INSERT INTO run_journal (run_id, seq, kind, data, created_at)
+        SELECT f.run_id, j.seq, j.kind, CAST(j.data AS jsonb), :updated_at
+        FROM fenced f, unnest(
+            CAST(:j_seq AS bigint[]), CAST(:j_kind AS varchar[]), CAST(:j_data AS text[])
+        ) AS j(seq, kind, data)
+    ), audited AS (
+        INSERT INTO audit_records (run_id, seq, event, data, prev_digest, nonce, ts, digest)
+        SELECT f.run_id, a.seq, a.event, a.data, a.prev_digest, a.nonce, a.ts, a.digest
+        FROM fenced f, unnest(
+            CAST(:a_seq AS integer[]), CAST(:a_event AS varchar[]), CAST(:a_data AS text[]),
+            CAST(:a_prev_digest AS varchar[]), CAST(:a_nonce AS varchar[]),
+            CAST(:a_ts AS timestamptz[]), CAST(:a_digest AS varchar[])
+        ) AS a(seq, event, data, prev_digest, nonce, ts, digest)
+    )
+    SELECT count(*) FROM fenced
+    """
+)
+
 
 def _row_values(state: RunState) -> dict[str, Any]:
     return {
@@ -152,6 +189,8 @@ def _state(row: Any) -> RunState:
 class RunStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # The same pool; a connection taken through this one runs each statement alone.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def create(self, state: RunState, *, owner: str, lease_s: float) -> None:
         limits = {k: v for k, v in asdict(state.limits).items() if k != "max_steps"}
@@ -190,35 +229,42 @@ class RunStore:
 
     async def commit(self, state: RunState, conn: AsyncConnection | None = None) -> None:
         """Append the step's pending entries and the new counters in one fenced commit.
-        A run that leaves the live states gives its lease up in the same commit."""
+        A run that leaves the live states gives its lease up in the same commit.
+
+        One statement: the fenced update of the run row, and the journal and audit
+        inserts only if it matched; on its own connection it runs in autocommit, so a
+        step costs one round trip to PostgreSQL."""
         if conn is None:
-            async with self.engine.begin() as own:
+            async with self._autocommit.connect() as own:
                 return await self.commit(state, own)
         now = datetime.now(UTC)
         seq_before = state.journal_seq
         rows = self._journal_rows(state, now)
-        values = _row_values(state) | {"updated_at": now}
-        if state.status not in LIVE:
-            values |= {"lease_owner": None, "lease_expires_at": None}
-        try:
-            if rows:
-                await conn.execute(journal.insert(), rows)
-            if state.audit:
-                # The lease holder alone writes this trail, so its head is known: one insert.
-                # (A writer that lost the lease fails the fenced update below, or the key.)
-                records, head = audit.chain(
-                    state.run_id, state.counters.audit_next, state.audit_head, state.audit
-                )
-                await conn.execute(audit.records.insert(), records)
-                values["audit_head"] = head
-                next_seq = state.counters.audit_next + len(state.audit)
-                values["counters"] = state.counters.to_json() | {"audit_next": next_seq}
-            result = await conn.execute(
-                update(runs)
-                .where(runs.c.run_id == state.run_id, runs.c.fence == state.fence)
-                .values(values)
+        counters = state.counters.to_json()
+        records: list[dict[str, Any]] = []
+        head = state.audit_head
+        if state.audit:
+            # The lease holder alone writes this trail, so its head is known.
+            # (A writer that lost the lease fails the fence, or the trail's key.)
+            records, head = audit.chain(
+                state.run_id, state.counters.audit_next, state.audit_head, state.audit, now
             )
-            if result.rowcount != 1:
+            counters["audit_next"] = state.counters.audit_next + len(state.audit)
+        params = {
+            "run_id": state.run_id,
+            "fence": state.fence,
+            **{k: v for k, v in _row_values(state).items() if k != "counters"},
+            "updated_at": now,
+            "counters": json.dumps(counters),
+            "audit_head": head,
+            "release": state.status not in LIVE,
+            "j_seq": [r["seq"] for r in rows],
+            "j_kind": [r["kind"] for r in rows],
+            "j_data": [json.dumps(r["data"]) for r in rows],
+            **{f"a_{key}": [r[key] for r in records] for key in AUDIT_COLUMNS},
+        }
+        try:
+            if (await conn.execute(COMMIT_STEP, params)).scalar_one() != 1:
                 raise ConflictError(f"run {state.run_id} is no longer ours (fence {state.fence})")
         except BaseException:
             state.journal_seq = seq_before
@@ -226,7 +272,7 @@ class RunStore:
         state.updated_at = now
         state.published, state.pending = state.pending, []
         if state.audit:
-            state.audit_head = values["audit_head"]
+            state.audit_head = head
             state.counters.audit_next += len(state.audit)
         state.audit = []
 
