@@ -1,4 +1,4 @@
-"""The `tether` command line: up, run, runs show|stop, tools list, skills, approvals,
+"""The `tether` command line: up, run, runs list|show|stop, tools list, skills, approvals,
 audit verify, policy explain."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import get_args
 
 from tether_client.client import DEFAULT_API_URL, TetherClient
 from tether_client.ops_cli import add_subcommands as add_ops_commands
@@ -14,6 +15,7 @@ from tether_client.ops_cli import add_tools_run, offer_approval
 from tether_client.render import render
 from tether_client.skills_cli import add_subcommands as add_skills_commands
 from tether_common.errors import TetherError
+from tether_common.messages.runs import RunStatus
 
 
 def api_url() -> str:
@@ -42,6 +44,20 @@ async def run_prompt(args: argparse.Namespace) -> int:
             if event.kind == "run.end":
                 status = str(event.data.get("status"))
     return 0 if status == "completed" else 1
+
+
+async def runs_list(args: argparse.Namespace) -> int:
+    async with TetherClient(api_url()) as client:
+        found = await client.list_runs(status=args.status, limit=args.limit)
+    for run in found.runs:
+        prompt = " ".join(run.prompt.split())[:60]
+        print(
+            f"{run.run_id}  {run.status:17} step {run.step:<3} "
+            f"{run.created_at:%Y-%m-%d %H:%M:%S}  {prompt}"
+        )
+    if not found.runs:
+        print("no runs" + (f" with status {args.status}" if args.status else ""))
+    return 0
 
 
 async def runs_show(args: argparse.Namespace) -> int:
@@ -86,6 +102,10 @@ def parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="inspect or stop runs").add_subparsers(
         dest="action", required=True
     )
+    listing = runs.add_parser("list", help="the newest runs first")
+    listing.add_argument("--status", choices=get_args(RunStatus))
+    listing.add_argument("--limit", type=int, default=20)
+    listing.set_defaults(fn=runs_list)
     show = runs.add_parser("show")
     show.add_argument("run_id")
     show.set_defaults(fn=runs_show)

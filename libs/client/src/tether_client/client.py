@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -12,7 +13,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from tether_common.errors import TetherError, from_wire
-from tether_common.messages.runs import RunAccepted, RunEvent, RunView, StartRun
+from tether_common.messages.runs import ListRuns, RunAccepted, RunEvent, RunList, RunView, StartRun
 from tether_common.messages.tools import ToolDescriptor
 
 DEFAULT_API_URL = "http://127.0.0.1:8700"
@@ -54,6 +55,23 @@ class TetherClient:
     async def start_run(self, prompt: str, **options: Any) -> RunAccepted:
         body = StartRun(prompt=prompt, **options).model_dump(exclude_none=True)
         return RunAccepted.model_validate(await self._call("POST", "/v1/runs", body))
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        parent_id: str | None = None,
+        before: datetime | None = None,
+        limit: int = 50,
+    ) -> RunList:
+        """Runs, newest first; pass the last `created_at` as `before` for the next page."""
+        query = ListRuns.model_validate(
+            {"status": status, "parent_id": parent_id, "before": before, "limit": limit}
+        )
+        params = query.model_dump(mode="json", exclude_none=True, exclude={"version"})
+        response = await self._http.get("/v1/runs", params=params)
+        raise_for_error(response)
+        return RunList.model_validate(response.json())
 
     async def get_run(self, run_id: str) -> RunView:
         return RunView.model_validate(await self._call("GET", f"/v1/runs/{run_id}"))

@@ -63,6 +63,10 @@ class Subjects:
         return Route(self._s("runs", "get"), runs.GetRun, runs.RunView, QUEUE_BRAIN)
 
     @property
+    def run_list(self) -> Route[runs.ListRuns, runs.RunList]:
+        return Route(self._s("runs", "list"), runs.ListRuns, runs.RunList, QUEUE_BRAIN)
+
+    @property
     def run_stop(self) -> Route[runs.StopRun, runs.RunAccepted]:
         return Route(self._s("runs", "stop"), runs.StopRun, runs.RunAccepted, QUEUE_BRAIN)
 
@@ -221,6 +225,7 @@ class Subjects:
         found: list[Route[BaseModel, BaseModel]] = [
             self.run_start,  # type: ignore[list-item]
             self.run_get,  # type: ignore[list-item]
+            self.run_list,  # type: ignore[list-item]
             self.run_stop,  # type: ignore[list-item]
             self.run_message,  # type: ignore[list-item]
             self.tool_catalog,  # type: ignore[list-item]

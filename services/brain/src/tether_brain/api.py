@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from tether_brain.runs import RunManager
 from tether_brain.toolbox import Toolbox
-from tether_common.messages.runs import QueueMessage, RunAccepted, RunView, StartRun, StopRun
+from tether_common.messages.runs import (
+    ListRuns,
+    QueueMessage,
+    RunAccepted,
+    RunList,
+    RunView,
+    StartRun,
+    StopRun,
+)
 from tether_common.messages.tools import ToolDescriptor
 
 
@@ -26,6 +34,11 @@ def runs_router(manager: RunManager, toolbox: Toolbox) -> APIRouter:
     @router.post("/runs", status_code=201)
     async def start_run(body: StartRun) -> RunAccepted:
         return await manager.start(body)
+
+    @router.get("/runs")
+    async def list_runs(query: Annotated[ListRuns, Query()]) -> RunList:
+        """Runs, newest first; page back with `before` = the last `created_at` seen."""
+        return await manager.list_runs(query)
 
     @router.get("/runs/{run_id}")
     async def get_run(run_id: str) -> RunView:

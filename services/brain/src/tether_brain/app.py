@@ -80,6 +80,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         background.append(asyncio.create_task(overrides.refresh_forever()))
         await bus.serve(subjects.run_start, manager.start)
         await bus.serve(subjects.run_get, get_run)
+        await bus.serve(subjects.run_list, manager.list_runs)
         await bus.serve(subjects.run_stop, manager.stop)
         await bus.serve(subjects.run_message, manager.queue_message)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)

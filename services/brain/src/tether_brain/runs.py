@@ -26,9 +26,12 @@ from tether_common.messages.base import decode
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
     ChildEnded,
+    ListRuns,
     QueueMessage,
     RunAccepted,
     RunEvent,
+    RunList,
+    RunSummary,
     RunView,
     StartRun,
     StopRun,
@@ -173,6 +176,12 @@ class RunManager:
             created_at=state.created_at,
             updated_at=state.updated_at,
         )
+
+    async def list_runs(self, req: ListRuns) -> RunList:
+        rows = await self.store.listing(
+            status=req.status, parent_id=req.parent_id, before=req.before, limit=req.limit
+        )
+        return RunList(runs=[RunSummary.model_validate(row, from_attributes=True) for row in rows])
 
     async def stop(self, req: StopRun) -> RunAccepted:
         """Durable request (any replica that holds or later adopts the run sees it), and a

@@ -60,7 +60,7 @@ runs = Table(
     Column("cost", Float, nullable=False),
     Column("usage_estimated", Integer, nullable=False),
     Column("options", JSONB, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, index=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("lease_owner", String(128)),
     Column("lease_expires_at", DateTime(timezone=True)),
@@ -97,6 +97,7 @@ inbox = Table(
 )
 
 LIVE = ("queued", "running")
+LISTED_PROMPT_CHARS = 200
 
 AUDIT_COLUMNS = ("seq", "event", "data", "prev_digest", "nonce", "ts", "digest")
 # A step's whole write. The inserts join the fenced update's result, so they happen only
@@ -320,6 +321,32 @@ class RunStore:
                 inbox.insert().values(run_id=run_id, text=message, created_at=datetime.now(UTC))
             )
             return str(row.status)
+
+    async def listing(
+        self, *, status: str | None, parent_id: str | None, before: datetime | None, limit: int
+    ) -> list[Any]:
+        """Run rows for a listing, newest first (the `created_at` index)."""
+        query = select(
+            runs.c.run_id,
+            runs.c.status,
+            runs.c.stop_reason,
+            func.left(runs.c.prompt, LISTED_PROMPT_CHARS).label("prompt"),
+            runs.c.provider,
+            runs.c.model,
+            runs.c.step,
+            runs.c.parent_id,
+            runs.c.created_at,
+            runs.c.updated_at,
+        )
+        if status is not None:
+            query = query.where(runs.c.status == status)
+        if parent_id is not None:
+            query = query.where(runs.c.parent_id == parent_id)
+        if before is not None:
+            query = query.where(runs.c.created_at < before)
+        query = query.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(query)).all())
 
     async def load(self, run_id: str) -> RunState:
         async with self.engine.connect() as conn:

@@ -116,6 +116,34 @@ class RunView(WireModel):
     updated_at: datetime
 
 
+class ListRuns(WireModel):
+    """Runs, newest first; `before` (a `created_at` from the previous page) pages back."""
+
+    status: RunStatus | None = None
+    parent_id: str | None = None
+    before: datetime | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class RunSummary(WireModel):
+    """One line of a run listing: what it is and where it stands (not its steps)."""
+
+    run_id: str
+    status: RunStatus
+    stop_reason: str | None = None
+    prompt: str = Field(description="the first 200 characters")
+    provider: str
+    model: str | None = None
+    step: int
+    parent_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class RunList(WireModel):
+    runs: list[RunSummary]
+
+
 class RunEvent(WireModel):
     """One event of a run; `seq` numbers a run's events from 1 (the SSE id)."""
 
