@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
-from tether_common.errors import TetherError
+from tether_common.errors import StoreError, TetherError
 from tether_common.messages.outputs import QueryOutput
 from tether_common.objects import BlobBucket
 from tether_output_store.retention import Collector
@@ -181,3 +181,14 @@ async def test_a_lost_object_is_reported_as_such_not_as_a_missing_ref(
     with pytest.raises(TetherError) as lost:
         await obus.request(obus.subjects.output_query, QueryOutput(ref=stored.ref, run_id=owner))
     assert lost.value.code == "chunk_missing"
+
+
+async def test_a_bounded_bucket_refuses_writes_when_full(obus: Bus) -> None:
+    full = BlobBucket(obus, f"FULL_{uuid.uuid4().hex[:8]}", create=True, max_bytes=1024 * 1024)
+    try:
+        await full.put("a" * 64, b"x" * 600_000)
+        with pytest.raises(StoreError):
+            await full.put("b" * 64, b"y" * 600_000)
+        assert not await full.exists("b" * 64)
+    finally:
+        await obus.jetstream.delete_stream(full.stream)

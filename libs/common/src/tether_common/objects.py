@@ -44,6 +44,7 @@ class BlobBucket:
     name: str
     replicas: int = 1
     create: bool = False  # only the backend that writes here declares the bucket
+    max_bytes: int | None = None  # when full, writes fail (and results stay inline)
     _store: ObjectStore | None = field(default=None, init=False)
     _unnamed: set[str] = field(default_factory=set, init=False)
 
@@ -65,6 +66,7 @@ class BlobBucket:
                     description="Tether output chunks, named by sha256",
                     storage=js_api.StorageType.FILE,
                     replicas=self.replicas,
+                    max_bytes=self.max_bytes or -1,
                 )
                 self._store = await js.create_object_store(self.name, config=config)
         except NotFoundError:

@@ -35,6 +35,7 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
         service.subjects.output_bucket,
         replicas=settings.jetstream_replicas,
         create=settings.backend == "jetstream",
+        max_bytes=settings.jetstream_max_bytes,
     )
     store = OutputStore(
         service.engine,

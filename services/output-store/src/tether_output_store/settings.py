@@ -19,6 +19,9 @@ class OutputSettings(HttpSettings):
     # other backend stay readable, so switching needs no migration.
     backend: Backend = "postgres"
     jetstream_replicas: int = Field(default=1, ge=1, le=5)
+    jetstream_max_bytes: int | None = Field(
+        default=None, ge=1024 * 1024, description="Bounds the bucket when it is created."
+    )
     orphan_sweep_interval_s: float = Field(
         default=3600.0, gt=0, description="How often objects no chunk row names are sought."
     )
