@@ -5,11 +5,13 @@ do under bubblewrap alone, and ordinary commands are untouched."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from pathlib import Path
 
 import pytest
 
-from tether_tools_runner.sandbox import Attestation, SandboxLimits, run_sandboxed
+from tether_common.errors import ConfigError
+from tether_tools_runner.sandbox import Attestation, SandboxLimits, missing_for, run_sandboxed
 from tether_tools_runner.sandbox.seccomp import DENIED, program
 
 LIMITS = SandboxLimits(cpu_s=10, memory_mb=512, file_size_mb=16, processes=64, open_files=256)
@@ -59,3 +61,20 @@ async def test_ordinary_commands_are_untouched(filtered: Attestation, workspace:
 def test_the_filter_is_built_once_and_lists_its_refusals() -> None:
     assert program() is program()
     assert {"ptrace", "mount", "unshare", "setns", "bpf", "keyctl", "kexec_load"} <= set(DENIED)
+
+
+def test_without_libseccomp_the_level_is_bwrap_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, filtered: Attestation
+) -> None:
+    def unusable() -> bytes:
+        raise ConfigError("libseccomp is not usable: libseccomp.so.2: cannot open")
+
+    # The module, not the package's `attest` function of the same name.
+    attest_module = importlib.import_module("tether_tools_runner.sandbox.attest")
+    monkeypatch.setattr(attest_module, "program", unusable)
+    found = attest_module.attest()
+    assert (found.level, found.seccomp) == ("bwrap", None)
+    assert "libseccomp" in found.problems["seccomp"]
+    assert found.features["seccomp"] == "not applied"
+    assert missing_for(found, "seccomp") is not None
+    assert missing_for(found, "bwrap") is None

@@ -125,7 +125,8 @@ def _process_limit() -> str:
 
 
 def attest() -> Attestation:
-    """Probe this host; takes a few milliseconds plus one `bwrap true`."""
+    """Probe this host; takes a few milliseconds plus `bwrap true`, without and with the
+    syscall filter."""
     try:
         import resource  # noqa: F401 - absent on non-POSIX hosts
 
@@ -135,17 +136,16 @@ def attest() -> Attestation:
     bwrap = shutil.which("bwrap")
     failure = _probe_bwrap(bwrap) if level == "rlimits" else "needs rlimits"
     compiled: bytes | None = None
-    bwrap_works = failure is None
-    if failure is None:
+    bwrap_works = failure is None and bwrap is not None
+    if failure is not None or bwrap is None:
+        problems["bwrap"] = failure or "bwrap is not installed"
+    else:
         level = "bwrap"
-        assert bwrap is not None
         compiled, why_not = _probe_seccomp(bwrap)
         if compiled is not None:
             level = "seccomp"
         else:
             problems["seccomp"] = why_not or "unknown"
-    else:
-        problems["bwrap"] = failure
     features = {
         **_namespaces(),
         "seccomp": f"{len(DENIED)} syscalls refused" if compiled is not None else "not applied",
@@ -154,7 +154,7 @@ def attest() -> Attestation:
         "process_limit": _process_limit(),
         "network": "off (always, for now)" if bwrap_works else "not isolated",
     }
-    return Attestation(level, bwrap if failure is None else None, features, problems, compiled)
+    return Attestation(level, bwrap if bwrap_works else None, features, problems, compiled)
 
 
 __all__ = ["LEVELS", "Attestation", "attest", "missing_for", "pids_cgroup_usable"]
