@@ -17,6 +17,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tether_client.cli import main
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import TetherError
@@ -176,3 +177,23 @@ async def test_killed_mid_upload_leaves_nothing_visible(
             assert not [r["digest"] for r in digests if await objects.exists(r["digest"])]
     finally:
         await pg.close()
+
+
+async def test_tether_outputs_download(
+    store_process: Supervisor,
+    pbus: Bus,
+    owner: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = hex_lines(owner, 3 * MIB + 17)
+    _, ref = await maybe_offload(pbus, owner, "shell", data, threshold=4096)
+    assert ref is not None
+    monkeypatch.setenv("TETHER_OUTPUTS_URL", store_process.child("output-store").url)
+    monkeypatch.setenv("TETHER_OPERATOR_TOKEN", TOKEN)
+    target = tmp_path / "out.log"
+    assert await asyncio.to_thread(main, ["outputs", "download", ref, "-o", str(target)]) == 0
+    assert target.read_bytes() == data
+    assert await asyncio.to_thread(main, ["outputs", "download", "out_missing"]) == 2
+    monkeypatch.setenv("TETHER_OPERATOR_TOKEN", "wrong")
+    assert await asyncio.to_thread(main, ["outputs", "download", ref, "-o", str(target)]) == 2

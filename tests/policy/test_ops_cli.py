@@ -147,6 +147,7 @@ async def test_commands_need_an_operator_token(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("TETHER_OPERATOR_TOKEN", raising=False)
+    monkeypatch.delenv("TETHER_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     capsys.readouterr()
     assert await asyncio.to_thread(main, ["approvals", "list"]) == 2

@@ -9,21 +9,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
 from tether_client.client import TetherClient, raise_for_error
-from tether_common.errors import AuthError, MessageError, TetherError
+from tether_common.errors import AuthError, ConflictError, MessageError, TetherError
 from tether_common.messages.approvals import ApprovalList, ApprovalView
+from tether_common.settings import tether_home
 
 DEFAULT_APPROVALS_URL = "http://127.0.0.1:8701"
+DEFAULT_OUTPUTS_URL = "http://127.0.0.1:8702"
 CARD_ARGS_CHARS = 2000
 CHOICES = {
     "o": "allow_once",
@@ -55,7 +58,7 @@ def operator_token() -> str | None:
     if token := os.environ.get("TETHER_OPERATOR_TOKEN", "").strip():
         return token
     try:
-        return (Path.home() / ".tether" / "operator-token").read_text().strip() or None
+        return (tether_home() / "operator-token").read_text().strip() or None
     except OSError:
         return None
 
@@ -64,7 +67,7 @@ def required_token() -> str:
     token = operator_token()
     if token is None:
         raise AuthError(
-            "no operator token: set TETHER_OPERATOR_TOKEN or write ~/.tether/operator-token",
+            f"no operator token: set TETHER_OPERATOR_TOKEN or write {tether_home() / 'operator-token'}",
             code="no_token",
         )
     return token
@@ -225,6 +228,45 @@ async def tools_run(args: argparse.Namespace, api_url: str) -> int:
     return 0 if found["ok"] else 1
 
 
+def outputs_url() -> str:
+    return os.environ.get("TETHER_OUTPUTS_URL", DEFAULT_OUTPUTS_URL)
+
+
+async def outputs_download(args: argparse.Namespace) -> int:
+    """A whole stored output, streamed to a file (or stdout) and checked against the
+    sha256 the store announces (a mismatch is an error, exit 2)."""
+    headers = {"Authorization": f"Bearer {required_token()}"}
+    digest = hashlib.sha256()
+    async with (
+        httpx.AsyncClient(base_url=outputs_url(), timeout=60) as client,
+        client.stream("GET", f"/v1/outputs/{args.ref}", headers=headers) as response,
+    ):
+        if response.is_error:
+            await response.aread()
+            raise_for_error(response)
+        sink: BinaryIO = (
+            await asyncio.to_thread(Path(args.output).open, "wb")
+            if args.output
+            else sys.stdout.buffer
+        )
+        try:
+            async for piece in response.aiter_bytes():
+                digest.update(piece)
+                sink.write(piece)
+        finally:
+            if args.output:
+                sink.close()
+            else:
+                sink.flush()
+        expected = response.headers.get("x-content-sha256")
+    if expected is not None and digest.hexdigest() != expected:
+        raise ConflictError(
+            f"{args.ref} arrived with sha256 {digest.hexdigest()}, not {expected}",
+            code="checksum_mismatch",
+        )
+    return 0
+
+
 def card(data: Mapping[str, Any]) -> str:
     """The approval card: tool, arguments, why it asks, reach, danger, expiry."""
     arguments = json.dumps(data.get("arguments", {}), ensure_ascii=False, indent=2)
@@ -307,11 +349,21 @@ def add_tools_run(
     parser.set_defaults(fn=run)
 
 
+def _add_outputs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    outputs = sub.add_parser("outputs", help="stored large results (operator token)")
+    actions = outputs.add_subparsers(dest="action", required=True)
+    download = actions.add_parser("download", help="a whole output, checked against its sha256")
+    download.add_argument("ref")
+    download.add_argument("--output", "-o", help="write here instead of standard output")
+    download.set_defaults(fn=outputs_download)
+
+
 def add_subcommands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser], api_url: ApiUrl
 ) -> None:
-    """Register `approvals`, `audit` and `policy` on the `tether` parser."""
+    """Register `approvals`, `outputs`, `audit` and `policy` on the `tether` parser."""
     _add_approvals(sub)
+    _add_outputs(sub)
 
     async def run_verify(args: argparse.Namespace) -> int:
         return await audit_verify(args, api_url())

@@ -12,12 +12,13 @@ from typing import Any, TextIO
 import httpx
 
 from tether_client.client import raise_for_error
+from tether_common.settings import tether_home
 from tether_common.skills import skill_folders, validate_paths
 
 
 def default_paths() -> list[Path]:
     """The folders the brain reads by default that exist here."""
-    candidates = [Path.home() / ".tether" / "skills", Path("skills")]
+    candidates = [tether_home() / "skills", Path("skills")]
     return [p for p in candidates if p.is_dir()]
 
 

@@ -29,7 +29,7 @@ from tether_common.natsauth import (
     service_env,
     write_config,
 )
-from tether_common.settings import CommonSettings, default_home
+from tether_common.settings import CommonSettings, tether_home
 from tether_common.subjects import Subjects
 from tether_common.supervisor import ServiceSpec, Supervisor
 
@@ -72,10 +72,6 @@ async def cancel(task: asyncio.Task[None]) -> None:
     task.cancel()
     with suppress(asyncio.CancelledError):
         await task
-
-
-def home() -> Path:
-    return Path(os.environ.get("TETHER_HOME") or default_home()).expanduser()
 
 
 def operator_token(base: Path) -> str:
@@ -122,7 +118,7 @@ def start_locked_nats(base: Path, stack: AsyncExitStack) -> tuple[str, dict[str,
 
 
 async def up() -> int:
-    base = home()
+    base = tether_home()
     base.mkdir(parents=True, exist_ok=True)
     async with AsyncExitStack() as stack:
         nats_url = os.environ.get("TETHER_NATS_URL")

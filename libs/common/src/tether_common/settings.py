@@ -7,6 +7,7 @@ global, so tests build them explicitly.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,12 @@ DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 
 def default_home() -> Path:
     return Path.home() / ".tether"
+
+
+def tether_home() -> Path:
+    """`TETHER_HOME`, else `~/.tether`: where `tether up` keeps its data and the operator
+    token, and where the CLI looks for them."""
+    return Path(os.environ.get("TETHER_HOME") or default_home()).expanduser()
 
 
 class CommonSettings(BaseSettings):
