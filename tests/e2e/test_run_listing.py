@@ -1,5 +1,6 @@
-"""Listing runs, newest first, over HTTP, over NATS and with `tether runs list`: filtered
-by status, paged back with `before`, a bad query refused with a structured error."""
+"""Finding runs again: listing them newest first, over HTTP, over NATS and with `tether
+runs list` (filtered by status, paged back with `before`, a bad query refused with a
+structured error), and `tether runs follow` printing a run's events again."""
 
 from __future__ import annotations
 
@@ -82,3 +83,19 @@ async def test_tether_runs_list(
     assert await asyncio.to_thread(main, ["runs", "list", "--status", "awaiting_agents"]) == 0
     out = capsys.readouterr().out
     assert "awaiting_agents" in out or out.strip() == "no runs with status awaiting_agents"
+
+
+async def test_tether_runs_follow(
+    stack: Supervisor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with TetherClient(stack.child("brain").url) as client:
+        (run,) = await finished_runs(client, 1)
+    monkeypatch.setenv("TETHER_API_URL", stack.child("brain").url)
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["runs", "follow", run.run_id]) == 0
+    whole = capsys.readouterr().out
+    assert "current_time" in whole
+    assert "completed" in whole
+    after_the_end = ["runs", "follow", run.run_id, "--after", "1000"]
+    assert await asyncio.to_thread(main, after_the_end) == 0  # it completed
+    assert "current_time" not in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The `tether` command line: up, run, runs list|show|stop, tools list, skills, approvals,
+"""The `tether` command line: up, run, runs list|follow|show|stop, tools list, skills, approvals,
 audit verify, policy explain."""
 
 from __future__ import annotations
@@ -34,16 +34,29 @@ async def run_prompt(args: argparse.Namespace) -> int:
     }
     async with TetherClient(api_url()) as client:
         accepted = await client.start_run(args.prompt, **options)
-        status = "failed"
-        async for event in client.events(accepted.run_id):
-            line = render(event)
-            if line:
-                print(line, flush=True)
-            if event.kind == "tool.approval_needed":
-                await offer_approval(event.data)
-            if event.kind == "run.end":
-                status = str(event.data.get("status"))
+        return await follow(client, accepted.run_id)
+
+
+async def follow(client: TetherClient, run_id: str, after: int = 0) -> int:
+    """Print the run's events (after `after`) to its end, offering approval cards on a
+    terminal; exit 0 when it completed."""
+    status = None
+    async for event in client.events(run_id, after=after):
+        line = render(event)
+        if line:
+            print(line, flush=True)
+        if event.kind == "tool.approval_needed":
+            await offer_approval(event.data)
+        if event.kind == "run.end":
+            status = str(event.data.get("status"))
+    if status is None:  # its end was at or before `after`
+        status = (await client.get_run(run_id)).status
     return 0 if status == "completed" else 1
+
+
+async def runs_follow(args: argparse.Namespace) -> int:
+    async with TetherClient(api_url()) as client:
+        return await follow(client, args.run_id, args.after)
 
 
 async def runs_list(args: argparse.Namespace) -> int:
@@ -106,6 +119,10 @@ def parser() -> argparse.ArgumentParser:
     listing.add_argument("--status", choices=get_args(RunStatus))
     listing.add_argument("--limit", type=int, default=20)
     listing.set_defaults(fn=runs_list)
+    follow_run = runs.add_parser("follow", help="print a run's events to its end")
+    follow_run.add_argument("run_id")
+    follow_run.add_argument("--after", type=int, default=0, help="skip events up to this seq")
+    follow_run.set_defaults(fn=runs_follow)
     show = runs.add_parser("show")
     show.add_argument("run_id")
     show.set_defaults(fn=runs_show)
