@@ -69,13 +69,20 @@ async def test_a_bad_query_is_a_structured_422(stack: Supervisor) -> None:
             assert response.json()["error"]["code"] == "invalid_request"
 
 
-async def test_tether_runs_list(
+@pytest.fixture
+async def cli_run(
     stack: Supervisor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+) -> RunAccepted:
+    """One finished run, and the CLI pointed at this stack's brain."""
     async with TetherClient(stack.child("brain").url) as client:
         (run,) = await finished_runs(client, 1)
     monkeypatch.setenv("TETHER_API_URL", stack.child("brain").url)
     capsys.readouterr()
+    return run
+
+
+async def test_tether_runs_list(cli_run: RunAccepted, capsys: pytest.CaptureFixture[str]) -> None:
+    run = cli_run
     assert await asyncio.to_thread(main, ["runs", "list", "--limit", "3"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(f"{run.run_id}  completed")
@@ -85,13 +92,8 @@ async def test_tether_runs_list(
     assert "awaiting_agents" in out or out.strip() == "no runs with status awaiting_agents"
 
 
-async def test_tether_runs_follow(
-    stack: Supervisor, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    async with TetherClient(stack.child("brain").url) as client:
-        (run,) = await finished_runs(client, 1)
-    monkeypatch.setenv("TETHER_API_URL", stack.child("brain").url)
-    capsys.readouterr()
+async def test_tether_runs_follow(cli_run: RunAccepted, capsys: pytest.CaptureFixture[str]) -> None:
+    run = cli_run
     assert await asyncio.to_thread(main, ["runs", "follow", run.run_id]) == 0
     whole = capsys.readouterr().out
     assert "current_time" in whole
