@@ -95,8 +95,9 @@ def owner() -> str:
 
 
 @pytest.fixture
-def gc(engine: AsyncEngine, objects: BlobBucket | None) -> Collector:
-    """A collector beside the service's, with no grace: whatever nobody uses goes at once."""
-    return Collector(
-        engine, grace=timedelta(0), keep_tombstones=timedelta(days=30), objects=objects
-    )
+def gc(engine: AsyncEngine, obus: Bus) -> Collector:
+    """A collector beside the service's, with no grace: whatever nobody uses goes at once.
+    Like the service's, it always has the bucket at hand: the test database is shared, so
+    it also meets chunks other modules left in the object store."""
+    bucket = BlobBucket(obus, obus.subjects.output_bucket)
+    return Collector(engine, grace=timedelta(0), keep_tombstones=timedelta(days=30), objects=bucket)

@@ -105,14 +105,14 @@ async def test_a_chunk_a_writer_holds_is_not_collected(
     await pg.execute("DELETE FROM outputs WHERE ref = $1", stored.ref)
     async with engine.connect() as holder:  # a writer mid-transaction on this chunk
         await js_store.save_chunks(holder, [text_blob(owner, 5000)])
-        await gc.collect()
+        await gc.collect(wait=True)
         assert await bucket.exists(digest)
         await holder.rollback()
     await pg.execute(
         "UPDATE output_chunks SET touched_at = now() - interval '1 hour' WHERE digest = $1",
         digest,
     )
-    assert (await gc.collect()).chunks >= 1
+    assert (await gc.collect(wait=True)).chunks >= 1
     assert not await bucket.exists(digest)
     assert await pg.fetchval("SELECT count(*) FROM output_chunks WHERE digest = $1", digest) == 0
 
@@ -142,7 +142,7 @@ async def test_an_object_whose_writer_died_is_adopted_and_collected(
     row = await pg.fetchrow("SELECT data, touched_at FROM output_chunks WHERE digest = $1", digest)
     assert row is not None
     assert row["data"] is None
-    assert (await gc.collect()).chunks >= 1
+    assert (await gc.collect(wait=True)).chunks >= 1
     assert not await bucket.exists(digest)
 
 

@@ -162,10 +162,12 @@ async def test_killed_mid_upload_leaves_nothing_visible(
         objects = bucket_of(pbus, backend)
         engine = make_engine(database_url, pool_size=1)
         try:
+            bucket = BlobBucket(pbus, pbus.subjects.output_bucket)
             gc = Collector(
-                engine, grace=timedelta(0), keep_tombstones=timedelta(days=1), objects=objects
+                engine, grace=timedelta(0), keep_tombstones=timedelta(days=1), objects=bucket
             )
-            assert (await gc.collect()).uploads >= 1
+            # Waits out the restarted store's own first pass, which holds the lock.
+            assert (await gc.collect(wait=True)).uploads >= 1
         finally:
             await engine.dispose()
         left = await pg.fetchval(

@@ -52,7 +52,7 @@ async def test_expired_ref_answers_expired_and_gc_frees_its_chunks(
         await obus.request(obus.subjects.output_query, ask)
     assert before.value.code == "expired"
 
-    done = await gc.collect()
+    done = await gc.collect(wait=True)
     assert done.purged >= 1
     assert not done.skipped
     assert await chunks_left(pg, list(digests), objects) == 0
@@ -82,14 +82,14 @@ async def test_abandoned_uploads_and_their_chunks_are_collected(
     chunk = OutputChunk(upload_id=started.upload_id, seq=0, data=base64.b64encode(piece).decode())
     await obus.request(obus.subjects.output_chunk, chunk)
     digest = hashlib.sha256(piece).hexdigest()
-    await gc.collect()
+    await gc.collect(wait=True)
     assert await chunks_left(pg, [digest], objects) == 1  # the upload is still open: kept
 
     await pg.execute(
         "UPDATE output_uploads SET expires_at = now() - interval '1 second' WHERE upload_id = $1",
         started.upload_id,
     )
-    done = await gc.collect()
+    done = await gc.collect(wait=True)
     assert done.uploads >= 1
     assert await chunks_left(pg, [digest], objects) == 0
     assert (

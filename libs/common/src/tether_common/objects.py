@@ -76,7 +76,10 @@ class BlobBucket:
         return self._store
 
     async def exists(self, name: str) -> bool:
-        store = await self.open()
+        try:
+            store = await self.open()
+        except NotFoundError:  # no bucket, no blob
+            return False
         try:
             await store.get_info(name)
         except JsNotFoundError:
@@ -107,8 +110,12 @@ class BlobBucket:
         return bytes(result.data or b"")
 
     async def delete(self, names: Iterable[str]) -> int:
-        """Delete blobs; one already gone is fine. Returns how many were there."""
-        store = await self.open()
+        """Delete blobs; one already gone (or a bucket never made) is fine. Returns how
+        many were there."""
+        try:
+            store = await self.open()
+        except NotFoundError:
+            return 0
         deleted = 0
         for name in names:
             try:

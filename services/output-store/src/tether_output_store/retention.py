@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common.background import FailureLog, every
 from tether_common.errors import NotFoundError, StoreError
@@ -60,6 +60,14 @@ ADOPT_OBJECTS = text(
 DROP_BATCH = 500
 
 
+async def _lock(conn: AsyncConnection, wait: bool) -> bool:
+    """The collector's lock for this transaction: taken at once, or waited for."""
+    if wait:
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCK_KEY})
+        return True
+    return bool(await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY}))
+
+
 @dataclass(frozen=True, slots=True)
 class Collected:
     purged: int
@@ -82,11 +90,11 @@ class Collector:
         self.keep_tombstones = keep_tombstones
         self.objects = objects
 
-    async def collect(self) -> Collected:
-        """One pass; `skipped` when another replica holds the lock."""
+    async def collect(self, *, wait: bool = False) -> Collected:
+        """One pass; `skipped` when another replica holds the lock, unless `wait`, which
+        waits for that replica's pass to end instead (an operator's "collect now")."""
         async with self.engine.begin() as conn:
-            got = await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY})
-            if not got:
+            if not await _lock(conn, wait):
                 return Collected(0, 0, 0, skipped=True)
             purged = (await conn.execute(PURGE_EXPIRED)).rowcount
             await conn.execute(FORGET_TOMBSTONES, {"keep_s": self.keep_tombstones.total_seconds()})
@@ -94,17 +102,17 @@ class Collector:
         # Chunks in their own transactions: the purge above must be visible to the check.
         freed = 0
         while True:
-            batch = await self._drop_chunks()
+            batch = await self._drop_chunks(wait)
             if batch is None:
                 return Collected(purged, dropped, freed, skipped=True)
             freed += batch
             if batch < DROP_BATCH:
                 return Collected(purged, dropped, freed)
 
-    async def _drop_chunks(self) -> int | None:
+    async def _drop_chunks(self, wait: bool) -> int | None:
         """One batch of unused chunks, objects first; None when another replica collects."""
         async with self.engine.begin() as conn:
-            if not await conn.scalar(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": LOCK_KEY}):
+            if not await _lock(conn, wait):
                 return None
             rows = (
                 await conn.execute(
