@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +34,7 @@ class BlobInfo:
     name: str
     size: int
     written_at: datetime | None
+    nuid: str  # the subject suffix of the object's chunk message
 
 
 @dataclass(slots=True)
@@ -89,7 +90,10 @@ class BlobBucket:
         return True
 
     async def put(self, name: str, data: bytes) -> None:
-        store = await self.open()
+        try:
+            store = await self.open()
+        except NotFoundError as exc:  # a failed write, not a missing thing the caller asked for
+            raise StoreError(exc.message, code="store_unavailable", retryable=False) from None
         # One chunk message per blob: nothing to reassemble, nothing half-written to see.
         meta = js_api.ObjectMeta(
             name=name, options=js_api.ObjectMetaOptions(max_chunk_size=max(len(data), 1))
@@ -137,20 +141,17 @@ class BlobBucket:
             return []
         except Exception as exc:
             raise StoreError(f"object store listing failed: {exc}") from exc
-        return [BlobInfo(i.name, i.size or 0, _parse_time(i.mtime)) for i in infos if i.name]
+        return [
+            BlobInfo(i.name, i.size or 0, _parse_time(i.mtime), i.nuid) for i in infos if i.name
+        ]
 
-    async def sweep_unnamed(self) -> int:
+    async def sweep_unnamed(self, listed: Sequence[BlobInfo] | None = None) -> int:
         """Purge chunk messages no object names, if they were unnamed at the previous
-        sweep too (a put in flight names its chunk within milliseconds). Returns how many
-        subjects were purged."""
-        store = await self.open()
-        try:
-            infos = await store.list(ignore_deletes=True)
-        except JsNotFoundError:
-            infos = []
-        except Exception as exc:
-            raise StoreError(f"object store listing failed: {exc}") from exc
-        named = {_chunk_subject(self.name, i.nuid) for i in infos}
+        sweep too (a put in flight names its chunk within milliseconds). `listed` spares
+        a second listing to a caller that has just made one. Returns how many subjects
+        were purged."""
+        blobs = await self.list() if listed is None else listed
+        named = {_chunk_subject(self.name, b.nuid) for b in blobs}
         try:
             state = await self.bus.jetstream.stream_info(
                 self.stream, subjects_filter=_chunk_subject(self.name, ">")

@@ -241,7 +241,8 @@ class RunStore:
         now = datetime.now(UTC)
         seq_before = state.journal_seq
         rows = self._journal_rows(state, now)
-        counters = state.counters.to_json()
+        values = _row_values(state)
+        counters = values.pop("counters")
         records: list[dict[str, Any]] = []
         head = state.audit_head
         if state.audit:
@@ -254,7 +255,7 @@ class RunStore:
         params = {
             "run_id": state.run_id,
             "fence": state.fence,
-            **{k: v for k, v in _row_values(state).items() if k != "counters"},
+            **values,
             "updated_at": now,
             "counters": json.dumps(counters),
             "audit_head": head,

@@ -149,7 +149,7 @@ class Collector:
                 part = old[start : start + DROP_BATCH]
                 params = {"digests": [b.name for b in part], "sizes": [b.size for b in part]}
                 adopted += (await conn.execute(ADOPT_OBJECTS, params)).rowcount
-        await self.objects.sweep_unnamed()
+        await self.objects.sweep_unnamed(blobs)
         return adopted
 
     async def run_forever(self, interval_s: float, *, orphans_every_s: float) -> None:
