@@ -1,0 +1,55 @@
+"""Who the sandbox and the file tools act as on the host: never root.
+
+When the runner is root, shell commands (bubblewrap started as this user, so the sandbox's
+real uid is unprivileged) and the file tools' I/O drop to one dedicated unprivileged
+uid/gid (`TETHER_RUNNER_SANDBOX_UID` / `_GID`, default 64000, no passwd entry needed). A
+command or a file tool tricked out of the workspace then meets the host's permission
+checks as a nobody: root-only files stay unreadable, system folders unwritable.
+When the runner already runs unprivileged, it is its own sandbox user and drops nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_SANDBOX_ID = 64000
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxUser:
+    uid: int
+    gid: int
+
+    @property
+    def drops(self) -> bool:
+        """Whether acting as this user means giving up the runner's own identity."""
+        return (self.uid, self.gid) != (os.geteuid(), os.getegid())
+
+
+def sandbox_user(uid: int = DEFAULT_SANDBOX_ID, gid: int = DEFAULT_SANDBOX_ID) -> SandboxUser:
+    """The configured uid/gid when the runner is root, else the runner's own."""
+    if os.geteuid() != 0:
+        return SandboxUser(os.geteuid(), os.getegid())
+    if uid == 0 or gid == 0:
+        raise ValueError("the sandbox user cannot be root (uid or gid 0)")
+    return SandboxUser(uid, gid)
+
+
+def hand_over(root: Path, user: SandboxUser) -> None:
+    """Make the workspace root (and what an earlier root-run runner left in it) the
+    sandbox user's, so its commands and the file tools can write there. Symlinks are
+    changed themselves, never followed."""
+    if not user.drops or os.geteuid() != 0:
+        return
+    os.chown(root, user.uid, user.gid, follow_symlinks=False)
+    os.chmod(root, 0o700)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            if os.lstat(path).st_uid == 0:
+                os.chown(path, user.uid, user.gid, follow_symlinks=False)
+
+
+__all__ = ["DEFAULT_SANDBOX_ID", "SandboxUser", "hand_over", "sandbox_user"]
