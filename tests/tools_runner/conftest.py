@@ -13,7 +13,13 @@ import pytest
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.fetch import Fetcher
-from tether_tools_runner.sandbox import Attestation, attest, release_cgroups
+from tether_tools_runner.sandbox import (
+    Attestation,
+    attest,
+    hand_over,
+    release_cgroups,
+    sandbox_user,
+)
 from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
@@ -33,17 +39,21 @@ def attestation() -> Iterator[Attestation]:
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
+    hand_over(root, sandbox_user())  # as the runner does at start: the sandbox user's
     return root
 
 
 @pytest.fixture
-def make_executor(workspace: Path, attestation: Attestation) -> MakeExecutor:
+def make_executor(workspace: Path, attestation: Attestation) -> Iterator[MakeExecutor]:
+    made: list[Builtins] = []
+
     def make(
         *, fetcher: Fetcher | None = None, attest_as: Attestation | None = None, **settings: Any
     ) -> Executor:
         config = RunnerSettings(workspace=workspace, **settings)
         used = attest_as or attestation
         builtins = Builtins(config, used, fetcher=fetcher)
+        made.append(builtins)  # its file workers are stopped after the test
         return Executor(
             Registry(builtins.tools()),
             default_timeout_s=config.default_timeout_s,
@@ -51,7 +61,11 @@ def make_executor(workspace: Path, attestation: Attestation) -> MakeExecutor:
             min_sandbox=config.min_sandbox,
         )
 
-    return make
+    try:
+        yield make
+    finally:
+        for builtins in made:
+            builtins.close()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from tether_common.messages.tools import ToolResult
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.sandbox import LEVELS, Attestation, missing_for
-from tether_tools_runner.sandbox.attest import PIDS_CGROUP_V1
+from tether_tools_runner.sandbox.cgroups import hierarchy
 
 Call = Callable[..., Awaitable[ToolResult]]
 RLIMITS_ONLY = Attestation("rlimits", None, {}, {"bwrap": "bwrap is not installed"})
@@ -70,11 +70,14 @@ async def test_rlimits_level_still_kills_the_tree_on_timeout(
             assert b"105.25" not in cmdline
 
 
-async def test_pids_cgroups_are_removed_after_each_call(
+async def test_call_cgroups_are_removed_after_each_call(
     attestation: Attestation, executor: Executor, call: Call
 ) -> None:
-    if attestation.features.get("process_limit") != "cgroup":
-        pytest.skip("no pids cgroup on this host")
-    assert (await call(executor, "shell", {"command": "true"})).ok
-    mine = PIDS_CGROUP_V1 / f"tether-runner-{os.getpid()}"
-    assert [p for p in mine.iterdir() if p.is_dir()] == []
+    found = hierarchy()
+    if found is None:
+        pytest.fail("the runner (root in the tests) could not make cgroups here")
+    assert attestation.features["process_limit"] == "per call (cgroup)"
+    for command in ("true", "sleep 100.5 & exit 0", "(: &) ; exit 3"):
+        await call(executor, "shell", {"command": command})
+    for base in found.bases.values():
+        assert [p for p in base.iterdir() if p.is_dir()] == []

@@ -14,7 +14,13 @@ from tether_common.settings import CommonSettings
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.mcp_tools import McpHub
 from tether_tools_runner.offload import maybe_offload, threshold_for
-from tether_tools_runner.sandbox import Attestation, attest, release_cgroups
+from tether_tools_runner.sandbox import (
+    Attestation,
+    attest,
+    hand_over,
+    release_cgroups,
+    sandbox_user,
+)
 from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
@@ -45,9 +51,12 @@ def sandbox_router(attestation: Attestation) -> APIRouter:
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     service = Service(SERVICE, common, uses_db=False)
     settings.workspace.mkdir(parents=True, exist_ok=True)
-    attestation = attest()
+    user = sandbox_user(settings.sandbox_uid, settings.sandbox_gid)
+    hand_over(settings.workspace, user)  # the sandbox user writes there, never root
+    attestation = attest(user)
     log.info("sandbox level %s (%s)", attestation.level, attestation.problems or "no problems")
-    registry = Registry(Builtins(settings, attestation).tools())
+    builtins = Builtins(settings, attestation)
+    registry = Registry(builtins.tools())
     thresholds = settings.offload_thresholds
     registry.add(
         make_retrieve_tool(

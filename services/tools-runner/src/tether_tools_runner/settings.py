@@ -37,6 +37,11 @@ class RunnerSettings(HttpSettings):
     sandbox_pids_max: int = Field(default=256, ge=8)
     sandbox_memory_mb: int = Field(default=1024, ge=64)
     sandbox_file_size_mb: int = Field(default=100, ge=1)
+    # The sandbox's private /tmp (also its HOME and /dev/shm): one tmpfs of this size.
+    sandbox_tmpfs_mb: int = Field(default=256, ge=4)
+    # Who shell commands run as on the host when the runner is root (never root itself).
+    sandbox_uid: int = Field(default=64000, ge=1)
+    sandbox_gid: int = Field(default=64000, ge=1)
     fetch_max_bytes: int = Field(default=2_000_000, ge=1024)
     fetch_timeout_s: float = Field(default=20.0, gt=0, le=120)
     search_provider: SearchProvider | None = None

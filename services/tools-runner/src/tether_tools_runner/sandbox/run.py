@@ -1,9 +1,13 @@
 """Running one shell command in the sandbox and collecting a bounded result.
 
 The command runs as `bash -c` inside bubblewrap, under the seccomp filter, when the host
-attests to them (else with rlimits only), in its own session so the whole group can be killed; stdin is closed;
-stdout and stderr are merged and kept head-and-tail; the process tree never outlives
-the call, whether it timed out or merely left a background child behind."""
+attests to them (else with rlimits only), in its own session so the whole group can be
+killed; stdin is closed; stdout and stderr are merged and kept head-and-tail; the process
+tree never outlives the call, whether it timed out or merely left a background child
+behind. When the runner is root, the call has its own memory and pids cgroups and its
+own size-capped tmpfs, and bubblewrap itself runs as the unprivileged sandbox user; what
+the call exceeded (memory, processes, disk, file size, cpu time) is read back from the
+kernel's counters afterwards and reported in `Outcome.exceeded`."""
 
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ import os
 import re
 import signal
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .attest import Attestation, pids_cgroup_usable
-from .limits import PidsCgroup, SandboxLimits, rlimits_setter
+from .attest import Attestation
+from .cgroups import CallGroup, hierarchy
+from .identity import SandboxUser
+from .limits import STAGE, STAGED_SHM, STAGED_TMP, STAGED_WORKSPACE, SandboxLimits, child_setup
 from .seccomp import program_fd
 
 MAX_OUTPUT_CHARS = 20_000
@@ -26,11 +33,48 @@ _CREDENTIAL = re.compile(
     r"TOKEN|SECRET|PASSW|API_KEY|_KEY$|CREDENTIAL|COOKIE|SESSION|^TETHER_", re.IGNORECASE
 )
 _URL_WITH_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+# Variables that make a shell, the dynamic loader or `less` run code the command did
+# not name.
+_CODE_RUNNING = {
+    "BASH_ENV", "ENV", "PROMPT_COMMAND", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
+    "LESSOPEN", "LESSCLOSE", "PYTHONSTARTUP", "PERL5OPT", "NODE_OPTIONS", "GIT_EXEC_PATH",
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EXTERNAL_DIFF",
+    "GIT_PROXY_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL",
+}  # fmt: skip
+# HOME lives in the call's private tmpfs: nothing the model wrote into the workspace is
+# read as a user's config (`.gitconfig`, `.bashrc`, `.config/...`), and it vanishes.
+SANDBOX_HOME = "/tmp/home"
+# Git keys that run programs, forced through GIT_CONFIG_COUNT: that is the highest
+# precedence, above a `.git/config` the command may have written. Programs selected by
+# `.gitattributes` drivers (textconv, filters) cannot be pinned this way; they still
+# run only inside this sandbox, and the classifier asks before such repositories.
+GIT_OVERRIDES: dict[str, str] = {
+    "core.pager": "cat",
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.sshCommand": "false",
+    "core.askPass": "false",
+    "core.editor": "true",
+    "core.gitProxy": "false",
+    "sequence.editor": "true",
+    "diff.external": "",
+    "diff.tool": "",
+    "merge.tool": "",
+    "credential.helper": "",
+    "gpg.program": "false",
+    "gpg.ssh.program": "false",
+    "gpg.x509.program": "false",
+    "protocol.ext.allow": "never",
+    "uploadpack.packObjectsHook": "",
+    "receive.procReceiveRefs": "",
+}
 # Readable system locations; everything else on the host (homes, /root, /work, /var,
 # /srv, /mnt) is simply absent from the sandbox.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 _MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 _MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private")
+_FILE_SIZE = re.compile(r"File size limit exceeded|File too large")
+_FULL_BYTES = 64 * 1024  # a tmpfs with less free than this ran out of room
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,21 +83,75 @@ class Outcome:
     output: str
     timed_out: bool
     duration_s: float
+    # The sandbox limit the call ran into: memory, processes, disk, file size, cpu time.
+    exceeded: str | None = None
+
+
+def describe(limit: str, limits: SandboxLimits) -> str:
+    """One sentence on what `limit` is, for the model reading the failure."""
+    return {
+        "memory": f"its processes together used more than {limits.memory_mb} MB of memory",
+        "processes": f"it tried to run more than {limits.processes} processes at once",
+        "disk": f"it filled the sandbox's private /tmp ({limits.tmpfs_mb} MB)",
+        "file size": f"a file it wrote reached the {limits.file_size_mb} MB file size cap",
+        "cpu time": f"a process used more than {limits.cpu_s} s of CPU time",
+    }.get(limit, limit)
+
+
+def git_env() -> dict[str, str]:
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_PAGER": "cat",
+        "GIT_CONFIG_COUNT": str(len(GIT_OVERRIDES)),
+    }
+    for index, (key, value) in enumerate(GIT_OVERRIDES.items()):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
 
 
 def scrubbed_env(source: dict[str, str], workspace: Path) -> dict[str, str]:
-    """The environment minus anything that looks like a credential or runner config."""
+    """The environment minus anything that looks like a credential, runner config or a
+    hook that runs code; HOME and the XDG folders in the call's private tmpfs; git
+    given no configuration the command can write."""
     env = {
         name: value
         for name, value in source.items()
-        if not _CREDENTIAL.search(name) and not _URL_WITH_PASSWORD.search(value)
+        if not _CREDENTIAL.search(name)
+        and not _URL_WITH_PASSWORD.search(value)
+        and name not in _CODE_RUNNING
+        and not name.startswith(("GIT_", "XDG_", "BASH_FUNC_"))
     }
-    env.update(HOME=str(workspace), TMPDIR="/tmp", TERM="dumb", PWD=str(workspace))
+    env.update(
+        HOME=SANDBOX_HOME,
+        XDG_CONFIG_HOME=f"{SANDBOX_HOME}/.config",
+        XDG_CACHE_HOME=f"{SANDBOX_HOME}/.cache",
+        XDG_DATA_HOME=f"{SANDBOX_HOME}/.local/share",
+        XDG_STATE_HOME=f"{SANDBOX_HOME}/.local/state",
+        TMPDIR="/tmp",
+        TERM="dumb",
+        PWD=str(workspace),
+        PAGER="cat",
+        **git_env(),
+    )
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env
 
 
-def bwrap_args(bwrap: str, workspace: Path) -> list[str]:
+def bwrap_args(
+    bwrap: str,
+    workspace: Path,
+    *,
+    user: SandboxUser,
+    limits: SandboxLimits,
+    staged: bool,
+    block_fd: int | None = None,
+) -> list[str]:
+    """bubblewrap's arguments. `staged`: /tmp, /dev/shm and the workspace come from the
+    child's staging mounts (one capped tmpfs for both), else bwrap makes capped tmpfs."""
     args = [bwrap]
     for path in _SYSTEM:
         if os.path.islink(path):
@@ -65,15 +163,26 @@ def bwrap_args(bwrap: str, workspace: Path) -> list[str]:
             args += ["--ro-bind", "/dev/null", path]
     for path in _MASKED_DIRS:
         if os.path.isdir(path):
-            args += ["--tmpfs", path, "--remount-ro", path]
-    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+            args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    size = str(limits.tmpfs_mb * 1024 * 1024)
+    if staged:
+        args += ["--bind", str(STAGED_TMP), "/tmp", "--bind", str(STAGED_SHM), "/dev/shm"]
+    else:
+        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
+    args += ["--perms", "0700", "--dir", SANDBOX_HOME]
     # Bound last, so a workspace under /tmp is not hidden by the private /tmp.
     real = os.path.realpath(workspace)
-    args += ["--bind", real, real, "--chdir", real]
-    args += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    args += ["--hostname", "sandbox", "--new-session", "--die-with-parent"]
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]  # root inside keeps no capability to undo the mounts
+    source = str(STAGED_WORKSPACE) if staged else real
+    args += ["--bind", source, real, "--chdir", real]
+    # bwrap's own root and /dev are tmpfs without a size: read-only, so nothing fills them.
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid)]
+    args += ["--disable-userns", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
+    args += ["--unshare-uts", "--hostname", "sandbox", "--new-session", "--die-with-parent"]
+    args += ["--cap-drop", "ALL"]
+    if block_fd is not None:
+        args += ["--block-fd", str(block_fd)]
     return [*args, "--"]
 
 
@@ -126,27 +235,61 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-async def _finish(proc: asyncio.subprocess.Process, cgroup: PidsCgroup | None) -> None:
-    """Kill whatever is left of the tree: the process group, then every cgroup member."""
-    _kill_group(proc.pid)
-    if cgroup is not None:
-        await asyncio.to_thread(cgroup.kill_all)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    await proc.wait()
-    if cgroup is not None:
-        for _ in range(20):
-            cgroup.remove()
-            if not cgroup.path.exists():
-                break
-            await asyncio.sleep(0.05)
+@dataclass(slots=True)
+class _Call:
+    """What one call holds on the host: its cgroups and a handle on its private tmpfs
+    (which keeps the tmpfs readable after the sandbox is gone, to see if it was full)."""
+
+    group: CallGroup | None = None
+    tmp_fd: int | None = None
+
+    async def finish(self, proc: asyncio.subprocess.Process | None) -> None:
+        """Kill whatever is left of the tree: the process group, then every cgroup
+        member; then remove the groups."""
+        if proc is not None:
+            _kill_group(proc.pid)
+        if self.group is not None:
+            await asyncio.to_thread(self.group.kill_all)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def close(self) -> None:
+        if self.tmp_fd is not None:
+            os.close(self.tmp_fd)
+            self.tmp_fd = None
+        if self.group is not None:
+            for _ in range(20):
+                if self.group.remove():
+                    break
+                await asyncio.sleep(0.05)
+
+    def exceeded(self, exit_code: int | None, output: str) -> str | None:
+        """Which limit the call ran into, from the kernel's counters where there are some."""
+        if self.group is not None and self.group.oom_kills():
+            return "memory"
+        if self.group is not None and self.group.fork_refusals():
+            return "processes"
+        if self.tmp_fd is not None:
+            room = os.fstatvfs(self.tmp_fd)
+            if room.f_bavail * room.f_frsize < _FULL_BYTES:
+                return "disk"
+        # No counter exists for these two; the signal shows in the exit code (a single
+        # command) or in bash's report on a job it waited for. A command can fake them,
+        # but only to make its own call fail.
+        # (Python and others ignore SIGXFSZ and print EFBIG's text instead.)
+        if exit_code == 128 + signal.SIGXFSZ or _FILE_SIZE.search(output):
+            return "file size"
+        if exit_code == 128 + signal.SIGXCPU or "CPU time limit exceeded" in output:
+            return "cpu time"
+        return None
 
 
 async def _spawn(
     argv: list[str],
     workspace: Path,
-    limits: SandboxLimits,
-    cgroup: PidsCgroup | None,
+    setup: Callable[[], None],
     pass_fds: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
@@ -157,9 +300,60 @@ async def _spawn(
         cwd=workspace,
         env=scrubbed_env(dict(os.environ), workspace),
         start_new_session=True,  # its own process group, killed as one
-        preexec_fn=rlimits_setter(limits, cgroup),  # runs in the child before exec
+        preexec_fn=setup,  # runs in the child before exec
         pass_fds=pass_fds,
     )
+
+
+def _open_staged_tmp(pid: int) -> int | None:
+    """The call's tmpfs, reached through the (blocked) bwrap's view of its mounts."""
+    with contextlib.suppress(OSError):
+        return os.open(f"/proc/{pid}/root{STAGED_TMP}", os.O_RDONLY | os.O_DIRECTORY)
+    return None
+
+
+async def _start(
+    command: str, workspace: Path, attestation: Attestation, limits: SandboxLimits, call: _Call
+) -> asyncio.subprocess.Process:
+    argv = ["/bin/bash", "--noprofile", "--norc", "-c", command]
+    user = attestation.user
+    # Staging mounts need root; without them bwrap makes the capped tmpfs itself.
+    staged = attestation.bwrap is not None and os.geteuid() == 0 and user.drops
+    filter_fd = block_read = block_write = None
+    fds: list[int] = []
+    if staged:
+        block_read, block_write = os.pipe()
+        fds.append(block_read)
+    if attestation.bwrap is not None:
+        sandbox = bwrap_args(
+            attestation.bwrap, workspace, user=user, limits=limits, staged=staged,
+            block_fd=block_read,
+        )  # fmt: skip
+        if attestation.seccomp is not None:
+            filter_fd = program_fd(attestation.seccomp)
+            fds.append(filter_fd)
+            sandbox[-1:-1] = ["--seccomp", str(filter_fd)]  # before the closing "--"
+        argv = [*sandbox, *argv]
+    found = hierarchy()
+    if found is not None:
+        call.group = CallGroup(found, limits.memory_mb, limits.processes)
+    real = os.path.realpath(workspace) if staged else None
+    setup = child_setup(limits, call.group, user, real)
+    try:
+        if staged:
+            STAGE.mkdir(mode=0o755, exist_ok=True)
+        proc = await _spawn(argv, workspace, setup, tuple(fds))
+        if block_write is not None:
+            # bwrap waits for this byte before running anything: the tmpfs is surely
+            # there to be opened, and the command cannot have filled and left it yet.
+            call.tmp_fd = _open_staged_tmp(proc.pid)
+            with contextlib.suppress(OSError):
+                os.write(block_write, b"go")
+    finally:
+        for fd in (*fds, block_write):
+            if fd is not None:
+                os.close(fd)  # bwrap has its own copies
+    return proc
 
 
 async def run_sandboxed(
@@ -173,25 +367,12 @@ async def run_sandboxed(
     """Run `command` with `bash -c` in the strongest sandbox this host attested to."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    argv = ["/bin/bash", "--noprofile", "--norc", "-c", command]
-    filter_fd = None
-    if attestation.bwrap is not None:
-        sandbox = bwrap_args(attestation.bwrap, workspace)
-        if attestation.seccomp is not None:
-            filter_fd = program_fd(attestation.seccomp)
-            sandbox[-1:-1] = ["--seccomp", str(filter_fd)]  # before the closing "--"
-        argv = [*sandbox, *argv]
-    cgroup = PidsCgroup(limits.processes) if os.geteuid() == 0 and pids_cgroup_usable() else None
+    call = _Call()
     try:
-        fds = (filter_fd,) if filter_fd is not None else ()
-        proc = await _spawn(argv, workspace, limits, cgroup, fds)
+        proc = await _start(command, workspace, attestation, limits, call)
     except BaseException:
-        if cgroup is not None:
-            cgroup.remove()
+        await call.close()
         raise
-    finally:
-        if filter_fd is not None:
-            os.close(filter_fd)  # bwrap has its own copy
     collector = _Collector()
     assert proc.stdout is not None
     reader = asyncio.ensure_future(_drain(proc.stdout, collector))
@@ -202,12 +383,27 @@ async def run_sandboxed(
     except TimeoutError:
         timed_out = True
     finally:
-        await _finish(proc, cgroup)
+        await call.finish(proc)
         # Background children are dead now, so the pipe reaches its end promptly.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(reader, 5)
-    code = None if timed_out else proc.returncode
-    return Outcome(code, collector.text(), timed_out, loop.time() - started)
+    try:
+        code = None if timed_out else proc.returncode
+        output = collector.text()
+        exceeded = call.exceeded(code, output)
+    finally:
+        await call.close()
+    return Outcome(code, output, timed_out, loop.time() - started, exceeded)
 
 
-__all__ = ["MAX_OUTPUT_CHARS", "Outcome", "bwrap_args", "cap_output", "run_sandboxed"]
+__all__ = [
+    "GIT_OVERRIDES",
+    "MAX_OUTPUT_CHARS",
+    "SANDBOX_HOME",
+    "Outcome",
+    "bwrap_args",
+    "cap_output",
+    "describe",
+    "run_sandboxed",
+    "scrubbed_env",
+]

@@ -42,6 +42,7 @@ class Builtins:
             memory_mb=self.settings.sandbox_memory_mb,
             file_size_mb=self.settings.sandbox_file_size_mb,
             processes=self.settings.sandbox_pids_max,
+            tmpfs_mb=self.settings.sandbox_tmpfs_mb,
         )
         return [
             *clock_tools(),

@@ -1,8 +1,10 @@
 """`shell`: one bash command line in the sandbox, re-checked against the deny-list here
-because the bus can be spoken to directly."""
+because the bus can be spoken to directly. A call that runs into a sandbox limit fails
+with `sandbox_limit`, naming the limit; one that runs out of time, with `timeout`."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -10,7 +12,7 @@ from opentelemetry import trace
 
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety import classify
-from tether_tools_runner.sandbox import Attestation, SandboxLimits, run_sandboxed
+from tether_tools_runner.sandbox import Attestation, SandboxLimits, describe, run_sandboxed
 from tether_tools_runner.tool import Tool, ToolFailure
 from tether_tools_runner.workspace import Workspace
 
@@ -25,10 +27,13 @@ SHELL = ToolDescriptor(
         "things no other tool covers; prefer file_read/file_list/file_search for reading. "
         "`command` is one line of bash; `timeout_s` defaults to 30 and is clamped to 120 "
         "(the whole process tree is killed then, background children too). The sandbox has "
-        "no network, a read-only system, a private empty /tmp, no stdin and no credentials "
-        "in its environment; only the workspace is writable. Output over 20,000 characters "
-        "keeps its head and tail. Destructive commands on the deny-list are refused with "
-        '`deny_listed`. Example: {"command": "pytest -q tests/test_app.py", "timeout_s": 60}.'
+        "no network, a read-only system, a small private empty /tmp (also HOME), no stdin "
+        "and no credentials in its environment; only the workspace is writable. Memory and "
+        "process count are limited for the whole call; a call over a limit fails with "
+        "`sandbox_limit` naming it (memory, processes, disk, file size, cpu time). Output "
+        "over 20,000 characters keeps its head and tail. Destructive commands on the "
+        "deny-list are refused with `deny_listed`. "
+        'Example: {"command": "pytest -q tests/test_app.py", "timeout_s": 60}.'
     ),
     parameters={
         "type": "object",
@@ -44,6 +49,7 @@ SHELL = ToolDescriptor(
     effect="process",
     idempotent=False,
     aliases=["bash", "run_command", "execute_command", "terminal", "sh"],
+    output_trust="untrusted",
 )
 
 
@@ -61,13 +67,7 @@ class ShellTool:
         if verdict.decision == "deny":
             raise ToolFailure("deny_listed", "refused: " + "; ".join(verdict.reasons))
         timeout = min(float(args.get("timeout_s") or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
-        limits = SandboxLimits(
-            cpu_s=math.ceil(timeout) + 1,
-            memory_mb=self.limits.memory_mb,
-            file_size_mb=self.limits.file_size_mb,
-            processes=self.limits.processes,
-            open_files=self.limits.open_files,
-        )
+        limits = dataclasses.replace(self.limits, cpu_s=math.ceil(timeout) + 1)
         outcome = await run_sandboxed(
             command,
             self.workspace.root,
@@ -78,8 +78,17 @@ class ShellTool:
         # On the runner's span for this call (the bus's server span is current here).
         span = trace.get_current_span()
         span.set_attribute("tether.shell.timed_out", outcome.timed_out)
+        span.set_attribute("tether.shell.exceeded", outcome.exceeded or "")
         if outcome.exit_code is not None:
             span.set_attribute("process.exit.code", outcome.exit_code)
+        if outcome.exceeded is not None:
+            ended = "ran out of time" if outcome.timed_out else f"exit code {outcome.exit_code}"
+            raise ToolFailure(
+                "sandbox_limit",
+                f"{outcome.exceeded} limit exceeded: {describe(outcome.exceeded, limits)}; "
+                f"the command was stopped with all its processes ({ended}). "
+                f"Output so far:\n{outcome.output}",
+            )
         if outcome.timed_out:
             raise ToolFailure(
                 "timeout",
