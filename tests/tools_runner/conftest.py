@@ -39,21 +39,17 @@ def attestation() -> Iterator[Attestation]:
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
-    hand_over(root, sandbox_user())  # as the runner does at start: the sandbox user's
     return root
 
 
 @pytest.fixture
-def make_executor(workspace: Path, attestation: Attestation) -> Iterator[MakeExecutor]:
-    made: list[Builtins] = []
-
+def make_executor(workspace: Path, attestation: Attestation) -> MakeExecutor:
     def make(
         *, fetcher: Fetcher | None = None, attest_as: Attestation | None = None, **settings: Any
     ) -> Executor:
         config = RunnerSettings(workspace=workspace, **settings)
         used = attest_as or attestation
         builtins = Builtins(config, used, fetcher=fetcher)
-        made.append(builtins)  # its file workers are stopped after the test
         return Executor(
             Registry(builtins.tools()),
             default_timeout_s=config.default_timeout_s,
@@ -61,11 +57,7 @@ def make_executor(workspace: Path, attestation: Attestation) -> Iterator[MakeExe
             min_sandbox=config.min_sandbox,
         )
 
-    try:
-        yield make
-    finally:
-        for builtins in made:
-            builtins.close()
+    return make
 
 
 @pytest.fixture
