@@ -39,6 +39,7 @@ def attestation() -> Iterator[Attestation]:
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
+    hand_over(root, sandbox_user())  # as the runner does at start: the sandbox user's
     return root
 
 
