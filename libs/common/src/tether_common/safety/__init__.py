@@ -6,10 +6,13 @@ the tools-runner re-checks with them before acting, so a direct call cannot skip
     paths.resolve(root, path, write) -> real Path inside the workspace, or PathDenied
     urls.check(url, resolver=...)    -> None, or BlockedDestination
     urls.check_address(ip)           -> None, or BlockedDestination (connect-time re-check)
+    beneath.open_beneath(fd, parts)  -> an fd opened beneath the root, race-free (no symlink
+                                        followed); what the runner's file tools act through
 
 Owns: the read-only allow-list, the destructive deny-list, protected names, blocked
-address ranges. Never does: I/O beyond `realpath`/`stat` and DNS look-ups, policy modes
-or grants (the brain's gates), running anything.
+address ranges. Never does: I/O beyond `realpath`/`stat`, DNS look-ups and the
+fd-relative opens and renames of `beneath` (asked for by its caller), policy modes or
+grants (the brain's gates), running anything.
 """
 
 from .paths import check_root, resolve

@@ -7,8 +7,10 @@ be inside the root. Protected names (`.env*`, `.git`, `.ssh`, keys, credential f
 are followed. Writes also refuse the root itself and files with several hard links (a
 hard link can make a file outside the workspace look like one inside).
 
-The check is made when called: callers still open files without following a symlink
-swapped in afterwards (O_NOFOLLOW), since a check can never close that race alone.
+This is the brain's gate: a pre-check that gives the model a good message. A check by
+path can never close the race with a folder swapped for a symlink before the file is
+opened, so whatever acts on a file (the tools-runner) opens it with `beneath`, which
+resolves and opens in one step and follows no symlink at all.
 """
 
 from __future__ import annotations
