@@ -40,18 +40,20 @@ class SandboxLimits:
     tmpfs_mb: int = 256
 
 
-def _rlimits(limits: SandboxLimits, per_call: bool) -> list[tuple[int, int]]:
+def _rlimits(limits: SandboxLimits, per_call: bool) -> list[tuple[int, int, int]]:
+    """(kind, soft, hard). CPU's hard limit is a second above the soft one, so a process
+    over it dies of SIGXCPU (which says why) rather than an anonymous SIGKILL."""
     mb = 1024 * 1024
     table = [
-        (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 1),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb, limits.file_size_mb * mb),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
     ]
     if not per_call:
         table += [
-            (resource.RLIMIT_AS, limits.memory_mb * mb),
-            (resource.RLIMIT_NPROC, limits.processes),
+            (resource.RLIMIT_AS, limits.memory_mb * mb, limits.memory_mb * mb),
+            (resource.RLIMIT_NPROC, limits.processes, limits.processes),
         ]
     return table
 
@@ -109,8 +111,8 @@ def child_setup(
                 os.close(fd)
         if stage is not None:
             stage()
-        for kind, value in table:
-            setrlimit(kind, (value, value))
+        for kind, soft, hard in table:
+            setrlimit(kind, (soft, hard))
         if drop:  # groups first: once the uid is gone, nothing else may be changed
             setgroups([])
             setresgid(user.gid, user.gid, user.gid)
