@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
@@ -96,6 +97,7 @@ def stack_env(base: Path, nats_url: str, pg_url: str, scripts: Path) -> dict[str
         "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(base / "skills")]),
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "TETHER_DECISION_KEY": new_key(),
         "TETHER_LOG_LEVEL": "WARNING",
     }
 

@@ -16,12 +16,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
 from tether_common.db import make_engine
+from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.settings import async_database_url
 from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"
+# The key with which the approvals service signs decisions and the brain verifies them:
+# one per session, in the environment every service the suite starts inherits (the
+# supervisor passes it on), as `tether up` keeps one per TETHER_HOME.
+os.environ.setdefault("TETHER_DECISION_KEY", new_key())
 
 
 @pytest.fixture(scope="session")

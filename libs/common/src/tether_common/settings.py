@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
@@ -50,6 +50,9 @@ class CommonSettings(BaseSettings):
     operator_token: str | None = Field(
         default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
     )
+    # Signs approval decisions (approvals service) and verifies them (brain); see
+    # tether_common.decisions. Never stored in the database.
+    decision_key: SecretStr | None = None
 
     @field_validator("database_url")
     @classmethod

@@ -23,6 +23,7 @@ from tether_approvals.settings import ApprovalSettings
 from tether_approvals.store import ApprovalStore
 from tether_common import audit
 from tether_common.background import FailureLog, every
+from tether_common.decisions import required_key
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -76,6 +77,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         default_expiry_s=settings.default_expiry_s,
         approvers=build_approvers(settings.rules, settings.approvers),
         sink=sink,
+        key=required_key(common.decision_key),
     )
     pending = PendingGauge(service.engine)
     sweeper: list[asyncio.Task[None]] = []

@@ -5,6 +5,12 @@ event and an audit record change together. The decision is then put on JetStream
 (message id `<approval_id>:decided`, so a re-send is deduplicated); the row keeps an
 outbox mark, and the sweeper re-sends whatever a crash left unsent.
 
+Every decision (an operator's, an automated approver's, expiry's) is signed with the
+decision key (`tether_common.decisions`) in the transaction that makes it; the proof is
+kept on the row and carried on the message, and the brain resumes nothing without it. A
+decided row whose proof does not verify was written by someone else: it is never
+announced or spent, and the attempt goes to the run's trail.
+
 Deletes are never remembered: `allow_run` / `allow_chat` on a request whose scope or
 effect is `delete` is refused (422 `delete_not_remembered`) rather than silently
 downgraded, so the operator sees what was actually granted.
@@ -27,6 +33,7 @@ from tether_approvals.store import add_event, locked_row, view
 from tether_approvals.tables import approvals
 from tether_approvals.trail import record, run_trail
 from tether_common import audit
+from tether_common.decisions import DecisionFacts, DecisionKey
 from tether_common.errors import ConflictError, MessageError
 from tether_common.messages.approvals import (
     ApprovalDecided,
@@ -38,7 +45,7 @@ from tether_common.messages.approvals import (
     Decision,
     EventKind,
 )
-from tether_common.metrics import approval_decision_duration
+from tether_common.metrics import approval_decision_duration, bus_errors
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,8 @@ _REFUSED: dict[str, ConsumeOutcome] = {
     "expired": "approval_expired",
     "consumed": "already_consumed",
 }
+# Outcome of spending a granted row whose proof does not verify (written outside).
+UNVERIFIED: ConsumeOutcome = "approval_unverified"
 
 
 def decided_message(item: ApprovalView) -> ApprovalDecided:
@@ -63,6 +72,16 @@ def decided_message(item: ApprovalView) -> ApprovalDecided:
         decided_by=item.decided_by or "unknown",
         note=item.note,
         ts=item.decided_at or datetime.now(UTC),
+        proof=item.proof,
+    )
+
+
+def facts_of(item: Any) -> DecisionFacts | None:
+    """What a decided row's proof covers (a row or a view); None when it has no decision."""
+    if item.decision is None or item.decided_at is None:
+        return None
+    return DecisionFacts(
+        item.approval_id, item.run_id, item.action_digest, item.decision, item.decided_at
     )
 
 
@@ -104,12 +123,25 @@ class Lifecycle:
         default_expiry_s: float,
         approvers: Sequence[AutomatedApprover] = (),
         sink: audit.JsonlSink | None = None,
+        key: DecisionKey | None = None,
     ) -> None:
         self.engine = engine
         self.publish = publish
         self.default_expiry_s = default_expiry_s
         self.approvers = tuple(approvers)
         self.sink = sink
+        # Without a configured key (tests building a lifecycle alone) a random one: the
+        # decisions are still signed, by a key no one else holds.
+        self.key = key or DecisionKey.generate()
+
+    def verified(self, item: Any) -> bool:
+        """Does this decided row carry this service's proof of its decision?"""
+        facts = facts_of(item)
+        return facts is not None and self.key.verify(facts, item.proof)
+
+    def _decision_values(self, row: Any, decision: str, decided_at: datetime) -> dict[str, Any]:
+        facts = DecisionFacts(row.approval_id, row.run_id, row.action_digest, decision, decided_at)
+        return {"decision": decision, "decided_at": decided_at, "proof": self.key.sign(facts)}
 
     async def _transition(
         self, conn: AsyncConnection, approval_id: str, kind: EventKind, event: str, **values: Any
@@ -123,7 +155,11 @@ class Lifecycle:
 
     async def announce(self, item: ApprovalView) -> None:
         """Put a decision on JetStream and set the outbox mark; a failure is left to the
-        sweeper, never raised to the operator whose decision is already durable."""
+        sweeper, never raised to the operator whose decision is already durable. A
+        decision without this service's proof is not announced (see `_refuse_forged`)."""
+        if not self.verified(item):
+            await self._refuse_forged(item)
+            return
         try:
             await self.publish(decided_message(item))
         except Exception:
@@ -148,7 +184,7 @@ class Lifecycle:
             item = view(row)
             await add_event(conn, "created", item, now)
             if answer != "no_opinion":
-                item = await self._settle(conn, item.approval_id, answer, identity, None, auto=True)
+                item = await self._settle(conn, item, answer, identity, None, auto=True)
         if item.decision is not None:
             await self.announce(item)
         return item
@@ -156,38 +192,63 @@ class Lifecycle:
     async def _settle(
         self,
         conn: AsyncConnection,
-        approval_id: str,
+        row: Any,
         decision: Decision,
         by: str,
         note: str | None,
         *,
         auto: bool = False,
     ) -> ApprovalView:
+        """Decide a locked pending row (`row`: its columns, or its view)."""
         status = "denied" if decision == "deny" else "granted"
         event = "approval.auto_decided" if auto else "approval.decided"
         return await self._transition(
             conn,
-            approval_id,
+            row.approval_id,
             "decided",
             event,
             status=status,
-            decision=decision,
             note=note,
             decided_by=by,
-            decided_at=datetime.now(UTC),
+            **self._decision_values(row, decision, datetime.now(UTC)),
         )
 
-    async def _expire(self, conn: AsyncConnection, approval_id: str) -> ApprovalView:
+    async def _expire(self, conn: AsyncConnection, row: Any) -> ApprovalView:
         return await self._transition(
             conn,
-            approval_id,
+            row.approval_id,
             "expired",
             "approval.expired",
             status="expired",
-            decision="expired",
             decided_by="expiry",
-            decided_at=datetime.now(UTC),
+            **self._decision_values(row, "expired", datetime.now(UTC)),
         )
+
+    async def _refuse_forged(self, item: ApprovalView) -> None:
+        """A decided row this service did not sign: someone wrote the table directly.
+        Never announced; logged, counted and written to the run's trail once (the outbox
+        mark is set so the sweeper does not pick it up again)."""
+        log.warning(
+            "approval %s of run %s is %s without a valid proof: written outside the "
+            "approvals service; not announced",
+            item.approval_id,
+            item.run_id,
+            item.status,
+        )
+        bus_errors.add(1, {"service": "approvals", "code": "decision_unverified"})
+        async with self.engine.begin() as conn:
+            await record(
+                conn,
+                run_trail(item.run_id),
+                "approval.forged_refused",
+                _audit_data(item) | {"refused": "decision_unverified"},
+                self.sink,
+            )
+            await conn.execute(
+                update(approvals)
+                .where(approvals.c.approval_id == item.approval_id)
+                .values(published_at=datetime.now(UTC))
+            )
 
     async def decide(
         self, who: Principal, approval_id: str, decision: Decision, note: str | None
@@ -197,7 +258,7 @@ class Lifecycle:
         async with self.engine.begin() as conn:
             row = await locked_row(conn, approval_id, who)
             if row.status == "pending" and row.expires_at <= datetime.now(UTC):
-                item = await self._expire(conn, approval_id)
+                item = await self._expire(conn, row)
             elif row.status != "pending":
                 code = "expired" if row.status == "expired" else "already_decided"
                 raise ConflictError(f"approval '{approval_id}' is {row.status}", code=code)
@@ -207,7 +268,7 @@ class Lifecycle:
                     code="delete_not_remembered",
                 )
             else:
-                item = await self._settle(conn, approval_id, decision, who.name, note)
+                item = await self._settle(conn, row, decision, who.name, note)
         observe_decision(item)
         await self.announce(item)
         if item.status == "expired":
@@ -220,10 +281,16 @@ class Lifecycle:
         async with self.engine.begin() as conn:
             row = await locked_row(conn, req.approval_id, None)
             outcome = self._consume_outcome(row, req.action_digest)
+            if outcome == "consumed" and not self.verified(row):
+                outcome = UNVERIFIED
+                bus_errors.add(1, {"service": "approvals", "code": "decision_unverified"})
+                log.warning(
+                    "refused to spend approval %s: its proof does not verify", row.approval_id
+                )
             if outcome == "consumed":
                 item = await self._mark_consumed(conn, req.approval_id)
             elif outcome == "approval_expired" and row.status == "pending":
-                item = expired = await self._expire(conn, req.approval_id)
+                item = expired = await self._expire(conn, row)
             else:
                 item = view(row)
                 data = _audit_data(item) | {"refused": outcome}
@@ -274,7 +341,7 @@ class Lifecycle:
             .with_for_update(skip_locked=True)
             .limit(200)
         )
-        return [await self._expire(conn, row.approval_id) for row in list(due)]
+        return [await self._expire(conn, row) for row in list(due)]
 
     async def _unsent(self, conn: AsyncConnection, older_than_s: float) -> list[ApprovalView]:
         """Decisions a crash (or a NATS outage) kept off JetStream; re-sent deduplicated."""

@@ -43,6 +43,8 @@ approvals = Table(
     Column("consumed_at", DateTime(timezone=True)),
     # Outbox mark: set once the decision is on JetStream; the sweeper re-sends the rest.
     Column("published_at", DateTime(timezone=True)),
+    # The decision's HMAC by this service (tether_common.decisions); the key is not here.
+    Column("proof", String(80)),
 )
 
 # The operator event stream, in order; its id is the SSE event id (resumable).

@@ -25,6 +25,7 @@ from tether_brain.skills_api import skills_router
 from tether_brain.store import RunStore
 from tether_brain.subagents import AgentTool
 from tether_brain.toolbox import Toolbox
+from tether_common.decisions import required_key
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import ChildEnded, GetRun, GrantsChanged, RunView, StopRun
 from tether_common.service import Service
@@ -66,7 +67,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         default_window=settings.default_context_window,
         prices=settings.prices,
     )
-    manager = RunManager(bus, store, loop, settings)
+    manager = RunManager(bus, store, loop, settings, decision_key=required_key(common.decision_key))
 
     async def get_run(req: GetRun) -> RunView:
         return await manager.get(req.run_id)

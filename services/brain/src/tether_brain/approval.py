@@ -11,10 +11,13 @@ from typing import Any
 from tether_brain.gates import Verdict
 from tether_brain.state import RunState
 from tether_common.bus import Bus
+from tether_common.decisions import DecisionFacts, DecisionKey
 from tether_common.messages.approvals import (
+    ApprovalDecided,
     ApprovalView,
     ConsumeApproval,
     CreateApproval,
+    ListApprovals,
     PresenceQuery,
 )
 from tether_common.messages.gateway import CallRecord
@@ -60,6 +63,43 @@ def action_digest(state: RunState, call: CallRecord, tool: ToolDescriptor, step:
         "history": history_digest(state, call),
     }
     return hashlib.sha256(_canonical(action)).hexdigest()
+
+
+def decision_problem(key: DecisionKey, state: RunState, decided: ApprovalDecided) -> str | None:
+    """Why a decision may not resume `state` (None: it may). It must carry the approvals
+    service's proof over exactly what it says, and be about the approval the run waits
+    on, for the action sealed when it parked: a row written into the approvals table by
+    hand, a message published on the decisions subject by anyone else, or a genuine
+    decision about another approval all fail here."""
+    facts = DecisionFacts(
+        decided.approval_id, decided.run_id, decided.action_digest, decided.decision, decided.ts
+    )
+    if decided.run_id != state.run_id or not key.verify(facts, decided.proof):
+        return "decision_unverified"
+    pending = state.counters.pending_approval or {}
+    if (pending.get("approval_id"), pending.get("digest")) != (
+        decided.approval_id,
+        decided.action_digest,
+    ):
+        return "decision_mismatch"
+    return None
+
+
+def decided_from_view(view: ApprovalView) -> ApprovalDecided | None:
+    """The decision an approval's stored state holds, as if announced (None: undecided)."""
+    if view.decision is None or view.decided_at is None:
+        return None
+    return ApprovalDecided(
+        approval_id=view.approval_id,
+        run_id=view.run_id,
+        step=view.step,
+        decision=view.decision,
+        action_digest=view.action_digest,
+        decided_by=view.decided_by or "unknown",
+        note=view.note,
+        ts=view.decided_at,
+        proof=view.proof,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +179,17 @@ class ApprovalClient:
         body = ConsumeApproval(approval_id=approval_id, action_digest=digest)
         result = await self.bus.request(self.bus.subjects.approval_consume, body, timeout=10.0)
         return result.outcome == "consumed"
+
+    async def stored_decision(self, run_id: str, approval_id: str) -> ApprovalDecided | None:
+        """What the approvals service holds about `approval_id` right now (None: pending
+        or unknown); the caller verifies it like any announced decision."""
+        found = await self.bus.request(
+            self.bus.subjects.approval_list,
+            ListApprovals(status=None, run_id=run_id, limit=1000),
+            timeout=10.0,
+        )
+        view = next((a for a in found.approvals if a.approval_id == approval_id), None)
+        return None if view is None else decided_from_view(view)
 
     async def operator_present(self, agent: str | None, owner: str | None) -> bool:
         presence = await self.bus.request(

@@ -13,13 +13,14 @@ from datetime import UTC, datetime
 
 from sqlalchemy.exc import DBAPIError
 
-from tether_brain.approval import Decision
+from tether_brain.approval import Decision, decision_problem
 from tether_brain.control import Control
 from tether_brain.loop import Loop
 from tether_brain.settings import BrainSettings
 from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
+from tether_common.decisions import DecisionKey
 from tether_common.errors import MessageError, TetherError
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
@@ -36,7 +37,7 @@ from tether_common.messages.runs import (
     StartRun,
     StopRun,
 )
-from tether_common.metrics import runs_started
+from tether_common.metrics import bus_errors, runs_started
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,20 @@ def replica_id() -> str:
 
 
 class RunManager:
-    def __init__(self, bus: Bus, store: RunStore, loop: Loop, settings: BrainSettings) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        store: RunStore,
+        loop: Loop,
+        settings: BrainSettings,
+        *,
+        decision_key: DecisionKey,
+    ) -> None:
         self.bus = bus
         self.store = store
         self.loop = loop
         self.settings = settings
+        self.decision_key = decision_key
         self.owner = replica_id()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._controls: dict[str, Control] = {}
@@ -216,15 +226,62 @@ class RunManager:
             self._spawn(await self.store.load(parent_id), helpers_done=True)
 
     async def on_decision(self, decided: ApprovalDecided) -> None:
-        """A decision arrived (any replica may get it): resume the parked run here."""
+        """A decision arrived (any replica may get it): resume the parked run here, but
+        only with a decision the approvals service signed for the approval the run waits
+        on (`approval.decision_problem`); any other is refused and the run stays parked."""
         if not await self.store.claim_parked(decided.run_id, self.owner, self.settings.lease_s):
             return
         state = await self.store.load(decided.run_id)
-        pending = state.counters.pending_approval or {}
-        if pending.get("approval_id") != decided.approval_id:
-            log.warning("decision %s does not match run %s", decided.approval_id, decided.run_id)
+        problem = decision_problem(self.decision_key, state, decided)
+        if problem is not None:
+            await self._refuse_decision(state, decided, problem)
+            return
         decision = Decision(decided.approval_id, decided.decision, decided.note, decided.decided_by)
         self._spawn(state, decision)
+
+    async def _refuse_decision(
+        self, state: RunState, decided: ApprovalDecided, problem: str
+    ) -> None:
+        """Put the run back as it was (parked, no lease) with the refusal in its trail, then
+        look at what the approvals service really holds: a genuine decision that arrived
+        while this one held the run found it running and was dropped, so it is applied
+        from there."""
+        log.warning(
+            "refused a decision for run %s (approval %s, %s by %s): %s",
+            state.run_id,
+            decided.approval_id,
+            decided.decision,
+            decided.decided_by,
+            problem,
+        )
+        bus_errors.add(1, {"service": "brain", "code": problem})
+        state.audit_later(
+            "approval.decision_refused",
+            {
+                "approval_id": decided.approval_id,
+                "decision": decided.decision,
+                "decided_by": decided.decided_by,
+                "refused": problem,
+            },
+        )
+        state.status = "awaiting_approval"
+        await self.store.commit(state)
+        await self.reconcile_decision(state.run_id)
+
+    async def reconcile_decision(self, run_id: str) -> None:
+        """Resume a parked run from its approval's stored decision if that one verifies;
+        otherwise (pending, or written outside the approvals service) it stays parked."""
+        state = await self.store.load(run_id)
+        approval_id = (state.counters.pending_approval or {}).get("approval_id")
+        if state.status != "awaiting_approval" or approval_id is None:
+            return
+        try:
+            stored = await self.loop.parking.approvals.stored_decision(run_id, str(approval_id))
+        except TetherError as exc:
+            log.warning("cannot read approval %s back: %s", approval_id, exc.message)
+            return
+        if stored is not None and decision_problem(self.decision_key, state, stored) is None:
+            await self.on_decision(stored)
 
     async def queue_message(self, req: QueueMessage) -> RunAccepted:
         status = await self.store.queue_message(req.run_id, req.text)

@@ -26,6 +26,7 @@ ConsumeOutcome = Literal[
     "approval_denied",
     "approval_expired",
     "approval_pending",
+    "approval_unverified",  # a granted row without the approvals service's proof
 ]
 
 
@@ -70,6 +71,8 @@ class ApprovalView(WireModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     consumed_at: datetime | None = None
+    # The approvals service's signature of the decision (tether_common.decisions).
+    proof: str | None = None
 
 
 class ListApprovals(WireModel):
@@ -107,6 +110,9 @@ class ApprovalDecided(WireModel):
     decided_by: str
     note: str | None = None
     ts: datetime
+    # HMAC of (approval, run, digest, decision, ts) by the approvals service: a decision
+    # without a proof that verifies does not resume a run (tether_common.decisions).
+    proof: str | None = None
 
 
 class ConsumeApproval(WireModel):

@@ -1,0 +1,267 @@
+"""An approval written outside the approvals service never resumes a run.
+
+The attack, through the real services: a run parks a call for an operator; an attacker
+with SQL access to the shared database marks the approval `granted` (with no proof, a
+made-up one, or one copied from a genuine decision) and waits for the sweeper to
+announce it, or tries to spend it; or publishes decisions on the decisions subject
+directly. None of it runs the parked call: the run stays parked, every attempt is in a
+trail. A genuine decision by an operator still resumes the run afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tether_client import TetherClient
+from tether_common.bus import Bus
+from tether_common.decisions import DecisionFacts, DecisionKey
+from tether_common.messages.approvals import ApprovalDecided, ConsumeApproval
+from tether_common.messages.runs import RunEvent
+from tether_common.subjects import Subjects
+from tether_common.supervisor import Supervisor
+from tether_common.testing import call, event_data, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "test-operator-token"  # tests/conftest.py OPERATOR_TOKEN
+PARKED_TOOL = "convert_time"
+ARGS = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
+# A bound on waiting for the services to handle what the test did; never a speed claim.
+SETTLE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    return {
+        "TETHER_BRAIN_GUARDRAILS": json.dumps({PARKED_TOOL: "confirm"}),
+        "TETHER_APPROVALS_SWEEP_INTERVAL_S": "0.2",
+        "TETHER_APPROVALS_REPUBLISH_AFTER_S": "0.2",
+    }
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """The attacker's SQL session (the suite's own credentials: how they got them is
+    beside the point here; tests/deploy/test_local_credentials.py shows they are needed)."""
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", "", 1))
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def attacker_bus(stack: Supervisor) -> AsyncIterator[Bus]:
+    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
+    async with await Bus.connect(
+        stack.env["TETHER_NATS_URL"], service="attacker", subjects=subjects
+    ) as bus:
+        yield bus
+
+
+async def park(stack: Supervisor, scripts: Path) -> tuple[str, dict[str, Any]]:
+    model = write_script(scripts, [[call(PARKED_TOOL, **ARGS)], say("converted")])
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("convert a time", provider="scripted", model=model)
+        async for event in client.events(accepted.run_id):
+            if event.kind == "tool.approval_needed":
+                return accepted.run_id, event.data
+            assert event.kind != "run.end", event.data
+    raise AssertionError("the run never asked")
+
+
+async def records(db: asyncpg.Connection, trail: str, event: str) -> int:
+    found = await db.fetchval(
+        "SELECT count(*) FROM audit_records WHERE run_id = $1 AND event = $2", trail, event
+    )
+    return int(found)
+
+
+async def wait_for_records(db: asyncpg.Connection, trail: str, event: str, count: int) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_S
+    while await records(db, trail, event) < count:
+        assert loop.time() < deadline, f"no {count} x {event} in the trail {trail}"
+        await asyncio.sleep(0.1)
+
+
+async def assert_still_parked(db: asyncpg.Connection, run_id: str) -> None:
+    """Parked, held by no replica, and the parked call never approved nor run."""
+    row = await db.fetchrow("SELECT status, lease_owner FROM runs WHERE run_id = $1", run_id)
+    assert row is not None
+    assert (row["status"], row["lease_owner"]) == ("awaiting_approval", None)
+    after_park = await db.fetchval(
+        "SELECT count(*) FROM run_journal WHERE run_id = $1 AND kind = 'event'"
+        " AND data->>'kind' IN ('tool.approved', 'tool.denied', 'tool.result')",
+        run_id,
+    )
+    assert after_park == 0
+
+
+async def decide(stack: Supervisor, approval_id: str, decision: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(
+            f"{stack.child('approvals').url}/v1/approvals/{approval_id}/decision",
+            json={"decision": decision},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+
+
+async def finish(stack: Supervisor, run_id: str) -> tuple[str, list[RunEvent]]:
+    async with TetherClient(stack.child("brain").url) as client:
+        events = [e async for e in client.events(run_id)]
+        return (await client.get_run(run_id)).status, events
+
+
+async def genuine_decision(
+    stack: Supervisor, scripts: Path, db: asyncpg.Connection
+) -> asyncpg.Record:
+    """A decision the approvals service really made (about another run), as stored."""
+    run_id, asked = await park(stack, scripts)
+    assert (await decide(stack, asked["approval_id"], "deny")).status_code == 200
+    await finish(stack, run_id)
+    row = await db.fetchrow("SELECT * FROM approvals WHERE approval_id = $1", asked["approval_id"])
+    assert row is not None
+    assert str(row["proof"]).startswith("v1:")
+    return row
+
+
+async def test_a_connection_without_the_password_is_refused(database_url: str) -> None:
+    """The first step of the attack (any local account connecting) no longer works."""
+    without = database_url.replace("+asyncpg", "", 1)
+    scheme, rest = without.split("://", 1)
+    credentials, where = rest.split("@", 1)
+    user = credentials.split(":", 1)[0]
+    for attempt in (f"{scheme}://{user}@{where}", f"{scheme}://{user}:wrong@{where}"):
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(attempt)
+
+
+async def test_an_approval_row_forged_in_the_database_never_runs_the_call(
+    stack: Supervisor, scripts_dir: Path, db: asyncpg.Connection, attacker_bus: Bus
+) -> None:
+    genuine = await genuine_decision(stack, scripts_dir, db)
+    forged_rows = [
+        ("allow_once", None),  # no proof at all
+        ("allow_run", ""),
+        ("allow_chat", "v1:" + "0" * 64),  # a made-up one
+        ("allow_once", genuine["proof"]),  # copied from a genuine decision
+        ("deny", genuine["proof"]),  # even the genuine decision's own value
+    ]
+    for decision, proof in forged_rows:
+        run_id, asked = await park(stack, scripts_dir)
+        approval_id = asked["approval_id"]
+        await db.execute(
+            "UPDATE approvals SET status = 'granted', decision = $2, decided_by = 'mallory',"
+            " decided_at = $3, published_at = NULL, proof = $4 WHERE approval_id = $1",
+            approval_id,
+            decision,
+            datetime.now(UTC) - timedelta(minutes=1),
+            proof,
+        )
+        # The sweeper finds the unsent decision, refuses to announce it, says so.
+        await wait_for_records(db, f"approvals:{run_id}", "approval.forged_refused", 1)
+        await assert_still_parked(db, run_id)
+        # Nor can the forged grant be spent (the brain's own last step before it runs).
+        digest = await db.fetchval(
+            "SELECT action_digest FROM approvals WHERE approval_id = $1", approval_id
+        )
+        spent = await attacker_bus.request(
+            attacker_bus.subjects.approval_consume,
+            ConsumeApproval(approval_id=approval_id, action_digest=digest),
+        )
+        assert spent.outcome == "approval_unverified", (decision, proof)
+        assert (
+            await db.fetchval(
+                "SELECT consumed_at FROM approvals WHERE approval_id = $1", approval_id
+            )
+            is None
+        )
+        await assert_still_parked(db, run_id)
+
+
+async def test_forged_decision_messages_are_refused_and_a_genuine_one_still_resumes(
+    stack: Supervisor, scripts_dir: Path, db: asyncpg.Connection, attacker_bus: Bus
+) -> None:
+    genuine = await genuine_decision(stack, scripts_dir, db)
+    run_id, asked = await park(stack, scripts_dir)
+    approval_id = asked["approval_id"]
+    digest = await db.fetchval(
+        "SELECT action_digest FROM approvals WHERE approval_id = $1", approval_id
+    )
+    now = datetime.now(UTC)
+    real_key = DecisionKey(os.environ["TETHER_DECISION_KEY"])
+
+    def message(proof: str | None, **change: Any) -> ApprovalDecided:
+        base: dict[str, Any] = {
+            "approval_id": approval_id,
+            "run_id": run_id,
+            "step": 1,
+            "decision": "allow_once",
+            "action_digest": digest,
+            "decided_by": "mallory",
+            "ts": now,
+            "proof": proof,
+        }
+        return ApprovalDecided.model_validate(base | change)
+
+    def signed(key: DecisionKey, **change: Any) -> ApprovalDecided:
+        unsigned = message(None, **change)
+        facts = DecisionFacts(
+            unsigned.approval_id,
+            unsigned.run_id,
+            unsigned.action_digest,
+            unsigned.decision,
+            unsigned.ts,
+        )
+        return unsigned.model_copy(update={"proof": key.sign(facts)})
+
+    forged = [
+        message(None),
+        message(""),
+        message("v1:" + "f" * 64),
+        message(genuine["proof"]),  # a genuine proof, about something else
+        signed(DecisionKey.generate()),  # a well-made proof by some other key
+        # The genuine decision replayed word for word, but aimed at this run.
+        message(
+            genuine["proof"],
+            approval_id=genuine["approval_id"],
+            action_digest=genuine["action_digest"],
+            decision=genuine["decision"],
+            ts=genuine["decided_at"],
+        ),
+        # Signed by the real key (as if leaked into a replay), but about another
+        # approval, or another action: the run waits on neither.
+        signed(real_key, approval_id="apr_" + "0" * 32),
+        signed(real_key, action_digest="0" * 64),
+    ]
+    subject = attacker_bus.subjects.approval_decided
+    for n, decided in enumerate(forged, start=1):
+        await attacker_bus.js_publish(subject, decided, msg_id=f"forged-{run_id}-{n}")
+        await wait_for_records(db, run_id, "approval.decision_refused", n)
+        await assert_still_parked(db, run_id)
+    reasons = await db.fetch(
+        "SELECT data::jsonb->>'refused' AS refused FROM audit_records WHERE run_id = $1"
+        " AND event = 'approval.decision_refused' ORDER BY seq",
+        run_id,
+    )
+    assert [r["refused"] for r in reasons] == ["decision_unverified"] * 6 + [
+        "decision_mismatch"
+    ] * 2
+
+    assert (await decide(stack, approval_id, "allow_once")).status_code == 200
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    assert event_data(events, "tool.approved")[0]["by"] != "mallory"
+    result = [r for r in event_data(events, "tool.result") if r["name"] == PARKED_TOOL][-1]
+    assert result["ok"] is True
