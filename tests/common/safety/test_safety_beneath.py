@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,3 +284,55 @@ def test_read_limited_stops_one_past_the_limit(tree: Path, root_fd: int) -> None
         assert len(read_limited(fd, 100)) == 101
     finally:
         os.close(fd)
+
+
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (os.fsencode(p) for p in sys.argv[1:3])
+print("ready", flush=True)
+while True:
+    libc.renameat2(-100, a, -100, b, 2)
+"""
+
+
+def test_thousands_of_opens_and_writes_under_a_swap_loop_stay_inside(
+    resolver: str, tree: Path, root_fd: int
+) -> None:
+    """Both resolvers, against a process exchanging `a` with a link to outside."""
+    outside = tree.parent / "outside"
+    before = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    (tree / "swap").symlink_to(outside)
+    inside = refused = 0
+    with subprocess.Popen(
+        [sys.executable, "-c", SWAPPER, str(tree / "a"), str(tree / "swap")],
+        stdout=subprocess.PIPE,
+    ) as swapper:
+        try:
+            assert swapper.stdout is not None
+            assert swapper.stdout.readline() == b"ready\n"
+            for attempt in range(3000):
+                if _attempt(root_fd, attempt):
+                    inside += 1
+                else:
+                    refused += 1
+        finally:
+            swapper.kill()
+    assert inside
+    assert refused  # the loop really raced the opens
+    assert {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} == before
+
+
+def _attempt(root_fd: int, attempt: int) -> bool:
+    """One read and one write through `a`; False when refused (the link was met)."""
+    try:
+        data = read(root_fd, "a/b/c/file.txt")
+        dir_fd, name = open_parent(root_fd, ("a", "b", f"w{attempt}"), create=True)
+    except (PathDenied, OSError):
+        return False
+    assert data == b"inside\n"
+    try:
+        replace_file(dir_fd, name, b"w")
+    finally:
+        os.close(dir_fd)
+    return True
