@@ -1,0 +1,150 @@
+"""Git and the shell in the sandbox read no configuration the command could have written:
+HOME is a private folder in the call's tmpfs, global and system git config are off, and
+the git keys that run programs are pinned at the highest precedence, above a
+`.git/config` in the workspace. A canary program records every run.
+
+Programs chosen through `.gitattributes` drivers (`diff.<driver>.textconv`, filters) can
+not be pinned that way: the last test shows they run only as the sandbox user, inside
+the sandbox (the classifier asks before such repositories; see tether_common.safety)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tether_common.messages.tools import ToolResult
+from tether_tools_runner.executor import Executor
+from tether_tools_runner.sandbox import Attestation, sandbox_user
+
+Call = Callable[..., Awaitable[ToolResult]]
+READING = [
+    "git log",
+    "git log -p",
+    "git log --stat",
+    "git -p log",
+    "git show",
+    "git diff",
+    "git diff HEAD",
+    "git diff --stat",
+    "git status",
+    "git status --short",
+    "git blame a.txt",
+    "git grep -n b",
+    "git branch",
+]
+
+
+@pytest.fixture
+def repo(attestation: Attestation, executor: Executor, call: Call, workspace: Path) -> Path:
+    if not attestation.at_least("bwrap"):
+        pytest.fail(
+            f"bubblewrap does not work here (apt-get install bubblewrap): {attestation.problems}"
+        )
+    canary = workspace / "canary.sh"
+    canary.write_text(f'#!/bin/sh\necho "ran as $(id -u): $0 $*" >> {workspace}/canary.log\ncat\n')
+    canary.chmod(0o755)
+    return workspace
+
+
+async def make_repo(executor: Executor, call: Call) -> None:
+    setup = (
+        "git init -q . && echo a > a.txt && git add a.txt && "
+        "git -c user.name=t -c user.email=t@t commit -qm one && echo b >> a.txt && echo ready"
+    )
+    result = await call(executor, "shell", {"command": setup})
+    assert result.content.endswith("ready\n"), result.content
+
+
+def tricks(canary: Path, workspace: Path) -> str:
+    hooks = workspace / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for hook in ("pre-commit", "post-commit", "post-checkout", "post-index-change"):
+        (hooks / hook).write_text(f"#!/bin/sh\n{canary} hook-{hook}\n")
+        (hooks / hook).chmod(0o755)
+    return (
+        f"[core]\n\tpager = {canary}\n\tfsmonitor = {canary}\n\thooksPath = {hooks}\n"
+        f"\tsshCommand = {canary}\n\teditor = {canary}\n\taskPass = {canary}\n"
+        f"[diff]\n\texternal = {canary}\n"
+        f"[pager]\n\tlog = {canary}\n\tdiff = {canary}\n\tstatus = {canary}\n\tshow = {canary}\n"
+        f"[alias]\n\tlog = !{canary}\n\tstatus = !{canary}\n\tdiff = !{canary}\n"
+        f"[credential]\n\thelper = !{canary}\n[gpg]\n\tprogram = {canary}\n"
+        f"[log]\n\tshowSignature = true\n[include]\n\tpath = {workspace}/.gitconfig\n"
+    )
+
+
+async def run_all(executor: Executor, call: Call, commands: list[str]) -> list[str]:
+    outputs = []
+    for command in commands:
+        outputs.append((await call(executor, "shell", {"command": command})).content)
+    return outputs
+
+
+async def test_repository_config_runs_no_program(
+    repo: Path, executor: Executor, call: Call
+) -> None:
+    await make_repo(executor, call)
+    canary = repo / "canary.sh"
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(tricks(canary, repo))
+    (repo / ".gitconfig").write_text(
+        f"[core]\n\tfsmonitor = {canary}\n[diff]\n\texternal = {canary}\n"
+    )
+    commit = "git -c user.name=t -c user.email=t@t commit -qam two; git checkout -q -b other"
+    outputs = await run_all(executor, call, [*READING, commit, *READING])
+    assert any("a.txt" in output for output in outputs)  # git really ran
+    assert not (repo / "canary.log").exists(), (repo / "canary.log").read_text()
+
+
+async def test_home_and_xdg_config_in_the_workspace_are_not_read(
+    repo: Path, executor: Executor, call: Call
+) -> None:
+    await make_repo(executor, call)
+    canary = repo / "canary.sh"
+    config = f"[core]\n\tpager = {canary}\n\tfsmonitor = {canary}\n[diff]\n\texternal = {canary}\n"
+    (repo / ".gitconfig").write_text(config)
+    (repo / ".config" / "git").mkdir(parents=True)
+    (repo / ".config" / "git" / "config").write_text(config)
+    for rc in (".bashrc", ".bash_profile", ".profile", ".bash_logout"):
+        (repo / rc).write_text(f"{canary} {rc}\n")
+    (repo / ".config" / "git" / "attributes").write_text("* diff=evil\n")
+    outputs = await run_all(
+        executor, call, [*READING, "echo $HOME $XDG_CONFIG_HOME", "bash -c true"]
+    )
+    assert "/tmp/home /tmp/home/.config" in outputs[-2]
+    assert not (repo / "canary.log").exists(), (repo / "canary.log").read_text()
+
+
+async def test_code_running_variables_do_not_reach_the_sandbox(
+    repo: Path, executor: Executor, call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = repo / "canary.sh"
+    for name in ("BASH_ENV", "ENV", "PROMPT_COMMAND", "LESSOPEN", "LESSCLOSE", "GIT_PAGER"):
+        monkeypatch.setenv(name, f"{canary} {name}")
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", str(canary))
+    monkeypatch.setenv("LD_PRELOAD", str(repo / "evil.so"))
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(repo))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(repo / ".gitconfig"))
+    result = await call(
+        executor, "shell", {"command": "env; bash -c true; sh -c true; less /dev/null"}
+    )
+    for name in ("BASH_ENV=", "\nENV=", "PROMPT_COMMAND", "LESSOPEN", "LD_PRELOAD", "LD_LIBRARY"):
+        assert name not in result.content, result.content
+    assert "GIT_CONFIG_GLOBAL=/dev/null" in result.content
+    assert "GIT_PAGER=cat" in result.content
+    assert not (repo / "canary.log").exists()
+
+
+async def test_attribute_drivers_stay_inside_the_sandbox(
+    repo: Path, executor: Executor, call: Call
+) -> None:
+    await make_repo(executor, call)
+    canary = repo / "canary.sh"
+    (repo / ".gitattributes").write_text("*.txt diff=evil\n")
+    with (repo / ".git" / "config").open("a") as config:
+        config.write(f'[diff "evil"]\n\ttextconv = {canary}\n')
+    await run_all(executor, call, ["git diff", "git log -p"])
+    ran = (repo / "canary.log").read_text().splitlines()
+    assert ran  # not pinned by the environment: that is the classifier's to ask about
+    assert {line.split(":")[0] for line in ran} == {f"ran as {sandbox_user().uid}"}
