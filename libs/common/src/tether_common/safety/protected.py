@@ -1,4 +1,5 @@
-"""Names that are secret wherever they appear (credential dotfiles, keys, VCS internals).
+"""Names that are secret wherever they appear (credential dotfiles, keys, VCS internals),
+and config files that programs read by themselves and that can make them run code.
 
 Shared by the path guard (refused for reads and writes alike) and the shell classifier
 (a read-only command that names one must ask). Matching is case-insensitive because
@@ -38,6 +39,23 @@ _EXACT = frozenset(
         ".bash_history",
         ".zsh_history",
         "authorized_keys",
+        # Read by git on its own: a driver, pager or hook named here runs on `git diff`.
+        ".gitconfig",
+        ".gitattributes",
+        ".hg",
+        # Read by shells and pagers when the workspace is someone's home directory.
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".bash_logout",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".zlogin",
+        ".lesskey",
+        ".curlrc",
+        ".wgetrc",
     }
 )
 
@@ -52,7 +70,9 @@ _PATTERNS = re.compile(
 )
 
 # Directory + file pairs that are secret only together (the rest of the folder is not).
-_PAIRS = frozenset({(".docker", "config.json"), (".config", "gcloud"), (".config", "gh")})
+_PAIRS = frozenset(
+    {(".docker", "config.json"), (".config", "gcloud"), (".config", "gh"), (".config", "git")}
+)
 
 # Names a shell glob such as `.e*` or `*.pem` could expand to; checked with fnmatch.
 _GLOB_PROBES = (*sorted(_EXACT), ".env.local", "x.pem", "x.key", "x.p12", "x.pfx", "id_rsa")

@@ -29,7 +29,7 @@ from .shell_verdict import (
     verdict_from,
 )
 from .shell_walk import walk
-from .shell_words import Scope
+from .shell_words import Scope, arithmetic
 
 __all__ = ["Category", "Danger", "Decision", "ShellVerdict", "classify"]
 
@@ -55,6 +55,10 @@ def _findings(command: object, depth: int) -> list[Finding]:
     if "\x00" in command or len(command) > MAX_LENGTH:
         return [ask("opaque", "too long or not plain text, cannot be checked"), *_scan(command)]
     findings: list[Finding] = []
+    if arithmetic(command):
+        # bash evaluates array subscripts inside arithmetic, running the command
+        # substitutions it finds there: `x='a[$(id)]'; ((x))`.
+        findings.append(ask("opaque", "arithmetic evaluation can run commands hidden in values"))
     if any(char in command.strip() for char in "\n\r"):
         findings.append(ask("opaque", "several lines: each line is a separate command"))
     try:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from .shell_commands import names
-from .shell_readonly import long_option_hit, short_option_hit
+from .shell_options import long_option_hit, short_option_hit
 
 _TOP_LEVEL = names(
     "bin boot dev etc home lib lib32 lib64 libx32 media mnt opt proc root run sbin snap srv "

@@ -28,7 +28,7 @@ from .shell_commands import (
     unwrap,
 )
 from .shell_deny import critical_tree, deny_reason, write_target
-from .shell_readonly import OPAQUE_ARGS_SAFE, READ_ONLY, Refusal
+from .shell_readonly import READ_ONLY, Refusal
 from .shell_text import scan
 from .shell_verdict import allow, ask, deny
 from .shell_words import Node, Scope, Word, expand_braces, make_word, substitute
@@ -157,6 +157,8 @@ def _redirect(node: Node, scope: Scope) -> tuple[str | None, frozenset[str]]:
     _check_protected([word], scope)
     if node.type in _WRITES:
         _write_target(word, scope)
+    elif word.literal and write_target(word.text) == "network":
+        scope.add(ask("network", f"opens a network connection through {word.text}"))
     return None, word.sub_names
 
 
@@ -225,7 +227,7 @@ def _classify_named(
         return _interpreter(name, args, scope)
     check = READ_ONLY.get(name)
     if check is not None and plain:
-        _read_only(name, check(tuple(arg.text for arg in args)), args, scope)
+        _read_only(name, check(args), scope)
         return frozenset()
     known = category_of(name)
     if known is not None:
@@ -243,15 +245,11 @@ def _interpreter(name: str, args: Sequence[Word], scope: Scope) -> frozenset[str
     return frozenset({READS_STDIN_CODE}) if reads_stdin_code(name, texts) else frozenset()
 
 
-def _read_only(name: str, refusal: Refusal | None, args: Sequence[Word], scope: Scope) -> None:
+def _read_only(name: str, refusal: Refusal | None, scope: Scope) -> None:
     if refusal is not None:
         scope.add(ask(*refusal))
-        return
-    before_dashes = args[: next((i for i, a in enumerate(args) if a.text == "--"), len(args))]
-    if name not in OPAQUE_ARGS_SAFE and not all(arg.literal for arg in before_dashes):
-        scope.add(ask("opaque", f"an argument of {name} is computed and could become an option"))
-        return
-    scope.add(allow(f"{name} only reads"))
+    else:
+        scope.add(allow(f"{name} only reads"))
 
 
 def _deny_view(words: Sequence[Word], scope: Scope) -> list[str]:

@@ -64,6 +64,20 @@ class Word:
     def literal(self) -> bool:
         return not (self.expanded or self.opaque or self.glob)
 
+    @property
+    def splits(self) -> bool:
+        """True when expansion may turn this word into several words of any text: an
+        unquoted `$x` or `$(...)`. (A glob's words all keep its literal prefix.)"""
+        return not self.literal and any(char in unquoted(self.source) for char in "$`")
+
+    @property
+    def may_be_option(self) -> bool:
+        """True when the program could receive this word (or a word split from it) as an
+        option: it starts with `-`, or an expansion decides its first character."""
+        if self.literal:
+            return self.text.startswith("-")
+        return self.splits or leading_char(self.source) in {"-", "?"}
+
 
 Walker = Callable[[Node, Scope], frozenset[str]]
 
@@ -106,6 +120,62 @@ def unquoted(source: str) -> str:
             out.append(char)
         index += 1
     return "".join(out)
+
+
+def arithmetic(text: str) -> bool:
+    """True when bash may evaluate arithmetic in `text`: `((`, `$((` or `$[` outside
+    single quotes (double quotes do not stop `$((`). Errs towards True."""
+    kept: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote == "'":
+            quote = "" if char == "'" else quote
+            char = " "  # single-quoted text is never evaluated
+        elif char == "\\":
+            index += 1  # an escaped character is literal; keep a gap in its place
+            char = " "
+        elif char == "'" and quote != '"':
+            quote = "'"
+        elif char == '"':
+            quote = "" if quote == '"' else '"'
+        kept.append(char)
+        index += 1
+    flat = "".join(kept)
+    return "((" in flat or "$[" in flat
+
+
+def leading_char(source: str) -> str:
+    """The first character a word will have after expansion: `?` when an expansion,
+    a glob or a brace list decides it, "" for an empty word."""
+    quote = ""
+    index = 0
+    while index < len(source):
+        char = source[index]
+        nxt = source[index + 1] if index + 1 < len(source) else ""
+        if quote == "'":
+            if char != "'":
+                return char
+            quote = ""
+        elif quote == '"':
+            if char in "$`":
+                return "?"
+            if char == "\\" and nxt in '$`"\\':
+                return nxt
+            if char != '"':
+                return char
+            quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "\\":
+            return nxt or char
+        elif char in "$`*?[{":
+            return "?"
+        else:
+            return char
+        index += 1
+    return ""
 
 
 def has_glob(source: str) -> bool:
