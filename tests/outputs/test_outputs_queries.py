@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 
@@ -78,13 +77,13 @@ async def test_grep_with_context_finds_the_failing_test(obus: Bus, owner: str) -
     assert many.content.count("\n") == 3
 
 
-async def test_a_catastrophic_pattern_is_stopped_by_the_budget(obus: Bus, owner: str) -> None:
+async def test_a_catastrophic_pattern_answers_at_once(obus: Bus, owner: str) -> None:
+    # Linear-time patterns (tests/outputs/test_outputs_patterns.py tries many more).
     ref = (await upload(obus, owner, b"a" * 40 + b"!\n")).ref
-    started = time.monotonic()
     page = await query(obus, ref, owner, mode="grep", pattern="^(a+)+$")
-    assert time.monotonic() - started < 10
+    assert page.matches == 0
     assert page.note is not None
-    assert "budget" in page.note
+    assert "budget" not in page.note
     with pytest.raises(TetherError) as bad:
         await query(obus, ref, owner, mode="grep", pattern="(unclosed")
     assert bad.value.code == "invalid_pattern"

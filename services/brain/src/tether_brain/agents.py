@@ -4,17 +4,17 @@ a run (a request may narrow the agent's mode, never widen it)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import parse_grant
 from tether_brain.gates.policy import CATEGORIES, Category
 from tether_common.errors import NotFoundError
 from tether_common.messages.runs import PermissionMode
+from tether_common.patterns import PatternProblem, UserPattern, compile_pattern
 
 MODE_RANK: dict[str, int] = {"read-only": 0, "allow-reads": 1, "allow-all": 2}
 DEFAULT_AGENT = "default"
@@ -31,10 +31,25 @@ class DoneRule(BaseModel):
     min_chars: int = Field(default=0, ge=0)
     message: str = "Your answer does not meet this agent's done criterion yet. Complete it."
 
+    @field_validator("pattern")
+    @classmethod
+    def _linear_time(cls, pattern: str | None) -> str | None:
+        # Run on model text in the event loop: RE2 only (tether_common.patterns).
+        if pattern is not None and isinstance(problem := _done_pattern(pattern), PatternProblem):
+            raise ValueError(problem.message)
+        return pattern
+
     def rejects(self, answer: str) -> bool:
         if len(answer) < self.min_chars:
             return True
-        return self.pattern is not None and re.search(self.pattern, answer, re.DOTALL) is None
+        if self.pattern is None:
+            return False
+        compiled = _done_pattern(self.pattern)
+        return isinstance(compiled, UserPattern) and not compiled.search(answer)
+
+
+def _done_pattern(pattern: str) -> UserPattern | PatternProblem:
+    return compile_pattern(pattern, dot_all=True)
 
 
 class AgentConfig(BaseModel):

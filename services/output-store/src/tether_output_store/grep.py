@@ -1,28 +1,30 @@
-"""`grep` over a stored output: a regular expression with context lines, run in a child
-process under a time budget, so no pattern can hang the service."""
+"""`grep` over a stored output: a regular expression (RE2, linear time, checked by
+`tether_common.patterns`) with context lines, run in a child process under a time budget
+and a cap on how many run at once, so neither a pattern nor a burst of them can hang the
+service."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 from contextlib import aclosing, suppress
 from typing import Any
 
 from tether_common.errors import MessageError
 from tether_common.messages.outputs import OutputPage, QueryOutput
+from tether_common.patterns import PatternProblem, compile_pattern
 from tether_output_store.pages import page_of
 from tether_output_store.store import OutputStore, StoredOutput
 
 
-def check_pattern(pattern: str | None) -> str:
+def check_pattern(pattern: str | None, ignore_case: bool) -> str:
+    """Refuse a pattern here, with the reason, before a worker is started for it."""
     if not pattern:
         raise MessageError('mode "grep" needs a "pattern"', code="invalid_message")
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise MessageError(f"bad regular expression: {exc}", code="invalid_pattern") from None
+    compiled = compile_pattern(pattern, ignore_case=ignore_case)
+    if isinstance(compiled, PatternProblem):
+        raise MessageError(compiled.message, code=compiled.code)
     return pattern
 
 
@@ -57,15 +59,27 @@ def render(records: list[dict[str, Any]]) -> str:
 
 
 async def run_grep(
-    store: OutputStore, stored: StoredOutput, query: QueryOutput, budget_s: float
+    store: OutputStore,
+    stored: StoredOutput,
+    query: QueryOutput,
+    budget_s: float,
+    slots: asyncio.Semaphore,
 ) -> OutputPage:
     spec = {
-        "pattern": check_pattern(query.pattern),
+        "pattern": check_pattern(query.pattern, query.ignore_case),
         "ignore_case": query.ignore_case,
         "context": query.context,
         "skip": query.offset,
         "limit": query.limit,
     }
+    async with slots:
+        records, timed_out = await _search(store, stored, spec, budget_s)
+    return grep_page(stored, query, records, timed_out, budget_s)
+
+
+async def _search(
+    store: OutputStore, stored: StoredOutput, spec: dict[str, Any], budget_s: float
+) -> tuple[list[dict[str, Any]], bool]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tether_output_store.grep_worker", json.dumps(spec),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -83,7 +97,7 @@ async def run_grep(
         with suppress(ProcessLookupError):
             proc.kill()
         await proc.wait()
-    return grep_page(stored, query, records, timed_out, budget_s)
+    return records, timed_out
 
 
 def grep_page(

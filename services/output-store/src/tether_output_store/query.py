@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from tether_common.errors import MessageError
@@ -20,6 +21,8 @@ from tether_output_store.store import OutputStore, StoredOutput
 class QueryLimits:
     grep_budget_s: float
     parse_cap: int  # largest output that `json` and `csv` queries parse whole
+    # At most this many grep processes at once; more queries wait their turn.
+    grep_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(4))
 
 
 def cut(text: str, max_bytes: int) -> tuple[str, str | None]:
@@ -92,7 +95,7 @@ async def answer(store: OutputStore, query: QueryOutput, limits: QueryLimits) ->
         case "bytes":
             return await bytes_page(store, stored, query)
         case "grep":
-            return await run_grep(store, stored, query, limits.grep_budget_s)
+            return await run_grep(store, stored, query, limits.grep_budget_s, limits.grep_slots)
         case "json":
             return await json_page(store, stored, query, limits.parse_cap)
         case "csv":

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from tether_common.messages.base import WireModel
+from tether_common.patterns import MAX_PATTERN_CHARS
 
 # Bodies stay well under NATS' default 1 MiB payload after base64 and JSON framing.
 MAX_INLINE_BYTES = 512 * 1024
@@ -107,7 +108,7 @@ class QueryOutput(WireModel):
     mode: PageMode = "lines"
     offset: int = Field(default=0, ge=0)
     limit: int = Field(default=200, ge=1, le=MAX_INLINE_BYTES)
-    pattern: str | None = Field(default=None, max_length=1000)
+    pattern: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)
     context: int = Field(default=0, ge=0, le=20)
     ignore_case: bool = False
     path: str | None = Field(default=None, max_length=500)
