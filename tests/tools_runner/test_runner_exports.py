@@ -17,10 +17,14 @@ def test_exports() -> None:
         "Attestation",
         "Outcome",
         "SandboxLimits",
+        "SandboxUser",
         "attest",
+        "describe",
+        "hand_over",
         "missing_for",
         "release_cgroups",
         "run_sandboxed",
+        "sandbox_user",
     }
     assert tools.__all__ == ["Builtins"]
 
