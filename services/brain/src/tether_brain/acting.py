@@ -1,5 +1,6 @@
 """The act half of a step: every call through the gates (validation, then the permission
-chain, then budget), identical calls from the cache, results paired to call ids."""
+chain, then budget), identical calls from the cache, results paired to call ids, and the
+run's taint raised by every result of a tool whose output is not declared trusted."""
 
 from __future__ import annotations
 
@@ -23,9 +24,6 @@ from tether_common.messages.tools import ToolDescriptor, ToolResult
 
 tracer = trace.get_tracer(__name__)
 MAX_ATTEMPTS = 3
-
-# Results of these feed the run untrusted text: the bar against prompt injection rises.
-UNTRUSTED_NAMES = frozenset({"file_read", "file_search", "retrieve_output"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +53,10 @@ def refusal(item: Planned) -> ToolResult:
 
 
 def taints(tool: ToolDescriptor) -> bool:
-    return tool.reach == "external" or tool.name in UNTRUSTED_NAMES
+    """A result of `tool` may hold outside text: anything not declared trusted (a tool
+    that declares nothing, or an older runner's, taints). `run_agent` is declared trusted
+    because its child's own taint comes back with its summary (`subagents.py`)."""
+    return tool.output_trust != "trusted"
 
 
 class Actor:
@@ -190,7 +191,8 @@ class Actor:
         except Exception as exc:  # a tool never crashes a step
             result = refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
         state.audit_later("tool.result", trail.tool_result(result))
-        if result.ok and taints(item.tool):
+        # Failures too: a failed command or a server's error message can quote what it read.
+        if taints(item.tool):
             state.counters.tainted = True
         return result
 

@@ -54,7 +54,10 @@ class SkillTool:
 
     def descriptor(self) -> ToolDescriptor | None:
         names = sorted(self.library.current())
-        return load_skill_descriptor(names) if names else None
+        if not names:
+            return None
+        # Skills are written by operators (the skills API, the skill folders): trusted.
+        return load_skill_descriptor(names).model_copy(update={"output_trust": "trusted"})
 
     async def run(self, state: RunState, call: CallRecord) -> ToolResult:
         result = load_skill(await self.library.refresh(), call)

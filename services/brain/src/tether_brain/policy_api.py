@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Response
@@ -22,7 +21,7 @@ from tether_brain.agents import Agents
 from tether_brain.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
-from tether_brain.gates.policy import category, needs_grant
+from tether_brain.gates.policy import guardrail, needs_grant, standing_denial
 from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.manual_runs import ManualRunBody, ManualRuns, run_gates
 from tether_brain.toolbox import Toolbox
@@ -48,10 +47,14 @@ class ExplainBody(_Body):
 
 
 class Explanation(BaseModel):
-    """`decision` is `invalid` when validation refused the call (then `code` says why)."""
+    """`decision` is `invalid` when validation refused the call (then `code` says why).
+    `tainted` echoes what was asked; `output_trust` says whether this tool's own results
+    would taint a run."""
 
     tool: str
     agent: str
+    tainted: bool = False
+    output_trust: str | None = None
     decision: Literal["allow", "ask", "deny", "invalid"]
     code: str | None
     reason: str
@@ -70,6 +73,7 @@ class CatalogEntry(BaseModel):
     scope: str
     reach: str
     effect: str
+    output_trust: str
     needs_grant: bool
     granted: bool
     granted_by: GrantSource | None
@@ -117,19 +121,9 @@ class AuditReport(BaseModel):
 
 
 def blocked(tool: ToolDescriptor, policy: AgentPolicy) -> str | None:
-    if any(rule == "deny" and _matches(tool.name, p) for p, rule in policy.guardrails.items()):
-        return "org_denied"
-    if policy.grants.tool_less:
-        return "not_granted"
-    if category(tool) not in policy.categories:
-        return "category_off"
-    if policy.mode == "read-only" and tool.scope != "read":
-        return "mode_read_only"
-    return None
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return fnmatchcase(name, pattern)
+    """The gate code that refuses the tool whatever the arguments, as the chain says it."""
+    standing = standing_denial(tool, policy)
+    return standing[0] if standing is not None else None
 
 
 def _source(
@@ -150,12 +144,13 @@ def catalog_entry(tool: ToolDescriptor, policy: AgentPolicy) -> CatalogEntry:
     entries = policy.grants.for_tool(tool.name)
     stop = blocked(tool, policy)
     source, rule = _source(tool, policy, entries)
-    confirm = any(r == "confirm" and _matches(tool.name, p) for p, r in policy.guardrails.items())
+    org = guardrail(tool, policy.guardrails)
     return CatalogEntry(
         name=tool.name,
         scope=tool.scope,
         reach=tool.reach,
         effect=tool.effect,
+        output_trust=tool.output_trust,
         needs_grant=needs_grant(tool),
         granted=stop is None and source is not None,
         granted_by=source if stop is None else None,
@@ -163,7 +158,7 @@ def catalog_entry(tool: ToolDescriptor, policy: AgentPolicy) -> CatalogEntry:
         rule=rule if stop is None else None,
         conditional=bool(entries) and all(g.constraints for g in entries),
         waived=any(g.noapproval for g in entries),
-        confirm=confirm,
+        confirm=org is not None and org.rule == "confirm",
         blocked=stop,
     )
 
@@ -193,12 +188,19 @@ class PolicyService:
         if found.verdict is None:
             code, message = found.gate.code, found.gate.message
             return Explanation(
-                tool=body.tool, agent=agent, decision="invalid", code=code, reason=message
+                tool=body.tool,
+                agent=agent,
+                tainted=body.tainted,
+                decision="invalid",
+                code=code,
+                reason=message,
             )
         v = found.verdict
         return Explanation(
             tool=body.tool,
             agent=agent,
+            tainted=body.tainted,
+            output_trust=found.gate.tool.output_trust if found.gate.tool else None,
             decision=v.decision,
             code=v.code,
             reason=v.reason,

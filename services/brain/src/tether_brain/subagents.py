@@ -2,7 +2,11 @@
 history, a helper directive, its own budget leased from the parent, and only the tools it
 asked for that the parent may use. The parent parks (`awaiting_agents`, holding nothing)
 and resumes with each child's summary once all have ended. Depth: main 0, child 1,
-grandchild 2, which is offered no `run_agent`."""
+grandchild 2, which is offered no `run_agent`.
+
+Taint follows the data both ways: a child of a run that has read untrusted content starts
+tainted (its task may carry that content), and a child that became tainted taints its
+parent when its summary comes back (the summary may carry what it read)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tether_brain.results import refused
-from tether_brain.state import Limits, RunState
+from tether_brain.state import Counters, Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.errors import NotFoundError
 from tether_common.messages.gateway import CallRecord
@@ -54,6 +58,8 @@ DESCRIPTOR = ToolDescriptor(
     reach="self",
     effect="none",
     idempotent=False,
+    # The summary's trust is the child's: `Children.collect` carries its taint back.
+    output_trust="trusted",
 )
 
 
@@ -127,7 +133,7 @@ class Children:
         options = {
             k: v
             for k, v in parent.options.items()
-            if k in ("agent", "mode", "allow_shell", "allow_web", "session_grants")
+            if k in ("agent", "mode", "allow_shell", "allow_web", "session_grants", "interactive")
         } | {"allowed_tools": allowed, "helper": True, "depth": depth}
         now = datetime.now(UTC)
         return RunState(
@@ -142,10 +148,12 @@ class Children:
             fence=1,
             parent_id=parent.run_id,
             depth=depth,
+            counters=Counters(tainted=parent.counters.tainted),
         )
 
     async def collect(self, parent: RunState) -> list[ChildOutcome]:
-        """Each child's final summary and status, as the result of its run_agent call."""
+        """Each child's final summary and status, as the result of its run_agent call; a
+        tainted child taints `parent` (committed with the summaries)."""
         outcomes = []
         pending = parent.counters.pending_children or {}
         # In the order the calls were made (the stored mapping is JSONB: its order is not).
@@ -168,6 +176,8 @@ class Children:
                     )
                 )
                 continue
+            if child.counters.tainted:
+                parent.counters.tainted = True
             outcomes.append(
                 ChildOutcome(
                     call, child_id, _summary(call, child), child.usage, child.counters.tool_calls

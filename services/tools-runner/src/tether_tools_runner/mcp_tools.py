@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 30.0
 
 
-def descriptor_for(server: str, tool: McpTool) -> ToolDescriptor:
-    """The catalogue entry of one MCP tool; unknown or missing hints err towards danger."""
+def descriptor_for(server: str, tool: McpTool, *, trusted: bool = False) -> ToolDescriptor:
+    """The catalogue entry of one MCP tool; unknown or missing hints err towards danger.
+    Its output is untrusted unless the operator declared the server `trusted`."""
     hints = tool.annotations
     scope: Scope = "update"
     reach: Reach = "external"
@@ -51,6 +52,7 @@ def descriptor_for(server: str, tool: McpTool) -> ToolDescriptor:
         reach=reach,
         effect="read" if scope == "read" else ("mcp" if hints is not None else "unclassified"),
         idempotent=bool(hints and (hints.idempotent_hint or hints.read_only_hint)),
+        output_trust="trusted" if trusted else "untrusted",
     )
 
 
@@ -107,7 +109,7 @@ class McpLink:
         listing = await client.list_tools(cache_mode="bypass")
         fresh = {}
         for tool in listing.tools:
-            descriptor = descriptor_for(self.config.name, tool)
+            descriptor = descriptor_for(self.config.name, tool, trusted=self.config.trusted)
             fresh[descriptor.name] = Tool(descriptor, self._caller(tool.name))
         for stale in self.names - set(fresh):
             self.registry.remove(stale)

@@ -23,6 +23,9 @@ class McpServer(BaseModel):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     url: str | None = None
+    # Declared by the operator: this server's results hold only text under the operator's
+    # control, so they do not raise a run's untrusted-content bar. Off by default.
+    trusted: bool = False
 
 
 class RunnerSettings(HttpSettings):

@@ -11,6 +11,11 @@ from tether_common.messages.base import WireModel
 Scope = Literal["read", "create", "update", "delete"]
 Reach = Literal["self", "user", "instance", "external"]
 Effect = Literal["none", "read", "write", "process", "network", "admin", "mcp", "unclassified"]
+# `trusted`: a result holds only text under the code's control (the tool's own words, the
+# model's own arguments, a clock, a sum). `untrusted`: it can hold text from outside (file
+# names and contents, command output, the web, another server), and reading it raises the
+# run's untrusted-content bar. Undeclared is untrusted: an unknown tool's output must taint.
+OutputTrust = Literal["trusted", "untrusted"]
 
 
 class ToolDescriptor(WireModel):
@@ -23,6 +28,8 @@ class ToolDescriptor(WireModel):
     idempotent: bool = False
     available: bool = True
     aliases: list[str] = Field(default_factory=list)
+    # Added in place (version 1): readers of an older catalogue get the safe default.
+    output_trust: OutputTrust = "untrusted"
 
 
 class CatalogRequest(WireModel):

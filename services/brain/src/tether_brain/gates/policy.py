@@ -1,7 +1,10 @@
 """The permission chain for one call, as a pure function of the tool, its arguments, the
 agent's policy and the run's state: organisation guardrails → categories and mode → hard
 denials → the shell danger classifier → grants and scope → the untrusted-content bar.
-Deny beats ask beats allow; the trail says why, for `POST /v1/policy/explain`."""
+Deny beats ask beats allow; the trail says why, for `POST /v1/policy/explain`.
+
+`guardrail` and `standing_denial` are the one place that reads the organisation's rules:
+the chain, the tool catalogue and manual runs all ask them."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from tether_common.safety import check as check_url
 from tether_common.safety import classify, resolve
 
 Decision = Literal["allow", "ask", "deny"]
+Rule = Literal["confirm", "deny"]
+RULE_RANK: Mapping[str, int] = {"confirm": 1, "deny": 2}
 Category = Literal["read_files", "write_files", "shell", "network", "other"]
 REACH_RANK = {"self": 0, "user": 1, "instance": 2, "external": 3}
 RISKY_EFFECTS = frozenset({"process", "write", "network", "admin", "mcp", "unclassified"})
@@ -34,7 +39,7 @@ class AgentPolicy:
     owner: str | None = None
     mode: PermissionMode = "allow-reads"
     categories: frozenset[str] = ALL_CATEGORIES
-    guardrails: Mapping[str, Literal["confirm", "deny"]] = field(default_factory=dict)
+    guardrails: Mapping[str, Rule] = field(default_factory=dict)
     allowlist: tuple[Grant, ...] = ()
     untrusted_bar: bool = True
     waiver_lifts_taint: bool = False
@@ -66,6 +71,48 @@ class _Chain:
     def ask(self, code: str, reason: str) -> None:
         self.trail.append(f"ask ({code}): {reason}")
         self.asks.append((code, reason))
+
+
+@dataclass(frozen=True, slots=True)
+class Guardrail:
+    """The organisation's rule for one tool, and the pattern that set it."""
+
+    rule: Rule
+    pattern: str
+
+
+def guardrail(tool: ToolDescriptor, guardrails: Mapping[str, Rule]) -> Guardrail | None:
+    """The strongest rule among every pattern that matches the tool: deny wins over
+    confirm whatever order the patterns come in. A pattern (a glob: `*`, `?`, `[...]`)
+    is tried against the tool's name and each of its aliases, case-insensitively, since
+    the model may call a tool by any of them: a rule written for one name holds for all."""
+    names = [n.casefold() for n in (tool.name, *tool.aliases)]
+    found: Guardrail | None = None
+    for pattern, rule in guardrails.items():
+        if rule not in RULE_RANK:  # settings validate the values; never treat junk as allow
+            rule = "deny"
+        if not any(fnmatchcase(name, pattern.casefold()) for name in names):
+            continue
+        if found is None or RULE_RANK[rule] > RULE_RANK[found.rule]:
+            found = Guardrail(rule, pattern)
+    return found
+
+
+def standing_denial(
+    tool: ToolDescriptor, policy: AgentPolicy, rule: Guardrail | None = None
+) -> tuple[str, str] | None:
+    """What refuses the tool whatever its arguments (the catalogue shows it as `blocked`):
+    an organisation deny, a tool-less agent, a category switched off, a read-only mode."""
+    rule = rule if rule is not None else guardrail(tool, policy.guardrails)
+    if rule is not None and rule.rule == "deny":
+        return "org_denied", f"the organisation denies {tool.name} (rule '{rule.pattern}')"
+    if policy.grants.tool_less:
+        return "not_granted", f"agent {policy.agent_id} is deliberately tool-less"
+    if (cat := category(tool)) not in policy.categories:
+        return "category_off", f"the {cat} category is switched off"
+    if policy.mode == "read-only" and tool.scope != "read":
+        return "mode_read_only", f"{tool.name} changes things; the mode is read-only"
+    return None
 
 
 def category(tool: ToolDescriptor) -> Category:
@@ -151,17 +198,14 @@ def decide(
     session: frozenset[str] = frozenset(),
 ) -> Verdict:
     chain = _Chain(tool)
-    rule = next((v for p, v in policy.guardrails.items() if fnmatchcase(tool.name, p)), None)
-    if rule == "deny":
-        return chain.deny("org_denied", f"the organisation denies {tool.name}")
-    if rule == "confirm":
-        chain.ask("org_confirm", f"the organisation requires confirmation for {tool.name}")
-    if policy.grants.tool_less:
-        return chain.deny("not_granted", f"agent {policy.agent_id} is deliberately tool-less")
-    if (cat := category(tool)) not in policy.categories:
-        return chain.deny("category_off", f"the {cat} category is switched off")
-    if policy.mode == "read-only" and tool.scope != "read":
-        return chain.deny("mode_read_only", f"{tool.name} changes things; the mode is read-only")
+    rule = guardrail(tool, policy.guardrails)
+    if (standing := standing_denial(tool, policy, rule)) is not None:
+        return chain.deny(*standing)
+    if rule is not None:
+        chain.ask(
+            "org_confirm",
+            f"the organisation requires confirmation for {tool.name} (rule '{rule.pattern}')",
+        )
     if (hard := hard_denial(tool, args, policy.workspace)) is not None:
         return chain.deny(*hard)
     _shell_asks(chain, tool, args)
@@ -182,10 +226,14 @@ def decide(
     ):
         chain.ask(
             "untrusted_content",
-            "the run has read untrusted content (web, files); this action is confirmed",
+            "the run has read untrusted content (files, command output, web, MCP results); "
+            "this action is confirmed",
         )
     if chain.asks:
-        code, reason = chain.asks[0]
+        # The first ask names the code; the reason gives every ask, so the operator's card
+        # says the run is tainted even when something else asked first.
+        code = chain.asks[0][0]
+        reason = "; ".join(dict.fromkeys(r for _, r in chain.asks))
         return Verdict(
             "ask",
             code,

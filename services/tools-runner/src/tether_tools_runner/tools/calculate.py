@@ -51,6 +51,7 @@ CALCULATE = ToolDescriptor(
     effect="none",
     idempotent=True,
     aliases=["calculator", "calc", "math", "evaluate"],
+    output_trust="trusted",
 )
 
 

@@ -37,6 +37,7 @@ CURRENT_TIME = ToolDescriptor(
     effect="read",
     idempotent=True,
     aliases=["time", "get_time", "get_current_time", "now"],
+    output_trust="trusted",
 )
 
 CONVERT_TIME = ToolDescriptor(
@@ -63,6 +64,7 @@ CONVERT_TIME = ToolDescriptor(
     reach="self",
     effect="read",
     idempotent=True,
+    output_trust="trusted",
 )
 
 

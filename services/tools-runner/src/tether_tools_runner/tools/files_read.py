@@ -60,6 +60,7 @@ FILE_READ = ToolDescriptor(
     effect="read",
     idempotent=True,
     aliases=["read_file", "cat", "open_file"],
+    output_trust="untrusted",
 )
 
 FILE_LIST = ToolDescriptor(
@@ -85,6 +86,7 @@ FILE_LIST = ToolDescriptor(
     effect="read",
     idempotent=True,
     aliases=["list_files", "ls", "list_directory"],
+    output_trust="untrusted",
 )
 
 FILE_SEARCH = ToolDescriptor(
@@ -113,6 +115,7 @@ FILE_SEARCH = ToolDescriptor(
     effect="read",
     idempotent=True,
     aliases=["search_files", "grep", "find_in_files"],
+    output_trust="untrusted",
 )
 
 

@@ -42,6 +42,7 @@ FILE_WRITE = ToolDescriptor(
     effect="write",
     idempotent=False,
     aliases=["write_file", "create_file", "save_file"],
+    output_trust="trusted",
 )
 
 FILE_EDIT = ToolDescriptor(
@@ -72,6 +73,7 @@ FILE_EDIT = ToolDescriptor(
     effect="write",
     idempotent=False,
     aliases=["edit_file", "replace_in_file", "str_replace"],
+    output_trust="trusted",
 )
 
 

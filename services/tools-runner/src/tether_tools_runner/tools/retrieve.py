@@ -67,6 +67,7 @@ RETRIEVE_OUTPUT = ToolDescriptor(
     effect="read",
     idempotent=True,
     aliases=["read_output", "get_output", "page_output"],
+    output_trust="untrusted",
 )
 
 

@@ -40,6 +40,7 @@ WEB_FETCH = ToolDescriptor(
     effect="network",
     idempotent=True,
     aliases=["fetch", "fetch_url", "open_url", "browse", "get_url"],
+    output_trust="untrusted",
 )
 
 

@@ -46,6 +46,7 @@ WEB_SEARCH = ToolDescriptor(
     effect="network",
     idempotent=True,
     aliases=["search", "search_web", "internet_search", "google"],
+    output_trust="untrusted",
 )
 
 
