@@ -10,11 +10,14 @@ When the runner already runs unprivileged, it is its own sandbox user and drops 
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_SANDBOX_ID = 64000
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,10 @@ def sandbox_user(uid: int = DEFAULT_SANDBOX_ID, gid: int = DEFAULT_SANDBOX_ID) -
 def hand_over(root: Path, user: SandboxUser) -> None:
     """Make the workspace root (and what an earlier root-run runner left in it) the
     sandbox user's, so its commands and the file tools can write there. Symlinks are
-    changed themselves, never followed."""
+    changed themselves, never followed. A file with several hard links is left as it
+    is (its other name may be a host file, linked in by a sandbox that ran as root), and
+    so is anything but a folder, a regular file or a symlink (a device node would hand
+    the device over)."""
     if not user.drops or os.geteuid() != 0:
         return
     os.chown(root, user.uid, user.gid, follow_symlinks=False)
@@ -48,8 +54,19 @@ def hand_over(root: Path, user: SandboxUser) -> None:
     for folder, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             path = os.path.join(folder, name)
-            if os.lstat(path).st_uid == 0:
+            info = os.lstat(path)
+            if info.st_uid != 0:
+                continue
+            if _safe_to_give(info):
                 os.chown(path, user.uid, user.gid, follow_symlinks=False)
+            else:
+                log.warning("left %s to root: a hard-linked file or a special file", path)
+
+
+def _safe_to_give(info: os.stat_result) -> bool:
+    if stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+        return True
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
 __all__ = ["DEFAULT_SANDBOX_ID", "SandboxUser", "hand_over", "sandbox_user"]
