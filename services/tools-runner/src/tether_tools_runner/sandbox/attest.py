@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import os
 import platform
 import shutil
@@ -73,6 +74,17 @@ def missing_for(attestation: Attestation, level: str) -> str | None:
     return f"this host gives sandbox level {attestation.level!r}, below {level!r} ({detail})"
 
 
+@functools.cache
+def supports(bwrap: str, flag: str) -> bool:
+    """Whether this bubblewrap knows `flag` (`--size` came in 0.7, `--disable-userns` in
+    0.8); older ones still sandbox, with what they have, and the attestation says so."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return f"{flag} " in done.stdout.decode(errors="replace")
+
+
 def _become(user: SandboxUser) -> None:
     """preexec_fn of a probe: the sandbox user, as for a real call."""
     if user.drops:
@@ -88,8 +100,9 @@ def _probe_bwrap(path: str | None, user: SandboxUser, filter_fd: int | None = No
         return "bwrap is not installed"
     args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid)]
-    args += ["--disable-userns", "--unshare-net", "--unshare-pid", "--die-with-parent"]
-    args += ["--new-session"]
+    if supports(path, "--disable-userns"):
+        args += ["--disable-userns"]
+    args += ["--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"]
     if filter_fd is not None:
         args += ["--seccomp", str(filter_fd)]
     fds = (filter_fd,) if filter_fd is not None else ()
@@ -266,4 +279,4 @@ def attest(user: SandboxUser | None = None) -> Attestation:
     return replace(found, features=features | applied, problems=problems | trouble)
 
 
-__all__ = ["LEVELS", "Attestation", "attest", "missing_for", "pids_cgroup_usable"]
+__all__ = ["LEVELS", "Attestation", "attest", "missing_for", "pids_cgroup_usable", "supports"]

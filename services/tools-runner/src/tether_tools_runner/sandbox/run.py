@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .attest import Attestation
+from .attest import Attestation, supports
 from .cgroups import CallGroup, hierarchy
 from .identity import SandboxUser
 from .limits import STAGE, STAGED_SHM, STAGED_TMP, STAGED_WORKSPACE, SandboxLimits, child_setup
@@ -163,13 +163,14 @@ def bwrap_args(
             args += ["--ro-bind", "/dev/null", path]
     for path in _MASKED_DIRS:
         if os.path.isdir(path):
-            args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+            args += ["--tmpfs", path, "--remount-ro", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     size = str(limits.tmpfs_mb * 1024 * 1024)
     if staged:
         args += ["--bind", str(STAGED_TMP), "/tmp", "--bind", str(STAGED_SHM), "/dev/shm"]
     else:
-        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
+        cap = ["--size", size] if supports(bwrap, "--size") else []  # else attested missing
+        args += [*cap, "--tmpfs", "/tmp", *cap, "--tmpfs", "/dev/shm"]
     args += ["--perms", "0700", "--dir", SANDBOX_HOME]
     # Bound last, so a workspace under /tmp is not hidden by the private /tmp.
     real = os.path.realpath(workspace)
@@ -178,7 +179,9 @@ def bwrap_args(
     # bwrap's own root and /dev are tmpfs without a size: read-only, so nothing fills them.
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid)]
-    args += ["--disable-userns", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
+    if supports(bwrap, "--disable-userns"):  # a second wall beside the syscall filter
+        args += ["--disable-userns"]
+    args += ["--unshare-net", "--unshare-pid", "--unshare-ipc"]
     args += ["--unshare-uts", "--hostname", "sandbox", "--new-session", "--die-with-parent"]
     args += ["--cap-drop", "ALL"]
     if block_fd is not None:
