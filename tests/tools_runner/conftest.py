@@ -44,13 +44,16 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_executor(workspace: Path, attestation: Attestation) -> MakeExecutor:
+def make_executor(workspace: Path, attestation: Attestation) -> Iterator[MakeExecutor]:
+    made: list[Builtins] = []
+
     def make(
         *, fetcher: Fetcher | None = None, attest_as: Attestation | None = None, **settings: Any
     ) -> Executor:
         config = RunnerSettings(workspace=workspace, **settings)
         used = attest_as or attestation
         builtins = Builtins(config, used, fetcher=fetcher)
+        made.append(builtins)  # its file workers are stopped after the test
         return Executor(
             Registry(builtins.tools()),
             default_timeout_s=config.default_timeout_s,
@@ -58,7 +61,11 @@ def make_executor(workspace: Path, attestation: Attestation) -> MakeExecutor:
             min_sandbox=config.min_sandbox,
         )
 
-    return make
+    try:
+        yield make
+    finally:
+        for builtins in made:
+            builtins.close()
 
 
 @pytest.fixture

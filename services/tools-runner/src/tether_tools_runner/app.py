@@ -97,12 +97,14 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
 
     async def on_start() -> None:
+        await builtins.file_workers().start()
         await mcp.start()
         await service.bus.serve(service.subjects.tool_catalog, catalog)
         await service.bus.serve(service.subjects.tool_execute, execute)
 
     async def on_stop() -> None:
         await mcp.stop()
+        builtins.close()
         release_cgroups()
 
     return service.app(

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 import httpx
 
 from tether_tools_runner.fetch import Fetcher, PublicGuard
+from tether_tools_runner.file_workers import FileWorkers
 from tether_tools_runner.revisions import RevisionBook
 from tether_tools_runner.sandbox import Attestation, SandboxLimits
+from tether_tools_runner.sandbox.identity import sandbox_user
 from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.tool import Tool
 from tether_tools_runner.tools.calculate import calculate_tools
@@ -30,9 +32,23 @@ class Builtins:
     book: RevisionBook = field(default_factory=RevisionBook)
     fetcher: Fetcher | None = None
     search_transport: httpx.AsyncBaseTransport | None = None
+    workers: FileWorkers | None = None
+
+    def file_workers(self) -> FileWorkers:
+        """The file tools' I/O, as the sandbox user (worker processes when root); one per
+        Builtins, closed by `close`."""
+        if self.workers is None:
+            user = sandbox_user(self.settings.sandbox_uid, self.settings.sandbox_gid)
+            self.workers = FileWorkers(self.settings.workspace, user)
+        return self.workers
+
+    def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
 
     def tools(self) -> list[Tool]:
         workspace = Workspace(self.settings.workspace)
+        workers = self.file_workers()
         fetcher = self.fetcher or Fetcher(
             PublicGuard(),
             max_bytes=self.settings.fetch_max_bytes,
@@ -47,8 +63,8 @@ class Builtins:
         return [
             *clock_tools(),
             *calculate_tools(),
-            *read_tools(workspace, self.book),
-            *write_tools(workspace, self.book),
+            *read_tools(workspace, workers, self.book),
+            *write_tools(workspace, workers, self.book),
             *shell_tools(workspace, self.attestation, limits),
             *web_fetch_tools(fetcher),
             *web_search_tools(self.settings, self.search_transport),

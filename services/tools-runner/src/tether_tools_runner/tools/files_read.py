@@ -1,21 +1,36 @@
-"""`file_read`, `file_list`, `file_search`: looking at the workspace without changing it."""
+"""`file_read`, `file_list`, `file_search`: looking at the workspace without changing it.
+
+The module-level `*_op` functions are the I/O, run as the sandbox user by `FileWorkers`
+(in a worker process when the runner is root): plain arguments in, plain values out."""
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import os
-import re
-from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from tether_common.errors import PathDenied
 from tether_common.messages.tools import ToolDescriptor
-from tether_common.safety import protected_name
+from tether_common.patterns import PatternProblem, UserPattern
+from tether_common.patterns import compile_pattern as compile_user_pattern
+from tether_common.safety.beneath import open_beneath, open_parent
 from tether_tools_runner.context import current_run_id
+from tether_tools_runner.file_workers import FileWorkers
 from tether_tools_runner.revisions import RevisionBook, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
-from tether_tools_runner.workspace import Workspace
+from tether_tools_runner.workspace import (
+    Entry,
+    Parts,
+    Workspace,
+    decode_text,
+    guarded,
+    read_child,
+    read_file,
+    root_fd,
+    shown,
+    walk,
+)
 
 MAX_LINES = 2000
 MAX_LIST = 1000
@@ -94,7 +109,8 @@ FILE_SEARCH = ToolDescriptor(
     description=(
         "Searches text files under a workspace folder for a string or a regular expression "
         "and returns matching lines as 'path:line: text'. Use it to find where something is "
-        "defined or used. `pattern` is plain text unless `regex` is true (Python syntax); "
+        "defined or used. `pattern` is plain text unless `regex` is true (RE2 syntax: no "
+        "backreferences or lookaround); "
         "`path` defaults to the workspace root; `glob` limits the files searched (e.g. "
         "'*.py'); `case_sensitive` defaults to true. Binary files, files over 1 MB and "
         f"protected names are skipped; at most {MAX_MATCHES} matches are returned. "
@@ -120,111 +136,150 @@ FILE_SEARCH = ToolDescriptor(
 
 
 class ReadTools:
-    def __init__(self, workspace: Workspace, book: RevisionBook) -> None:
+    def __init__(self, workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> None:
         self.workspace = workspace
+        self.workers = workers
         self.book = book
 
     async def read(self, args: dict[str, Any]) -> str:
-        real = self.workspace.path(args["path"], write=False)
-        text, data = await asyncio.to_thread(self.workspace.read_text, real)
+        parts = self.workspace.parts(args["path"])
+        data = await self.workers.run(read_op, str(self.workspace.root), parts)
+        text = decode_text(data, parts)
         revision = revision_of(data)
-        self.book.record(current_run_id.get(), str(real), revision)
+        self.book.record(current_run_id.get(), shown(parts), revision)
         lines = text.splitlines()
         first = int(args.get("offset", 1))
         chosen = lines[first - 1 : first - 1 + int(args.get("limit", MAX_LINES))]
         last = first + len(chosen) - 1
-        head = f"{self.workspace.shown(real)} (lines {first}-{last} of {len(lines)}; {revision})"
+        head = f"{shown(parts)} (lines {first}-{last} of {len(lines)}; {revision})"
         body = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(chosen, start=first))
         return f"{head}\n{body}" if chosen else f"{head}\n(no lines in this range)"
 
     async def listing(self, args: dict[str, Any]) -> str:
-        real = self.workspace.path(args.get("path", "."), write=False)
-        if not real.is_dir():
-            raise ToolFailure("not_a_directory", f"{args.get('path')} is not a folder.")
+        parts = self.workspace.parts(args.get("path", "."))
         excludes = tuple(args.get("exclude", DEFAULT_EXCLUDES))
-        entries = await asyncio.to_thread(
-            _listing, real, bool(args.get("recursive", False)), excludes
+        recursive = bool(args.get("recursive", False))
+        entries = await self.workers.run(
+            list_op, str(self.workspace.root), parts, recursive, excludes
         )
-        shown = [self._entry(p) for p in entries[:MAX_LIST]]
+        lines = [_entry_line(entry) for entry in entries[:MAX_LIST]]
         more = f"\n… {len(entries) - MAX_LIST} more not shown" if len(entries) > MAX_LIST else ""
-        return "\n".join(shown) + more if shown else "(empty folder)"
-
-    def _entry(self, path: Path) -> str:
-        name = self.workspace.shown(path)
-        if path.is_dir() and not path.is_symlink():
-            return name + "/"
-        try:
-            return f"{name}  {path.lstat().st_size}"
-        except OSError:
-            return name
+        return "\n".join(lines) + more if lines else "(empty folder)"
 
     async def search(self, args: dict[str, Any]) -> str:
-        real = self.workspace.path(args.get("path", "."), write=False)
-        flags = 0 if args.get("case_sensitive", True) else re.IGNORECASE
-        source = args["pattern"] if args.get("regex") else re.escape(args["pattern"])
-        try:
-            pattern = re.compile(source, flags)
-        except re.error as exc:
-            raise ToolFailure("bad_pattern", f"the regular expression is invalid: {exc}.") from None
-        hits = await asyncio.to_thread(self._search, real, pattern, args.get("glob"))
+        parts = self.workspace.parts(args.get("path", "."))
+        hits = await self.workers.run(
+            search_op,
+            str(self.workspace.root),
+            parts,
+            SearchQuery(
+                pattern=args["pattern"],
+                regex=bool(args.get("regex", False)),
+                case_sensitive=bool(args.get("case_sensitive", True)),
+                glob=args.get("glob"),
+            ),
+        )
         if not hits:
             return f"no matches for {args['pattern']!r}"
         more = f"\n(stopped at {MAX_MATCHES} matches)" if len(hits) >= MAX_MATCHES else ""
         return "\n".join(hits) + more
 
-    def _search(self, real: Path, pattern: re.Pattern[str], glob: str | None) -> list[str]:
-        files = [real] if real.is_file() else _listing(real, True, DEFAULT_EXCLUDES)
-        hits: list[str] = []
-        for path in files:
-            if not path.is_file() or path.is_symlink() or (glob and not _glob(path, glob)):
-                continue
-            try:
-                if path.stat().st_size > MAX_SEARCH_FILE:
-                    continue
-                text, _ = self.workspace.read_text(path)
-            except (ToolFailure, OSError):
-                continue
-            for number, line in enumerate(text.splitlines(), start=1):
-                if pattern.search(line):
-                    shown = line[:MAX_LINE_SHOWN]
-                    hits.append(f"{self.workspace.shown(path)}:{number}: {shown}")
-                    if len(hits) >= MAX_MATCHES:
-                        return hits
-        return hits
+
+def _entry_line(entry: Entry) -> str:
+    name = shown(entry.parts)
+    return name + "/" if entry.kind == "dir" else f"{name}  {entry.size}"
 
 
-def _glob(path: Path, pattern: str) -> bool:
-    return fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(str(path), pattern)
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    pattern: str
+    regex: bool
+    case_sensitive: bool
+    glob: str | None
 
 
-def _excluded(name: str, excludes: tuple[str, ...]) -> bool:
-    return protected_name(name) or any(fnmatch.fnmatch(name, pat) for pat in excludes)
+def compile_pattern(query: SearchQuery) -> UserPattern:
+    """The model's pattern as a linear-time matcher (RE2), or `invalid_pattern`."""
+    pattern = compile_user_pattern(
+        query.pattern, literal=not query.regex, ignore_case=not query.case_sensitive
+    )
+    if isinstance(pattern, PatternProblem):
+        raise ToolFailure(pattern.code, pattern.message)
+    return pattern
 
 
-def _walk(root: Path, recursive: bool, excludes: tuple[str, ...]) -> Iterator[Path]:
+@guarded
+def read_op(root: str, parts: Parts) -> bytes:
+    return read_file(root, parts)
+
+
+@guarded
+def list_op(root: str, parts: Parts, recursive: bool, excludes: tuple[str, ...]) -> list[Entry]:
+    fd = open_beneath(root_fd(root), parts, kind="dir")
     try:
-        children = sorted(os.scandir(root), key=lambda entry: entry.name)
-    except OSError:
-        return
-    for entry in children:
-        if _excluded(entry.name, excludes):
-            continue
-        yield Path(entry.path)
-        if recursive and entry.is_dir(follow_symlinks=False):
-            yield from _walk(Path(entry.path), recursive, excludes)
+        found: list[Entry] = []
+        for _, entry in walk(fd, parts, recursive=recursive, excludes=excludes):
+            found.append(entry)
+            if len(found) > MAX_LIST * 10:
+                break
+        return found
+    finally:
+        os.close(fd)
 
 
-def _listing(root: Path, recursive: bool, excludes: tuple[str, ...]) -> list[Path]:
-    found: list[Path] = []
-    for path in _walk(root, recursive, excludes):
-        found.append(path)
-        if len(found) > MAX_LIST * 10:
-            break
-    return found
+@guarded
+def search_op(root: str, parts: Parts, query: SearchQuery) -> list[str]:
+    pattern = compile_pattern(query)
+    top = root_fd(root)
+    try:
+        fd = open_beneath(top, parts, kind="dir")
+    except NotADirectoryError:
+        return _search_file(top, parts, pattern)
+    try:
+        hits: list[str] = []
+        for dir_fd, entry in walk(fd, parts, recursive=True, excludes=DEFAULT_EXCLUDES):
+            if entry.kind != "file" or entry.size > MAX_SEARCH_FILE:
+                continue
+            if query.glob and not _glob(entry.parts, query.glob):
+                continue
+            hits += _matches(dir_fd, entry.parts, pattern, limit=MAX_MATCHES - len(hits))
+            if len(hits) >= MAX_MATCHES:
+                break
+        return hits
+    finally:
+        os.close(fd)
 
 
-def read_tools(workspace: Workspace, book: RevisionBook) -> list[Tool]:
-    tools = ReadTools(workspace, book)
+def _search_file(top: int, parts: Parts, pattern: UserPattern) -> list[str]:
+    dir_fd, _ = open_parent(top, parts, create=False)
+    try:
+        return _matches(dir_fd, parts, pattern, limit=MAX_MATCHES)
+    finally:
+        os.close(dir_fd)
+
+
+def _matches(dir_fd: int, parts: Parts, pattern: UserPattern, *, limit: int) -> list[str]:
+    """Matching lines of one file in `dir_fd`; a file that cannot be read is skipped."""
+    try:
+        data = read_child(dir_fd, parts[-1], parts, limit=MAX_SEARCH_FILE)
+        text = decode_text(data, parts)
+    except (ToolFailure, OSError, PathDenied):
+        return []
+    hits: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if pattern.search(line):
+            hits.append(f"{shown(parts)}:{number}: {line[:MAX_LINE_SHOWN]}")
+            if len(hits) >= limit:
+                break
+    return hits
+
+
+def _glob(parts: Parts, pattern: str) -> bool:
+    return fnmatch.fnmatch(parts[-1], pattern) or fnmatch.fnmatch("/".join(parts), pattern)
+
+
+def read_tools(workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> list[Tool]:
+    tools = ReadTools(workspace, workers, book)
     return [
         Tool(FILE_READ, tools.read),
         Tool(FILE_LIST, tools.listing),
@@ -232,4 +287,14 @@ def read_tools(workspace: Workspace, book: RevisionBook) -> list[Tool]:
     ]
 
 
-__all__ = ["FILE_LIST", "FILE_READ", "FILE_SEARCH", "read_tools"]
+__all__ = [
+    "FILE_LIST",
+    "FILE_READ",
+    "FILE_SEARCH",
+    "SearchQuery",
+    "compile_pattern",
+    "list_op",
+    "read_op",
+    "read_tools",
+    "search_op",
+]

@@ -1,19 +1,31 @@
 """`file_write` and `file_edit`: changing the workspace, with a read-before-write check.
 
 `file_edit` refuses unless this run read (or wrote) the file at the revision it has
-now, so a model never edits a file it has not seen or that changed under it."""
+now, so a model never edits a file it has not seen or that changed under it. `write_op`
+and `edit_op` are the I/O, run as the sandbox user by `FileWorkers`."""
 
 from __future__ import annotations
 
-import asyncio
-from pathlib import Path
+import os
+from dataclasses import dataclass
 from typing import Any
 
 from tether_common.messages.tools import ToolDescriptor
+from tether_common.safety.beneath import open_parent, replace_file
 from tether_tools_runner.context import current_run_id
+from tether_tools_runner.file_workers import FileWorkers
 from tether_tools_runner.revisions import RevisionBook, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
-from tether_tools_runner.workspace import Workspace
+from tether_tools_runner.workspace import (
+    Parts,
+    Workspace,
+    decode_text,
+    guarded,
+    read_child,
+    root_fd,
+    shown,
+    write_file,
+)
 
 MAX_CONTENT = 2_000_000
 
@@ -78,64 +90,100 @@ FILE_EDIT = ToolDescriptor(
 
 
 class WriteTools:
-    def __init__(self, workspace: Workspace, book: RevisionBook) -> None:
+    def __init__(self, workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> None:
         self.workspace = workspace
+        self.workers = workers
         self.book = book
 
     async def write(self, args: dict[str, Any]) -> str:
-        real = self.workspace.path(args["path"], write=True)
-        if real.is_dir():
-            raise ToolFailure("is_directory", f"{args['path']} is a folder.")
+        parts = self.workspace.parts(args["path"])
+        if not parts:
+            raise ToolFailure("path_denied", "the workspace root itself cannot be written.")
         data = str(args["content"]).encode()
-        existed = real.exists()
-        await asyncio.to_thread(self.workspace.write_bytes, real, data)
+        existed = await self.workers.run(write_op, str(self.workspace.root), parts, data)
         revision = revision_of(data)
-        self.book.record(current_run_id.get(), str(real), revision)
+        self.book.record(current_run_id.get(), shown(parts), revision)
         verb = "replaced" if existed else "created"
-        return f"{verb} {self.workspace.shown(real)} ({len(data)} bytes; {revision})"
+        return f"{verb} {shown(parts)} ({len(data)} bytes; {revision})"
 
     async def edit(self, args: dict[str, Any]) -> str:
-        real = self.workspace.path(args["path"], write=True)
-        _, data = await asyncio.to_thread(self.workspace.read_text, real)
-        self._check_revision(real, revision_of(data))
-        try:
-            text = data.decode()
-        except UnicodeDecodeError:
-            raise ToolFailure(
-                "not_utf8", "the file is not UTF-8 text; file_write it whole."
-            ) from None
-        old, new = str(args["old_text"]), str(args["new_text"])
-        count = text.count(old)
-        if count == 0:
-            raise ToolFailure(
-                "no_match", "old_text does not occur in the file; read it again and copy exactly."
-            )
-        if count > 1 and not args.get("replace_all", False):
-            raise ToolFailure(
-                "ambiguous_match",
-                f"old_text occurs {count} times; add surrounding lines or set replace_all.",
-            )
-        updated = text.replace(old, new).encode()
-        await asyncio.to_thread(self.workspace.write_bytes, real, updated)
-        revision = revision_of(updated)
-        self.book.record(current_run_id.get(), str(real), revision)
-        return f"edited {self.workspace.shown(real)}: {count} replacement(s) ({revision})"
-
-    def _check_revision(self, real: Path, current: str) -> None:
-        seen = self.book.seen(current_run_id.get(), str(real))
-        shown = self.workspace.shown(real)
-        if seen is None:
-            raise ToolFailure("not_read", f"{shown} was not read in this run; file_read it first.")
-        if seen != current:
-            raise ToolFailure(
-                "stale_revision",
-                f"{shown} changed since this run read it ({seen} → {current}); read it again.",
-            )
+        parts = self.workspace.parts(args["path"])
+        change = Change(
+            old=str(args["old_text"]),
+            new=str(args["new_text"]),
+            replace_all=bool(args.get("replace_all", False)),
+            seen=self.book.seen(current_run_id.get(), shown(parts)),
+        )
+        count, revision = await self.workers.run(edit_op, str(self.workspace.root), parts, change)
+        self.book.record(current_run_id.get(), shown(parts), revision)
+        return f"edited {shown(parts)}: {count} replacement(s) ({revision})"
 
 
-def write_tools(workspace: Workspace, book: RevisionBook) -> list[Tool]:
-    tools = WriteTools(workspace, book)
+@dataclass(frozen=True, slots=True)
+class Change:
+    """An edit as the worker needs it, with the revision this run last saw (or None)."""
+
+    old: str
+    new: str
+    replace_all: bool
+    seen: str | None
+
+
+@guarded
+def write_op(root: str, parts: Parts, data: bytes) -> bool:
+    return write_file(root, parts, data)
+
+
+@guarded
+def edit_op(root: str, parts: Parts, change: Change) -> tuple[int, str]:
+    """Read, check the revision, replace, write back - all within one folder fd, so the
+    file read is the file written."""
+    dir_fd, name = open_parent(root_fd(root), parts, create=False)
+    try:
+        data = read_child(dir_fd, name, parts)
+        decode_text(data, parts)  # a binary file is refused as file_read refuses it
+        _check_revision(parts, change.seen, revision_of(data))
+        text, count = _replaced(data, change)
+        updated = text.encode()
+        replace_file(dir_fd, name, updated)
+    finally:
+        os.close(dir_fd)
+    return count, revision_of(updated)
+
+
+def _check_revision(parts: Parts, seen: str | None, current: str) -> None:
+    if seen is None:
+        raise ToolFailure(
+            "not_read", f"{shown(parts)} was not read in this run; file_read it first."
+        )
+    if seen != current:
+        raise ToolFailure(
+            "stale_revision",
+            f"{shown(parts)} changed since this run read it ({seen} → {current}); read it again.",
+        )
+
+
+def _replaced(data: bytes, change: Change) -> tuple[str, int]:
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise ToolFailure("not_utf8", "the file is not UTF-8 text; file_write it whole.") from None
+    count = text.count(change.old)
+    if count == 0:
+        raise ToolFailure(
+            "no_match", "old_text does not occur in the file; read it again and copy exactly."
+        )
+    if count > 1 and not change.replace_all:
+        raise ToolFailure(
+            "ambiguous_match",
+            f"old_text occurs {count} times; add surrounding lines or set replace_all.",
+        )
+    return text.replace(change.old, change.new), count
+
+
+def write_tools(workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> list[Tool]:
+    tools = WriteTools(workspace, workers, book)
     return [Tool(FILE_WRITE, tools.write), Tool(FILE_EDIT, tools.edit)]
 
 
-__all__ = ["FILE_EDIT", "FILE_WRITE", "write_tools"]
+__all__ = ["FILE_EDIT", "FILE_WRITE", "Change", "edit_op", "write_op", "write_tools"]
