@@ -261,3 +261,18 @@ def _statuses() -> Iterator[dict[str, str]]:
             continue
         fields = dict(line.split(":\t", 1) for line in lines if ":\t" in line)
         yield {"cmdline": cmdline, **fields}
+
+
+async def test_without_bubblewrap_the_command_is_still_unprivileged_with_a_private_home(
+    workspace: Path,
+) -> None:
+    rlimits_only = Attestation("rlimits", None, {}, {"bwrap": "bwrap is not installed"})
+    command = "id -u; echo $HOME; ls -A $HOME; touch $HOME/x; cat /etc/shadow; echo end"
+    outcome = await run_sandboxed(
+        command, workspace, attestation=rlimits_only, timeout_s=10, limits=SandboxLimits()
+    )
+    uid, home, *rest = outcome.output.splitlines()
+    assert uid == str(sandbox_user().uid)
+    assert home.startswith("/tmp/tether-home-")
+    assert rest[0].startswith("cat: /etc/shadow: Permission denied"), outcome.output
+    assert not Path(home).exists()  # removed with the call

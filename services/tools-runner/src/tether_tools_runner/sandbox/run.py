@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
+import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,10 +115,13 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def scrubbed_env(source: dict[str, str], workspace: Path) -> dict[str, str]:
+def scrubbed_env(
+    source: dict[str, str], workspace: Path, home: str = SANDBOX_HOME
+) -> dict[str, str]:
     """The environment minus anything that looks like a credential, runner config or a
-    hook that runs code; HOME and the XDG folders in the call's private tmpfs; git
-    given no configuration the command can write."""
+    hook that runs code; HOME and the XDG folders in the call's private tmpfs (or a
+    fresh private folder, without bubblewrap); git given no configuration the command
+    can write."""
     env = {
         name: value
         for name, value in source.items()
@@ -126,11 +131,11 @@ def scrubbed_env(source: dict[str, str], workspace: Path) -> dict[str, str]:
         and not name.startswith(("GIT_", "XDG_", "BASH_FUNC_"))
     }
     env.update(
-        HOME=SANDBOX_HOME,
-        XDG_CONFIG_HOME=f"{SANDBOX_HOME}/.config",
-        XDG_CACHE_HOME=f"{SANDBOX_HOME}/.cache",
-        XDG_DATA_HOME=f"{SANDBOX_HOME}/.local/share",
-        XDG_STATE_HOME=f"{SANDBOX_HOME}/.local/state",
+        HOME=home,
+        XDG_CONFIG_HOME=f"{home}/.config",
+        XDG_CACHE_HOME=f"{home}/.cache",
+        XDG_DATA_HOME=f"{home}/.local/share",
+        XDG_STATE_HOME=f"{home}/.local/state",
         TMPDIR="/tmp",
         TERM="dumb",
         PWD=str(workspace),
@@ -245,6 +250,9 @@ class _Call:
 
     group: CallGroup | None = None
     tmp_fd: int | None = None
+    # Without bubblewrap there is no private /tmp: a fresh folder stands in for HOME
+    # (never a shared path another local user could have filled first).
+    home: str | None = None
 
     async def finish(self, proc: asyncio.subprocess.Process | None) -> None:
         """Kill whatever is left of the tree: the process group, then every cgroup
@@ -259,6 +267,9 @@ class _Call:
             await proc.wait()
 
     async def close(self) -> None:
+        if self.home is not None:
+            await asyncio.to_thread(shutil.rmtree, self.home, True)
+            self.home = None
         if self.tmp_fd is not None:
             os.close(self.tmp_fd)
             self.tmp_fd = None
@@ -293,7 +304,8 @@ async def _spawn(
     argv: list[str],
     workspace: Path,
     setup: Callable[[], None],
-    pass_fds: tuple[int, ...] = (),
+    pass_fds: tuple[int, ...],
+    home: str,
 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *argv,
@@ -301,7 +313,7 @@ async def _spawn(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         cwd=workspace,
-        env=scrubbed_env(dict(os.environ), workspace),
+        env=scrubbed_env(dict(os.environ), workspace, home),
         start_new_session=True,  # its own process group, killed as one
         preexec_fn=setup,  # runs in the child before exec
         pass_fds=pass_fds,
@@ -345,7 +357,11 @@ async def _start(
     try:
         if staged:
             STAGE.mkdir(mode=0o755, exist_ok=True)
-        proc = await _spawn(argv, workspace, setup, tuple(fds))
+        if attestation.bwrap is None:
+            call.home = tempfile.mkdtemp(prefix="tether-home-")
+            if user.drops:
+                os.chown(call.home, user.uid, user.gid)
+        proc = await _spawn(argv, workspace, setup, tuple(fds), call.home or SANDBOX_HOME)
         if block_write is not None:
             # bwrap waits for this byte before running anything: the tmpfs is surely
             # there to be opened, and the command cannot have filled and left it yet.
