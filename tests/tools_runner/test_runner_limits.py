@@ -46,15 +46,27 @@ def assert_limit(result: ToolResult, limit: str) -> None:
     assert f"sandbox_limit: {limit} limit exceeded" in result.content, result.content
 
 
+HOLD = """
+import os, sys, time
+held = b"x" * (int(sys.argv[1]) << 20)
+open(f"ready.{os.getpid()}", "w").close()
+for _ in range(100):  # until all of them hold their memory at once (bounded)
+    if sum(name.startswith("ready.") for name in os.listdir(".")) >= int(sys.argv[2]):
+        break
+    time.sleep(0.05)
+"""
+
+
 async def test_memory_is_limited_for_the_whole_call(
-    limited: Attestation, make_executor: Callable[..., Executor], call: Call
+    limited: Attestation, make_executor: Callable[..., Executor], call: Call, workspace: Path
 ) -> None:
+    (workspace / "hold.py").write_text(HOLD)
     executor = make_executor(sandbox_memory_mb=1024)
-    hold = "python3 -c 'import time; b = b\"x\" * (700 << 20); time.sleep(2)'"
-    alone = await call(executor, "shell", {"command": f"{hold} && echo fits"})
+    alone = await call(executor, "shell", {"command": "python3 hold.py 700 1 && echo fits"})
     assert alone.ok, alone.content  # one 700 MB process fits
     assert alone.content.endswith("fits\n"), alone.content
-    three = f"{hold} & {hold} & {hold} & wait; echo done"
+    hold = "python3 hold.py 700 3"
+    three = f"rm -f ready.*; {hold} & {hold} & {hold} & wait; echo done"
     assert_limit(await call(executor, "shell", {"command": three}), "memory")
     await still_serving(executor, call)
 
