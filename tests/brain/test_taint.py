@@ -324,6 +324,24 @@ async def test_a_tainted_grandchild_taints_the_whole_line(
     assert asked_for_taint(result_of(events, write))
 
 
+async def test_the_users_own_queued_message_does_not_taint(
+    ready: Supervisor, scripts_dir: Path
+) -> None:
+    """A message the user queues into a run is the user's, whatever it says."""
+    write = call("file_write", path="user.txt", content="x")
+    model = write_script(
+        scripts_dir,
+        [[{"pause_s": 2.0}, {"kind": "chunk", "text": "first"}], [write], say("done")],
+    )
+    async with TetherClient(ready.child("brain").url) as client:
+        accepted = await client.start_run(
+            "go", provider="scripted", model=model, agent=AGENT, interactive=True
+        )
+        await client.queue_message(accepted.run_id, INJECTION)  # waits for the first answer
+        events = [e async for e in client.events(accepted.run_id)]
+    assert result_of(events, write)["ok"]
+
+
 async def child_events(stack: Supervisor, events: list[RunEvent]) -> list[RunEvent]:
     child_id = event_data(events, "agent.start")[0]["child_run_id"]
     async with TetherClient(stack.child("brain").url) as client:
