@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PROVIDER ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-local run test pytest lint format bench clean nats-config
+.PHONY: help install install-local run test pytest lint format bench fuzz clean nats-config
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ pytest: install-local
 
 bench: $(VENV)/.synced-bench  ## print the benchmark figures (adds the bench-only dependency group)
 	$(BIN)/python -m bench
+
+fuzz: install  ## the shell classifier against the sandbox on a large corpus (needs bwrap, strace)
+	$(BIN)/python -m bench shellfuzz
 
 clean:  ## remove the environments
 	rm -rf .venv .tools

@@ -4,6 +4,7 @@ closing summary (ratios are only taken between figures of the same invocation)."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -13,6 +14,8 @@ from bench.outputs import measure_outputs
 from bench.parked import PARK_ENV, measure_approvals, measure_parked
 from bench.runner import RUNNER_SPECS, measure_runner
 from bench.scaling import measure_scaling
+from bench.shellfuzz import print_report
+from bench.shellfuzz import run as run_shellfuzz
 from bench.skeleton import measure_steps
 from bench.stack import Stack, servers, services, stack
 from bench.stats import line, summary
@@ -36,9 +39,10 @@ class Counts:
     shell_calls: int = 100
     outputs_mib: int = 100
     scaling_runs: int = 100
+    shellfuzz_commands: int = 12_000
 
 
-QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50)
+QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50, 3000)
 
 
 async def floor(counts: Counts, results: Results) -> None:
@@ -140,6 +144,15 @@ async def scaling(counts: Counts, results: Results) -> None:
         results[f"scaling_{replicas}_steps_per_s"] = batch.steps_per_s
 
 
+async def shellfuzz(counts: Counts, results: Results) -> None:
+    """The shell classifier against the sandbox (issue 13): allowed commands with effects."""
+    report = await asyncio.to_thread(run_shellfuzz, counts.shellfuzz_commands, 13)
+    print_report(report)
+    results["shellfuzz_effects"] = float(len(report.effects))
+    if report.effects:
+        raise RuntimeError(f"{len(report.effects)} allowed commands had effects")
+
+
 Suite = Callable[[Counts, Results], Awaitable[None]]
 
 SUITES: dict[str, Suite] = {
@@ -154,6 +167,7 @@ SUITES: dict[str, Suite] = {
     "runner": runner,
     "outputs": outputs,
     "scaling": scaling,
+    "shellfuzz": shellfuzz,
 }
 
 # What `all` (and `make bench`) runs: `loop` covers concurrency, long and resume.

@@ -227,6 +227,12 @@ def _classify_named(
         return _interpreter(name, args, scope)
     check = READ_ONLY.get(name)
     if check is not None and plain:
+        if name == "git" and scope.cwd_moved:
+            # Elsewhere git may find a repository the model made, with its own config
+            # (drivers, pagers). In the workspace root it finds `.git`, a protected
+            # name (a bare repository made at the root is the sandbox's to refuse).
+            scope.add(ask("opaque", "git after cd may read a repository's config it should not"))
+            return frozenset()
         _read_only(name, check(args), scope)
         return frozenset()
     known = category_of(name)
@@ -317,9 +323,10 @@ def _track_state(words: Sequence[Word], scope: Scope) -> None:
     """Remember what later commands depend on: a `cd` to `/` or home (so `rm -rf *`
     there is fatal) and literal values given with `export NAME=value` and the like."""
     head = words[0].text
-    if head == "cd":
+    if head in {"cd", "pushd", "popd"}:
         target = words[1].text if len(words) > 1 else "~"
         scope.cwd_critical = critical_tree(target)
+        scope.cwd_moved = True
     elif head in _DECLARERS:
         for word in words[1:]:
             name, equals, value = word.text.partition("=")

@@ -34,6 +34,7 @@ class Scope:
     variables: dict[str, str] = field(default_factory=dict)
     tainted: set[str] = field(default_factory=set)  # variables holding downloaded text
     cwd_critical: bool = False
+    cwd_moved: bool = False  # a `cd` ran earlier on the line
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
