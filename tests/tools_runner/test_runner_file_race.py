@@ -8,6 +8,7 @@ means something."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -246,3 +247,30 @@ async def _race_over_the_bus(bus: Bus, root: Path) -> list[Tally]:
                 others,
             )
     return [reads, writes]
+
+
+async def test_handing_the_workspace_over_never_chowns_outside(workspace: Path) -> None:
+    """`hand_over` chowns what root left in the workspace at start; a swap mid-walk must
+    not make it give away a file outside (here root's own)."""
+    raced = build(workspace)
+    outside = raced.parent / "outside"
+    for index in range(200):  # the same names on both sides: a long walk to race
+        for top in (raced / "d", outside):
+            (top / f"many-{index}").write_text("x")
+    _give_back_to_root(outside)
+    user = sandbox_user()
+    async with swapping(raced):
+        for _ in range(100):
+            _give_back_to_root(raced)  # so there is work to do
+            await asyncio.to_thread(hand_over, raced, user)
+            owners = {os.lstat(p).st_uid for p in [outside, *outside.rglob("*")]}
+            assert owners == {0}, "hand_over gave away a file outside the workspace"
+
+
+def _give_back_to_root(top: Path) -> None:
+    """Chown a tree to root without following any symlink (by directory fd)."""
+    os.chown(top, 0, 0, follow_symlinks=False)
+    for _, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
+        for name in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                os.chown(name, 0, 0, dir_fd=dir_fd, follow_symlinks=False)

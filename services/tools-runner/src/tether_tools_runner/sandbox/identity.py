@@ -51,15 +51,17 @@ def hand_over(root: Path, user: SandboxUser) -> None:
         return
     os.chown(root, user.uid, user.gid, follow_symlinks=False)
     os.chmod(root, 0o700)
-    for folder, dirs, files in os.walk(root):
+    # By directory fd (fwalk checks each folder it enters is the one it listed): a folder
+    # swapped for a symlink mid-walk must not lead a root chown outside the workspace.
+    for folder, dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
         for name in (*dirs, *files):
-            path = os.path.join(folder, name)
-            info = os.lstat(path)
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if info.st_uid != 0:
                 continue
             if _safe_to_give(info):
-                os.chown(path, user.uid, user.gid, follow_symlinks=False)
+                os.chown(name, user.uid, user.gid, dir_fd=dir_fd, follow_symlinks=False)
             else:
+                path = os.path.join(folder, name)
                 log.warning("left %s to root: a hard-linked file or a special file", path)
 
 
