@@ -98,12 +98,10 @@ def guardrail(tool: ToolDescriptor, guardrails: Mapping[str, Rule]) -> Guardrail
     return found
 
 
-def standing_denial(
-    tool: ToolDescriptor, policy: AgentPolicy, rule: Guardrail | None = None
-) -> tuple[str, str] | None:
+def standing_denial(tool: ToolDescriptor, policy: AgentPolicy) -> tuple[str, str] | None:
     """What refuses the tool whatever its arguments (the catalogue shows it as `blocked`):
     an organisation deny, a tool-less agent, a category switched off, a read-only mode."""
-    rule = rule if rule is not None else guardrail(tool, policy.guardrails)
+    rule = guardrail(tool, policy.guardrails)
     if rule is not None and rule.rule == "deny":
         return "org_denied", f"the organisation denies {tool.name} (rule '{rule.pattern}')"
     if policy.grants.tool_less:
@@ -198,10 +196,9 @@ def decide(
     session: frozenset[str] = frozenset(),
 ) -> Verdict:
     chain = _Chain(tool)
-    rule = guardrail(tool, policy.guardrails)
-    if (standing := standing_denial(tool, policy, rule)) is not None:
+    if (standing := standing_denial(tool, policy)) is not None:
         return chain.deny(*standing)
-    if rule is not None:
+    if (rule := guardrail(tool, policy.guardrails)) is not None:  # a deny has stopped above
         chain.ask(
             "org_confirm",
             f"the organisation requires confirmation for {tool.name} (rule '{rule.pattern}')",
