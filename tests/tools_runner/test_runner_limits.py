@@ -288,3 +288,25 @@ async def test_without_bubblewrap_the_command_is_still_unprivileged_with_a_priva
     assert home.startswith("/tmp/tether-home-")
     assert rest[0].startswith("cat: /etc/shadow: Permission denied"), outcome.output
     assert not Path(home).exists()  # removed with the call
+
+
+async def test_a_call_at_its_limits_does_not_starve_its_siblings(
+    limited: Attestation, make_executor: Callable[..., Executor], call: Call, workspace: Path
+) -> None:
+    """Limits are per call: a fork bomb and a memory hog at their caps leave a sibling
+    call (same sandbox uid) free to start processes and allocate."""
+    (workspace / "bomb.sh").write_text("b() { b & b & }; b\nsleep 30\n")
+    (workspace / "hog.py").write_text(HOLD)
+    executor = make_executor(**SMALL)
+    sibling = (
+        "sleep 1; for i in $(seq 20); do (true); done; "
+        "python3 -c 'b = b\"x\" * (100 << 20)'; echo sibling fine"
+    )
+    bomb, hog, fine = await asyncio.gather(
+        call(executor, "shell", {"command": "bash bomb.sh", "timeout_s": 4}),
+        call(executor, "shell", {"command": "python3 hog.py 400 1", "timeout_s": 4}),
+        call(executor, "shell", {"command": sibling, "timeout_s": 30}),
+    )
+    assert_limit(bomb, "processes")
+    assert_limit(hog, "memory")
+    assert fine.content == "exit code 0\nsibling fine\n", fine.content
