@@ -127,9 +127,12 @@ def script_problem(text: str) -> str | None:
         script.skip_blanks("!")
         if not script.peek():
             return "a sed address without a command"
+        opening = script.peek() == "{"
         problem = _command(script)
         if problem:
             return problem
+        if opening:
+            continue  # a block's first command follows `{` directly
         script.skip_blanks()
         if script.peek() and script.peek() not in ";}#":
             return "sed text that is not a command known to be read-only"
