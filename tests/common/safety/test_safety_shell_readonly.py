@@ -290,6 +290,10 @@ GIT_ATTACKS = [
     "GIT_CONFIG_GLOBAL=.gitconfig git log",
     "export GIT_PAGER=id; git log",
     "git status --untracked-files=all --porcelain --output=x",
+    "git log -G -- --output=x",
+    "git log -S -- --output=x",
+    "git log -n -- --output=x",
+    "git grep -e -- --open-files-in-pager=id x",
 ]
 
 OTHER_ATTACKS = [
@@ -335,6 +339,11 @@ OTHER_ATTACKS = [
     "hostname x",
     "hostname -F f",
     "printf -v PATH x",
+    "grep -f.env x",
+    "grep -nf.env x",
+    "date -f.env",
+    "jq --rawfile x .env -n '$x'",
+    "sed -n p .env",
     "set -o vi",
     "set",
     "cat < /dev/tcp/127.0.0.1/80",

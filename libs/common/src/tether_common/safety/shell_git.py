@@ -61,8 +61,8 @@ _LOG_OPTIONAL = words("pretty decorate expand-tabs notes show-notes-by-default")
 
 _LOG = Options(
     flags="pusRzwbaiEFPm",
-    valued="n",
-    attached="USGLlXMCB",
+    valued="nUSGLl",  # as git reads them: a separate value is the next word, even `--`
+    attached="XMCB",  # optional values, attached only
     numeric=True,
     clusters=False,
     long_flags=_DIFF_FLAGS | _LOG_FLAGS,

@@ -191,7 +191,14 @@ def _protected_hit(text: str, *, glob: bool) -> str | None:
         return text if glob_may_match_protected(text) else None
     if any(char in text for char in "*?["):
         return None  # a quoted pattern (find -name '*.pem') names no file
-    return protected_component(re.split(r"[/=]", text))
+    hit = protected_component(re.split(r"[/=]", text))
+    if hit is None and text.startswith("-") and not text.startswith("--"):
+        # A value attached to a short option: `grep -f.env`, `date -nf.env`.
+        suffixes = (text[start:] for start in range(2, min(len(text), 34)))
+        hit = next(
+            filter(None, (protected_component(re.split(r"[/=]", s)) for s in suffixes)), None
+        )
+    return hit
 
 
 def _classify(words: Sequence[Word], scope: Scope) -> frozenset[str]:
