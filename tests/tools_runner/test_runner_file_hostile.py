@@ -139,15 +139,25 @@ async def test_protected_names_behind_links_and_in_folders_stay_hidden(
     (hostile / "a" / ".env").write_text(f"TOKEN={CANARY}\n")
     (hostile / "a" / "notes.txt").symlink_to(hostile / "a" / ".env")
     (hostile / "a" / "key.txt").symlink_to(hostile.parent / "outside" / ".env")
+    (hostile / ".docker").mkdir()  # secret only as a pair: .docker/config.json
+    (hostile / ".docker" / "config.json").write_text(f'{{"auth": "TOKEN={CANARY}"}}\n')
+    (hostile / ".config" / "gcloud").mkdir(parents=True)
+    (hostile / ".config" / "gcloud" / "creds").write_text(f"TOKEN={CANARY}\n")
     for tool, args in (
         ("file_read", {"path": "a/notes.txt"}),
         ("file_read", {"path": "a/key.txt"}),
         ("file_list", {"path": "a", "recursive": True}),
+        ("file_list", {"recursive": True, "exclude": []}),
+        ("file_list", {"path": ".docker"}),
         ("file_search", {"pattern": "TOKEN"}),
+        ("file_search", {"pattern": "TOKEN", "path": ".config"}),
     ):
         result = await call(executor, tool, args)
         assert CANARY not in result.content, (tool, result.content)
-        assert ".env" not in result.content.replace("TOKEN", ""), (tool, result.content)
+        for secret in (".env", "config.json", "gcloud"):
+            assert secret not in result.content, (tool, result.content)
+    read = await call(executor, "file_read", {"path": ".docker/config.json"})
+    assert read.error_code == "path_denied"
 
 
 async def test_special_files_are_refused_without_blocking(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal, ParamSpec, TypeVar
 
 from tether_common.errors import PathDenied
-from tether_common.safety import protected_name
+from tether_common.safety import protected_component
 from tether_common.safety.beneath import (
     MAX_DEPTH,
     open_beneath,
@@ -129,8 +129,13 @@ def write_file(root: str, parts: Parts, data: bytes) -> bool:
         os.close(dir_fd)
 
 
-def excluded(name: str, excludes: tuple[str, ...]) -> bool:
-    return protected_name(name) or any(fnmatch.fnmatch(name, pat) for pat in excludes)
+def excluded(parts: Parts, excludes: tuple[str, ...]) -> bool:
+    """Skipped by walks: a protected name (alone, or as a pair such as .docker/config.json)
+    or a name matching one of the caller's patterns."""
+    name = parts[-1]
+    if protected_component(parts[-2:]) is not None:
+        return True
+    return any(fnmatch.fnmatch(name, pat) for pat in excludes)
 
 
 def walk(
@@ -145,7 +150,7 @@ def walk(
     except OSError:
         return
     for name in names:
-        if excluded(name, excludes):
+        if excluded((*prefix, name), excludes):
             continue
         entry = _entry(dir_fd, name, (*prefix, name))
         if entry is None:
