@@ -336,3 +336,10 @@ def _attempt(root_fd: int, attempt: int) -> bool:
     finally:
         os.close(dir_fd)
     return True
+
+
+def test_the_longest_names_can_be_replaced(tree: Path, root_fd: int) -> None:
+    for name in ("a" * 255, "é" * 127):  # 255 and 254 bytes
+        assert replace_file(root_fd, name, b"1") is False
+        assert replace_file(root_fd, name, b"2") is True
+        assert (tree / name).read_bytes() == b"2"

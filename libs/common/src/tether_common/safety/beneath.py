@@ -187,7 +187,7 @@ def replace_file(dir_fd: int, name: str, data: bytes) -> bool:
         _check_replaceable(existing, name)
     # Permission bits survive (a script stays executable); set-id and sticky bits do not.
     mode = stat.S_IMODE(existing.st_mode) & 0o777 if existing is not None else 0o644
-    temp = f".{name[:200]}.tether-{secrets.token_hex(6)}.tmp"
+    temp = f".tether-{secrets.token_hex(8)}.tmp"  # short: any name of 255 bytes still fits
     fd = os.open(temp, _NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         try:
