@@ -39,7 +39,7 @@ class Counts:
     shell_calls: int = 100
     outputs_mib: int = 100
     scaling_runs: int = 100
-    shellfuzz_commands: int = 12_000
+    shellfuzz_commands: int = 10_000
 
 
 QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50, 3000)

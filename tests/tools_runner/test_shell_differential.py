@@ -17,7 +17,7 @@ from tether_common.safety import classify
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, hand_over, run_sandboxed
 
 ROOT = Path(__file__).resolve().parents[2]
-CI_CORPUS = 2500  # of the full corpus's ~7,400 commands; `make fuzz` tries 12,000
+CI_CORPUS = 2500  # of the full corpus's ~7,400 commands; `make fuzz` tries 10,000
 CANARY = '#!/bin/sh\necho "started $0" >> "$(dirname "$0")/record"\n'
 
 
