@@ -41,6 +41,11 @@ async def test_workers_act_as_the_sandbox_user(workers: FileWorkers) -> None:
     assert await workers.run(os.getresgid) == (user.gid, user.gid, user.gid)
     assert await workers.run(os.getgroups) == []
     assert os.getpid() not in workers.pids()
+    # Not dumpable: its /proc entries stay root's, so the sandbox user cannot ptrace it
+    # or reach its pipes to the runner.
+    for pid in workers.pids():
+        assert os.stat(f"/proc/{pid}").st_uid == 0
+        assert os.stat(f"/proc/{pid}/fd").st_uid == 0
 
 
 async def test_root_only_files_stay_unreadable_even_when_linked_in(

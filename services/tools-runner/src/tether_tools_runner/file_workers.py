@@ -15,6 +15,7 @@ are module-level, take plain arguments and answer `T | Failed`.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import importlib
 import logging
 import multiprocessing
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_WORKERS = 2
+PR_SET_DUMPABLE = 4
 
 
 # Imported before the worker drops: afterwards the interpreter's own files may be out of
@@ -51,6 +53,16 @@ def become(root: str, uid: int, gid: int, preload: tuple[str, ...] = PRELOAD) ->
     os.setresuid(uid, uid, uid)
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         raise SystemExit("file worker could not drop to the sandbox user")
+    _not_dumpable()
+
+
+def _not_dumpable() -> None:
+    """Keep other processes of the sandbox user (a shell command under the `rlimits`
+    level runs as the same uid) from ptracing this worker or opening its /proc fds: its
+    pipes lead to the root runner, which unpickles what comes back."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise SystemExit("file worker could not make itself non-dumpable")
 
 
 class FileWorkers:
