@@ -38,7 +38,7 @@ async def test_every_operator_route_needs_a_token(
     for headers in ({}, auth("not-a-token")):
         response = await approvals.http.request(method, path, headers=headers, json={})
         assert response.status_code == 401, response.text
-        assert response.json()["error"]["code"] == "unauthorized"
+        assert response.json()["error"]["code"] == "unauthenticated"
 
 
 async def test_health_and_console_are_open(approvals: ApprovalsHarness) -> None:
@@ -99,7 +99,7 @@ async def test_teams_are_isolated_over_nats(approvals: ApprovalsHarness) -> None
     assert await decide_over_bus(approvals, mine.approval_id, team_a, "deny") == "denied"
     with pytest.raises(AuthError) as caught:
         await decide_over_bus(approvals, mine.approval_id, "wrong-token")
-    assert caught.value.code == "unauthorized"
+    assert caught.value.code == "unauthenticated"
     listed = await approvals.bus.request(
         approvals.bus.subjects.approval_list, ListApprovals(status=None, token=team_a)
     )
@@ -120,7 +120,7 @@ async def test_tokens_are_stored_hashed_and_can_be_revoked(
 ) -> None:
     plain = await approvals.token("viewer")
     async with engine.connect() as conn:
-        rows = (await conn.execute(text("SELECT * FROM tokens"))).mappings().all()
+        rows = (await conn.execute(text("SELECT * FROM identity_tokens"))).mappings().all()
     row = next(r for r in rows if r["token_hash"] == hashlib.sha256(plain.encode()).hexdigest())
     assert all(plain not in str(value) for r in rows for value in r.values())
 

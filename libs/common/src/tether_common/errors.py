@@ -117,6 +117,8 @@ _BY_CODE: dict[str, type[TetherError]] = {
     "config_invalid": ConfigError,
     "unauthorized": AuthError,
     "forbidden": AuthError,
+    "unauthenticated": AuthError,
+    "token_expired": AuthError,
     "not_json": MessageError,
     "invalid_message": MessageError,
     "unsupported_version": MessageError,

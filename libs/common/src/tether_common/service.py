@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_common import identity
 from tether_common.bus import Bus
 from tether_common.db import make_engine, migrate, ping
 from tether_common.errors import BusError, ConfigError
@@ -60,6 +61,8 @@ class Service:
             self._engine = make_engine(
                 self.settings.database_url, pool_size=self.settings.db_pool_size
             )
+            # Identity first: a service's own migrations may copy rows into its tables.
+            await identity.migrate(self._engine)
             if self.migrations is not None:
                 await migrate(
                     self._engine, self.migrations, f"alembic_{self.name.replace('-', '_')}"

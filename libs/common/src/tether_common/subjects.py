@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from tether_common.messages import approvals, gateway, outputs, runs, tools
+from tether_common.messages import approvals, gateway, identity, outputs, runs, tools
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -42,6 +42,8 @@ QUEUE_GATEWAY = "gateway"
 QUEUE_TOOLS = "tools-runner"
 QUEUE_APPROVALS = "approvals"
 QUEUE_OUTPUTS = "output-store"
+# Answered by every service that holds the identity tables (brain, approvals, output-store).
+QUEUE_IDENTITY = "identity"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +208,16 @@ class Subjects:
             self._s("outputs", "query"), outputs.QueryOutput, outputs.OutputPage, QUEUE_OUTPUTS
         )
 
+    # identity: a service without the tables has a bearer token verified
+    @property
+    def identity_verify(self) -> Route[identity.VerifyToken, identity.PrincipalView]:
+        return Route(
+            self._s("identity", "verify"),
+            identity.VerifyToken,
+            identity.PrincipalView,
+            QUEUE_IDENTITY,
+        )
+
     # JetStream streams, declared once
     @property
     def streams(self) -> tuple[StreamSpec, ...]:
@@ -241,5 +253,6 @@ class Subjects:
             self.output_chunk,  # type: ignore[list-item]
             self.output_commit,  # type: ignore[list-item]
             self.output_query,  # type: ignore[list-item]
+            self.identity_verify,  # type: ignore[list-item]
         ]
         return tuple(found)

@@ -1,5 +1,6 @@
-"""The operator API over HTTP: every route needs a bearer token; a request outside the
-token's team scope answers 404, exactly like one that does not exist."""
+"""The operator API over HTTP: every route needs a bearer token (tether_common.identity;
+`/v1/tokens` is the shared router, mounted in app.py); a request outside the token's team
+scope answers 404, exactly like one that does not exist."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sse_starlette import EventSourceResponse
@@ -20,30 +21,15 @@ from tether_approvals.presence import PresenceBoard
 from tether_approvals.store import ApprovalStore
 from tether_approvals.trail import head_of, run_trail
 from tether_common import audit
+from tether_common.identity import principal_dependency, tokens_head
 from tether_common.messages.approvals import (
     ApprovalEvent,
     ApprovalList,
     ApprovalStatus,
     ApprovalView,
-    CreateToken,
     DecisionBody,
     ListApprovals,
-    TokenCreated,
-    TokenView,
 )
-
-
-def bearer(authorization: str | None) -> str | None:
-    if not authorization or not authorization.lower().startswith("bearer "):
-        return None
-    return authorization[7:].strip() or None
-
-
-def principal_dependency(tokens: TokenStore) -> Any:
-    async def principal(authorization: Annotated[str | None, Header()] = None) -> Principal:
-        return await tokens.authenticate(bearer(authorization))
-
-    return Depends(principal)
 
 
 async def follow(
@@ -78,6 +64,7 @@ def add_events_route(
     ) -> EventSourceResponse:
         """SSE of `created`, `decided`, `expired`, `consumed`; resumable with Last-Event-ID
         (without it, only events from now on)."""
+        who.require("approvals.read")
         if last_event_id and last_event_id.isdigit():
             after = int(last_event_id)
         else:
@@ -113,6 +100,7 @@ def approvals_router(
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         who: Principal = who_dep,
     ) -> ApprovalList:
+        who.require("approvals.read")
         wanted = None if status == "all" else status
         query = ListApprovals(status=wanted, run_id=run_id, agent=agent, owner=owner, limit=limit)
         return ApprovalList(approvals=await store.find(query, who))
@@ -122,6 +110,7 @@ def approvals_router(
 
     @router.get("/{approval_id}")
     async def get_approval(approval_id: str, who: Principal = who_dep) -> ApprovalView:
+        who.require("approvals.read")
         return await store.get(approval_id, who)
 
     @router.post("/{approval_id}/decision")
@@ -132,26 +121,6 @@ def approvals_router(
         `expired`; 422 `delete_not_remembered` for `allow_run`/`allow_chat` on a delete;
         404 for a request outside the token's team scope."""
         return await lifecycle.decide(who, approval_id, body.decision, body.note)
-
-    return router
-
-
-def tokens_router(tokens: TokenStore) -> APIRouter:
-    """Admin only: issue (the plain token is shown once), list and revoke tokens."""
-    router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
-    who_dep = principal_dependency(tokens)
-
-    @router.post("", status_code=201)
-    async def create_token(body: CreateToken, who: Principal = who_dep) -> TokenCreated:
-        return await tokens.create(who, body)
-
-    @router.get("")
-    async def list_tokens(who: Principal = who_dep) -> list[TokenView]:
-        return await tokens.all(who)
-
-    @router.delete("/{token_id}")
-    async def revoke_token(token_id: str, who: Principal = who_dep) -> TokenView:
-        return await tokens.revoke(who, token_id)
 
     return router
 
@@ -176,9 +145,12 @@ def audit_router(engine: AsyncEngine, tokens: TokenStore) -> APIRouter:
 
     @router.get("/{run_id}")
     async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
-        who.require("admin")
-        trail = TOKENS_TRAIL if run_id == TOKENS_TRAIL else run_trail(run_id)
-        head = await head_of(engine, trail)
+        who.require("audit.read")
+        if run_id == TOKENS_TRAIL:
+            trail, head = TOKENS_TRAIL, await tokens_head(engine)
+        else:
+            trail = run_trail(run_id)
+            head = await head_of(engine, trail)
         problems = [
             AuditProblem(kind=p.kind, seq=p.seq, detail=p.detail)
             for p in await audit.verify(engine, trail, head)

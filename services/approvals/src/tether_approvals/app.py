@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from tether_approvals.api import approvals_router, audit_router, tokens_router
+from tether_approvals.api import approvals_router, audit_router
 from tether_approvals.auth import TokenStore
 from tether_approvals.console import console_router
 from tether_approvals.handlers import serve_bus
@@ -24,6 +24,7 @@ from tether_approvals.store import ApprovalStore
 from tether_common import audit
 from tether_common.background import FailureLog, every
 from tether_common.decisions import required_key
+from tether_common.identity import serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -69,7 +70,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         await service.bus.js_publish(subject, decided, msg_id=f"{decided.approval_id}:decided")
 
     store = ApprovalStore(service.engine)
-    tokens = TokenStore(service.engine, common.operator_token, sink)
+    tokens = TokenStore(service.engine, operator_token=common.operator_token, sink=sink)
     board = PresenceBoard(service.engine, settings.presence_ttl_s)
     lifecycle = Lifecycle(
         service.engine,
@@ -84,6 +85,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
 
     async def on_start() -> None:
         await serve_bus(service.bus, store, lifecycle, tokens, board)
+        await serve_verify(service.bus, tokens)
         sweeper.append(
             asyncio.create_task(sweep_forever(lifecycle, store, board, settings, pending))
         )

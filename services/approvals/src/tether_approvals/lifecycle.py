@@ -254,7 +254,7 @@ class Lifecycle:
         self, who: Principal, approval_id: str, decision: Decision, note: str | None
     ) -> ApprovalView:
         """An operator's decision; 409 `already_decided` / `expired`, 404 out of scope."""
-        who.require("approver")
+        who.require("approvals.decide")
         async with self.engine.begin() as conn:
             row = await locked_row(conn, approval_id, who)
             if row.status == "pending" and row.expires_at <= datetime.now(UTC):
@@ -268,7 +268,7 @@ class Lifecycle:
                     code="delete_not_remembered",
                 )
             else:
-                item = await self._settle(conn, row, decision, who.name, note)
+                item = await self._settle(conn, row, decision, who.label, note)
         observe_decision(item)
         await self.announce(item)
         if item.status == "expired":

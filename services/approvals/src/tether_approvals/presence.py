@@ -12,6 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_approvals.auth import Principal
 from tether_approvals.tables import operator_sessions
+from tether_common.identity import PERMISSIONS
+
+# The roles that may decide an approval, so count as an approver being present.
+DECIDERS = sorted(PERMISSIONS["approvals.decide"])
 
 
 class PresenceBoard:
@@ -57,19 +61,19 @@ class PresenceBoard:
             rows = await conn.execute(
                 select(operator_sessions).where(
                     operator_sessions.c.seen_at > since,
-                    operator_sessions.c.role.in_(["approver", "admin"]),
+                    operator_sessions.c.role.in_(DECIDERS),
                 )
             )
             found = [
                 Principal(
                     r.principal,
                     r.role,
-                    None if r.agents is None else frozenset(r.agents),
-                    None if r.owners is None else frozenset(r.owners),
+                    agents=None if r.agents is None else frozenset(r.agents),
+                    owners=None if r.owners is None else frozenset(r.owners),
                 )
                 for r in rows
             ]
-        return sum(1 for who in found if who.sees(agent, owner))
+        return sum(1 for who in found if who.covers(agent, owner))
 
     async def prune(self) -> None:
         """Forget sessions of processes that died without saying goodbye."""

@@ -45,7 +45,7 @@ async def locked_row(conn: AsyncConnection, approval_id: str, who: Principal | N
             select(approvals).where(approvals.c.approval_id == approval_id).with_for_update()
         )
     ).first()
-    if row is None or (who is not None and not who.sees(row.agent, row.owner)):
+    if row is None or (who is not None and not who.covers(row.agent, row.owner)):
         raise NotFoundError(f"no approval '{approval_id}'")
     return row
 
@@ -59,7 +59,7 @@ class ApprovalStore:
             row = (
                 await conn.execute(select(approvals).where(approvals.c.approval_id == approval_id))
             ).first()
-        if row is None or (who is not None and not who.sees(row.agent, row.owner)):
+        if row is None or (who is not None and not who.covers(row.agent, row.owner)):
             raise NotFoundError(f"no approval '{approval_id}'")
         return view(row)
 
@@ -104,7 +104,7 @@ class ApprovalStore:
             for r in rows
         ]
         last = rows[-1].event_id if rows else after
-        return [e for e in events if who.sees(e.approval.agent, e.approval.owner)], last
+        return [e for e in events if who.covers(e.approval.agent, e.approval.owner)], last
 
     async def prune_events(self, retention_s: float) -> None:
         """Drop operator events older than the retention (resuming past it starts fresh)."""

@@ -58,19 +58,6 @@ approval_events = Table(
     Column("ts", DateTime(timezone=True), nullable=False, index=True),
 )
 
-tokens = Table(
-    "tokens",
-    metadata,
-    Column("token_id", String(40), primary_key=True),
-    Column("name", String(200), nullable=False),
-    Column("token_hash", String(64), nullable=False, unique=True),
-    Column("role", String(20), nullable=False),
-    Column("agents", JSONB),
-    Column("owners", JSONB),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("revoked_at", DateTime(timezone=True)),
-)
-
 # Live operator event streams, refreshed by heartbeat, so presence is shared by replicas.
 operator_sessions = Table(
     "operator_sessions",

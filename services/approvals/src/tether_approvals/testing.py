@@ -12,14 +12,9 @@ from typing import Any, Literal
 import httpx
 
 from tether_common.bus import Bus
-from tether_common.messages.approvals import (
-    ApprovalDecided,
-    ApprovalView,
-    CreateApproval,
-    CreateToken,
-    Role,
-)
+from tether_common.messages.approvals import ApprovalDecided, ApprovalView, CreateApproval
 from tether_common.messages.base import decode
+from tether_common.messages.identity import CreateToken, Role
 
 __all__ = ["ApprovalsHarness", "DenyForbiddenTools", "auth", "deny_forbidden_tools"]
 
@@ -56,7 +51,9 @@ class ApprovalsHarness:
     async def token(self, role: Role, **scope: Any) -> str:
         body = CreateToken(name=f"{role}-{uuid.uuid4().hex[:6]}", role=role, **scope)
         response = await self.http.post(
-            "/v1/tokens", json=body.model_dump(), headers=auth(self.admin_token)
+            "/v1/tokens",
+            json=body.model_dump(exclude_none=True),
+            headers=auth(self.admin_token),
         )
         assert response.status_code == 201, response.text
         plain: str = response.json()["token"]

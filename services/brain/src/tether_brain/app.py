@@ -26,6 +26,7 @@ from tether_brain.store import RunStore
 from tether_brain.subagents import AgentTool
 from tether_brain.toolbox import Toolbox
 from tether_common.decisions import required_key
+from tether_common.identity import TokenStore, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import ChildEnded, GetRun, GrantsChanged, RunView, StopRun
 from tether_common.service import Service
@@ -38,6 +39,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
     bus, subjects = service.bus, service.subjects
     store = RunStore(service.engine)
+    # Who calls: every route and request checks a principal from here (identity).
+    identity = TokenStore(service.engine, operator_token=common.operator_token)
     skills = SkillLibrary(FolderSkillStore(settings.skill_folders))
     toolbox = Toolbox(
         bus,
@@ -77,6 +80,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     async def on_start() -> None:
         # Before serving: no run may be gated on grants a change has already replaced.
         await overrides.load()
+        await serve_verify(bus, identity)
         await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
         background.append(asyncio.create_task(overrides.refresh_forever()))
         await bus.serve(subjects.run_start, manager.start)
@@ -107,6 +111,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         on_stop=on_stop,
         routers=[
             runs_router(manager, toolbox),
+            tokens_router(identity),
             skills_router(skills.store),
             policy_router(
                 agents,
