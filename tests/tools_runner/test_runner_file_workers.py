@@ -14,7 +14,7 @@ import pytest
 
 from tether_common.messages.tools import ToolResult
 from tether_tools_runner.executor import Executor
-from tether_tools_runner.file_workers import FileWorkers
+from tether_tools_runner.file_workers import FileWorkers, dumpable
 from tether_tools_runner.sandbox import sandbox_user
 from tether_tools_runner.tool import ToolFailure
 
@@ -43,8 +43,8 @@ async def test_workers_act_as_the_sandbox_user(workers: FileWorkers) -> None:
     assert os.getpid() not in workers.pids()
     # Not dumpable: its /proc entries stay root's, so the sandbox user cannot ptrace it
     # or reach its pipes to the runner.
+    assert await workers.run(dumpable) == 0
     for pid in workers.pids():
-        assert os.stat(f"/proc/{pid}").st_uid == 0
         assert os.stat(f"/proc/{pid}/fd").st_uid == 0
 
 

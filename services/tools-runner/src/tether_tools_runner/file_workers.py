@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DEFAULT_WORKERS = 2
+PR_GET_DUMPABLE = 3
 PR_SET_DUMPABLE = 4
 
 
@@ -63,6 +64,11 @@ def _not_dumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise SystemExit("file worker could not make itself non-dumpable")
+
+
+def dumpable() -> int:
+    """This process's dumpable flag (0 in a worker); sent to a worker to check it."""
+    return int(ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
 
 
 class FileWorkers:
@@ -160,4 +166,4 @@ def _worker_failed() -> Failed:
     )
 
 
-__all__ = ["DEFAULT_WORKERS", "PRELOAD", "FileWorkers", "become"]
+__all__ = ["DEFAULT_WORKERS", "PRELOAD", "FileWorkers", "become", "dumpable"]
