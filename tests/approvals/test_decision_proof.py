@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tether_approvals.testing import ApprovalsHarness
 from tether_client import TetherClient
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
@@ -265,3 +267,53 @@ async def test_forged_decision_messages_are_refused_and_a_genuine_one_still_resu
     assert event_data(events, "tool.approved")[0]["by"] != "mallory"
     result = [r for r in event_data(events, "tool.result") if r["name"] == PARKED_TOOL][-1]
     assert result["ok"] is True
+
+
+async def test_no_service_logs_the_database_password(
+    stack: Supervisor, database_url: str, scripts_dir: Path, db: asyncpg.Connection
+) -> None:
+    """The URL handed to every service carries the password; no log line repeats it."""
+    password = database_url.split("://", 1)[1].split("@", 1)[0].partition(":")[2]
+    assert password
+    await genuine_decision(stack, scripts_dir, db)  # something for the services to log
+    assert stack.log_dir is not None
+    logs = sorted(stack.log_dir.glob("*.log"))
+    assert logs
+    for log_file in logs:
+        assert password not in log_file.read_text(errors="replace"), log_file.name
+
+
+async def test_every_kind_of_decision_is_signed(approvals: ApprovalsHarness) -> None:
+    """An operator's, each automated approver's and expiry's decisions carry a proof that
+    the brain's key verifies, on the message and on the stored row; a changed fact fails."""
+    key = DecisionKey(os.environ["TETHER_DECISION_KEY"])
+    by_operator = await approvals.create()
+    await approvals.decide(by_operator.approval_id, "allow_run")
+    by_rule = await approvals.create(tool="auto_ok_tool")  # rule `auto-ok`: allow_once
+    by_deny_rule = await approvals.create(danger="destructive")  # rule `no-rm`: deny
+    by_expiry = await approvals.create(expires_in_s=0.3)
+    for created, decision in (
+        (by_operator, "allow_run"),
+        (by_rule, "allow_once"),
+        (by_deny_rule, "deny"),
+        (by_expiry, "expired"),
+    ):
+        announced = await approvals.decided(created.approval_id)
+        assert announced.decision == decision
+        facts = DecisionFacts(
+            announced.approval_id,
+            announced.run_id,
+            announced.action_digest,
+            announced.decision,
+            announced.ts,
+        )
+        assert key.verify(facts, announced.proof), decision
+        for changed in (
+            {"decision": "allow_chat" if decision != "allow_chat" else "deny"},
+            {"run_id": announced.run_id + "x"},
+            {"action_digest": "0" * 64},
+            {"approval_id": "apr_other"},
+            {"decided_at": announced.ts + timedelta(microseconds=1)},
+        ):
+            assert not key.verify(replace(facts, **changed), announced.proof), changed
+        assert not DecisionKey.generate().verify(facts, announced.proof)

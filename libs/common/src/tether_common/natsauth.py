@@ -6,7 +6,16 @@ says which queue groups a user answers and calls and which streams it writes and
 and the subjects come from the `Route`s and `StreamSpec`s in `subjects.py`, so a new
 route is covered the moment it is declared. Replies travel under `allow_responses` (a
 server-minted grant for one reply subject of a request actually received), so no service
-may publish to inboxes at large. Everyone subscribes to `_INBOX.>` for its own replies.
+may publish to inboxes at large.
+
+Each user has an inbox prefix of its own (`_INBOX_<user>`, which `Bus.open` hands to
+nats-py) and may subscribe only below it: no user reads replies meant for another (tool
+results, model output). The `client` user (NATS clients of the API, password in
+TETHER_HOME) lives in an account of its own, `CLIENT`, which imports exactly the brain's
+client routes (as services) and the live run events (as a stream) from `TETHER`, and
+nothing else: no JetStream at all, so it creates no consumers, durable or not, and the
+account's `limits` bound its connections, subscriptions and payloads. nats-server has no
+per-user limits in a configuration file; an account of its own is how one user gets them.
 
 Also used by compose and Kubernetes: `python -m tether_common.natsauth --env-passwords`
 prints the same configuration with passwords read from the server's environment
@@ -24,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether_common.secretfiles import write_secret
 from tether_common.subjects import (
     QUEUE_APPROVALS,
     QUEUE_BRAIN,
@@ -35,8 +45,11 @@ from tether_common.subjects import (
 )
 
 ACCOUNT = "TETHER"
+CLIENT_ACCOUNT = "CLIENT"
 CLIENT_USER = "client"
-INBOXES = "_INBOX.>"
+# The client account's bounds (connections and subscriptions across all its
+# connections; the largest message it may send).
+CLIENT_LIMITS = {"max_connections": 64, "max_subscriptions": 1024, "max_payload": 1024 * 1024}
 RUN_EVENTS = "RUN_EVENTS"
 APPROVAL_DECISIONS = "APPROVAL_DECISIONS"
 # A reply grant outlives the slowest legitimate handler: a shell tool may run 120 s and a
@@ -60,6 +73,8 @@ class Role:
     # and update Tether's streams (never purge or delete). Narrow to the writers once
     # Service.start declares only the streams a service writes.
     manages_streams: bool = True
+    hears: tuple[str, ...] = ()  # `Subjects` attributes it only subscribes to (live)
+    account: str = ACCOUNT
 
 
 ROLES: dict[str, Role] = {
@@ -74,7 +89,12 @@ ROLES: dict[str, Role] = {
     "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS,)),
     "approvals": Role(serves=(QUEUE_APPROVALS,), writes=(APPROVAL_DECISIONS,)),
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
-    CLIENT_USER: Role(calls=(QUEUE_BRAIN,), reads=(RUN_EVENTS,), manages_streams=False),
+    CLIENT_USER: Role(
+        calls=(QUEUE_BRAIN,),
+        hears=("run_events_all",),
+        manages_streams=False,
+        account=CLIENT_ACCOUNT,
+    ),
 }
 USERS: tuple[str, ...] = tuple(ROLES)
 
@@ -93,6 +113,11 @@ class TlsFiles:
     cert: Path
     key: Path
     ca: Path | None = None
+
+
+def inbox_prefix(user: str) -> str:
+    """The user's own inbox prefix; it may subscribe below it and nowhere else."""
+    return f"_INBOX_{user}"
 
 
 def password_env(user: str) -> str:
@@ -185,14 +210,14 @@ def _publish_allow(subjects: Subjects, role: Role) -> list[str]:
     return list(dict.fromkeys(allow))
 
 
-def _subscribe_allow(subjects: Subjects, role: Role) -> list[str]:
+def _subscribe_allow(subjects: Subjects, user: str, role: Role) -> list[str]:
     # "subject queue" admits only queue subscriptions in the service's own group, so a
     # service cannot quietly listen to every request of its kind outside the group.
     allow = [f"{s} {q}" for s, q in queue_subjects(subjects) if q in role.serves]
-    allow += [getattr(subjects, name) for name in role.broadcasts]
+    allow += [getattr(subjects, name) for name in (*role.broadcasts, *role.hears)]
     for key in role.reads:
         allow += stream(subjects, key).subjects
-    allow.append(INBOXES)
+    allow.append(f"{inbox_prefix(user)}.>")
     return list(dict.fromkeys(allow))
 
 
@@ -201,7 +226,7 @@ def permissions(subjects: Subjects, user: str) -> dict[str, object]:
     role = ROLES[user]
     perms: dict[str, object] = {
         "publish": {"allow": _publish_allow(subjects, role)},
-        "subscribe": {"allow": _subscribe_allow(subjects, role)},
+        "subscribe": {"allow": _subscribe_allow(subjects, user, role)},
     }
     if role.serves:
         perms["allow_responses"] = (
@@ -218,13 +243,36 @@ def server_config(
     *,
     tls: TlsFiles | None = None,
 ) -> dict[str, object]:
-    """The whole server configuration as data (JetStream on for the one account)."""
-    users = [
-        {"user": user, "password": passwords[user], "permissions": permissions(subjects, user)}
-        for user in USERS
-    ]
+    """The whole server configuration as data: Tether's account (JetStream on) with the
+    services, and the client's account importing what the client may use."""
+
+    def users_of(account: str) -> list[dict[str, object]]:
+        return [
+            {"user": user, "password": passwords[user], "permissions": permissions(subjects, user)}
+            for user in USERS
+            if ROLES[user].account == account
+        ]
+
+    shared = _client_subjects(subjects)
     config: dict[str, object] = {
-        "accounts": {ACCOUNT: {"jetstream": "enabled", "users": users}},
+        "accounts": {
+            ACCOUNT: {
+                "jetstream": "enabled",
+                "users": users_of(ACCOUNT),
+                "exports": [
+                    *({"service": s, "accounts": [CLIENT_ACCOUNT]} for s in shared.services),
+                    *({"stream": s, "accounts": [CLIENT_ACCOUNT]} for s in shared.streams),
+                ],
+            },
+            CLIENT_ACCOUNT: {
+                "users": users_of(CLIENT_ACCOUNT),
+                "imports": [
+                    *({"service": {"account": ACCOUNT, "subject": s}} for s in shared.services),
+                    *({"stream": {"account": ACCOUNT, "subject": s}} for s in shared.streams),
+                ],
+                "limits": dict(CLIENT_LIMITS),
+            },
+        },
     }
     if tls is not None:
         block: dict[str, object] = {"cert_file": str(tls.cert), "key_file": str(tls.key)}
@@ -234,6 +282,22 @@ def server_config(
             block["ca_file"] = str(tls.ca)
         config["tls"] = block
     return config
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """What Tether's account shares with the client's: request subjects and live streams."""
+
+    services: tuple[str, ...]
+    streams: tuple[str, ...]
+
+
+def _client_subjects(subjects: Subjects) -> Shared:
+    role = ROLES[CLIENT_USER]
+    return Shared(
+        tuple(_queue_subjects(subjects, role.calls)),
+        tuple(getattr(subjects, name) for name in role.hears),
+    )
 
 
 def render(value: object, indent: int = 0) -> str:
@@ -263,12 +327,9 @@ def render_config(
 
 
 def write_config(path: Path, text: str) -> Path:
-    """Write a configuration holding passwords readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(text)
-    return path
+    """Write a configuration holding passwords, readable by its owner only from the
+    moment it exists (tether_common.secretfiles)."""
+    return write_secret(path, text)
 
 
 def client_tls(ca_file: Path | None) -> ssl.SSLContext | None:
