@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import suppress
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import nats
@@ -47,6 +49,20 @@ StreamHandler = Callable[[Req], AsyncIterator[Rep]]
 
 DEFAULT_INBOX_PREFIX = "_INBOX"
 NO_RESPONDERS_GRACE_S = 2.0
+
+# The headers of the message a `serve`/`serve_stream` handler is handling (each message
+# runs in its own task, so this never leaks between messages); empty elsewhere.
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+_message_headers: ContextVar[Mapping[str, str]] = ContextVar(
+    "tether_message_headers", default=_NO_HEADERS
+)
+
+
+def message_headers() -> Mapping[str, str]:
+    """The current request's NATS headers (e.g. the caller's `Authorization`)."""
+    return _message_headers.get()
+
+
 NO_RESPONDERS_RETRIES = 6
 
 
@@ -165,16 +181,25 @@ class Bus:
         *,
         timeout: float = 10.0,
         subject: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Rep:
-        """Send a command and decode its reply; an error reply raises the matching error."""
+        """Send a command and decode its reply; an error reply raises the matching error.
+        `headers` go along (e.g. `Authorization: Bearer <token>`)."""
         target = subject or route.subject
         with tracer.start_as_current_span(f"send {target}", kind=SpanKind.CLIENT) as span:
             span.set_attribute("messaging.system", "nats")
             span.set_attribute("messaging.destination.name", target)
-            data = await self.request_raw(target, encode(body), timeout=timeout)
+            data = await self.request_raw(target, encode(body), timeout=timeout, headers=headers)
             return decode_reply(route.reply, data)
 
-    async def request_raw(self, subject: str, data: bytes, *, timeout: float = 10.0) -> bytes:
+    async def request_raw(
+        self,
+        subject: str,
+        data: bytes,
+        *,
+        timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
         """One request; "no responders" is retried briefly, because a subscriber that has
         just (re)started can miss a request for a moment even after its flush."""
         deadline = time.monotonic() + min(timeout, NO_RESPONDERS_GRACE_S)
@@ -182,7 +207,7 @@ class Bus:
         while True:
             try:
                 msg = await self._nc.request(
-                    subject, data, timeout=timeout, headers=_trace_headers()
+                    subject, data, timeout=timeout, headers=_trace_headers() | dict(headers or {})
                 )
                 return bytes(msg.data)
             except NoRespondersError:
@@ -205,6 +230,7 @@ class Bus:
         is_terminal: Callable[[Rep], bool],
         timeout: float = 300.0,
         subject: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Rep]:
         """A streamed reply: many messages to one inbox, ended by a terminal message.
         `timeout` bounds the wait for each message, not the whole stream."""
@@ -213,11 +239,11 @@ class Bus:
         span = tracer.start_span(f"send {target}", kind=SpanKind.CLIENT)
         span.set_attribute("messaging.system", "nats")
         span.set_attribute("messaging.destination.name", target)
-        headers = _trace_headers(trace.set_span_in_context(span))
+        sent = _trace_headers(trace.set_span_in_context(span)) | dict(headers or {})
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
         try:
-            await self._nc.publish(target, encode(body), reply=inbox, headers=headers)
+            await self._nc.publish(target, encode(body), reply=inbox, headers=sent)
             while True:
                 try:
                     msg = await sub.next_msg(timeout=timeout)
@@ -226,7 +252,7 @@ class Bus:
                     span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
                 if _no_responders(msg):
-                    await self._retry_publish(target, body, inbox, headers)
+                    await self._retry_publish(target, body, inbox, sent)
                     continue
                 item = decode_reply(route.reply, bytes(msg.data))
                 yield item
@@ -413,6 +439,7 @@ class Bus:
         """Answer `route` in its queue group; each message is handled in its own task."""
 
         async def run(msg: Msg) -> None:
+            _message_headers.set(MappingProxyType(dict(msg.headers or {})))
             with self._span(msg) as span:
                 reply = await self._call(route, handler, msg, span)
                 if msg.reply:
@@ -426,6 +453,7 @@ class Bus:
         async def run(msg: Msg) -> None:
             if not msg.reply:
                 return
+            _message_headers.set(MappingProxyType(dict(msg.headers or {})))
             with self._span(msg) as span:
                 try:
                     body = decode(route.request, bytes(msg.data))
