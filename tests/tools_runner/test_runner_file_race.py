@@ -234,7 +234,7 @@ async def _race_over_the_bus(bus: Bus, root: Path) -> list[Tally]:
 
     reads, writes, others = Tally(), Tally(), Tally()
     async with swapping(root):
-        for attempt in range(120):
+        for attempt in range(80):
             await gather([send("file_read", {"path": "d/note.txt"}) for _ in range(2)], reads)
             new = {"path": f"d/sub/{attempt}.txt", "content": "x"}
             await gather([send("file_write", new), send("file_write", new)], writes)
