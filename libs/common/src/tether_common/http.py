@@ -1,19 +1,24 @@
 """What every service's HTTP side shares: `/healthz`, `/readyz`, the error body
-`{"error": {"code", "message"}}` for every failure, bearer-token checks, and serving
-under uvicorn with graceful shutdown."""
+`{"error": {"code", "message"}}` for every failure, the request body limits, the shapes
+of path ids and `Last-Event-ID`, bearer-token checks, and serving under uvicorn with
+graceful shutdown."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 import uvicorn
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether_common.errors import (
     AuthError,
@@ -23,11 +28,39 @@ from tether_common.errors import (
     SafetyError,
     TetherError,
 )
+from tether_common.messages.base import ID_PATTERN
 from tether_common.metrics import http_errors
 
 log = logging.getLogger(__name__)
 
 ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
+
+# The largest request body any route reads, unless the route declares its own with
+# `openapi_extra=body_limit(n)`. Enforced by `BodyLimit` while the body streams in.
+DEFAULT_BODY_LIMIT = 1024 * 1024
+BODY_LIMIT_KEY = "x-max-body-bytes"
+# Routes that carry up to 200,000 characters of text (prompts, messages, skills): JSON
+# may escape each as a surrogate pair, `\ud83d\ude00`, 12 bytes a character.
+TEXT_BODY_LIMIT = 3 * 1024 * 1024
+
+# A path parameter that names a run, approval, output, token or skill.
+PathId = Annotated[str, Path(pattern=ID_PATTERN, max_length=200)]
+
+# At most 18 digits: every such id fits PostgreSQL's bigint.
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """An SSE `Last-Event-ID` (absent or blank: None), or `MessageError`."""
+    if value is None or not value.strip():
+        return None
+    if not _EVENT_ID.fullmatch(value.strip()):
+        raise MessageError(
+            "Last-Event-ID must be the decimal id of an event this stream sent (at most 18 digits)",
+            code="invalid_last_event_id",
+        )
+    return int(value)
+
 
 _STATUS: tuple[tuple[type[TetherError], int], ...] = (
     (NotFoundError, 404),
@@ -48,6 +81,14 @@ def status_for(exc: TetherError) -> int:
         if isinstance(exc, cls):
             return status
     return 503 if exc.retryable else 500
+
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "body_too_large",
+}
 
 
 def install_error_handlers(app: FastAPI, service: str) -> None:
@@ -72,7 +113,7 @@ def install_error_handlers(app: FastAPI, service: str) -> None:
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
         http_errors.add(1, {"service": service, "code": code})
         return error_response(exc.status_code, code, str(exc.detail))
 
@@ -85,6 +126,50 @@ def install_error_handlers(app: FastAPI, service: str) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_other)
+
+
+def body_limit(max_bytes: int) -> dict[str, Any]:
+    """A route's own body limit, for its decorator (`openapi_extra=`); shown in OpenAPI."""
+    return {BODY_LIMIT_KEY: max_bytes}
+
+
+def _route_limit(scope: Scope, default: int) -> int:
+    # The router has matched by the time a handler reads the body.
+    extra = getattr(scope.get("route"), "openapi_extra", None) or {}
+    return int(extra.get(BODY_LIMIT_KEY, default))
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is larger than this route accepts ({limit} bytes)"
+
+
+class BodyLimit:
+    """Cut every request body at its route's limit while it streams in, answering the
+    structured 413: at most the limit plus one chunk is ever held, with or without a
+    Content-Length. (Starlette's own `max_body_size` answers plain text.)"""
+
+    def __init__(self, app: ASGIApp, default: int) -> None:
+        self.app, self.default = app, default
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            limit = _route_limit(scope, self.default)
+            if declared.isdigit() and int(declared) > limit:
+                raise StarletteHTTPException(413, _too_large(limit))
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > limit:  # handled like any HTTPException: the structured 413
+                raise StarletteHTTPException(413, _too_large(limit))
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def health_router(ready: ReadinessCheck) -> APIRouter:

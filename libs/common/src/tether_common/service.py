@@ -18,7 +18,13 @@ from tether_common import identity
 from tether_common.bus import Bus
 from tether_common.db import make_engine, migrate, ping
 from tether_common.errors import BusError, ConfigError
-from tether_common.http import health_router, install_error_handlers, serve_http
+from tether_common.http import (
+    DEFAULT_BODY_LIMIT,
+    BodyLimit,
+    health_router,
+    install_error_handlers,
+    serve_http,
+)
 from tether_common.settings import CommonSettings, HttpSettings
 from tether_common.subjects import Subjects
 from tether_common.telemetry import setup_telemetry
@@ -122,6 +128,8 @@ class Service:
         app.include_router(health_router(self.ready))
         for router in routers:
             app.include_router(router)
+        # Every route reads at most DEFAULT_BODY_LIMIT unless it declares `max_body_size`.
+        app.add_middleware(BodyLimit, default=DEFAULT_BODY_LIMIT)
         return app
 
 

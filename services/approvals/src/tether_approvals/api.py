@@ -21,6 +21,7 @@ from tether_approvals.presence import PresenceBoard
 from tether_approvals.store import ApprovalStore
 from tether_approvals.trail import head_of, run_trail
 from tether_common import audit
+from tether_common.http import PathId, parse_last_event_id
 from tether_common.identity import principal_dependency, tokens_head
 from tether_common.messages.approvals import (
     ApprovalEvent,
@@ -30,6 +31,7 @@ from tether_common.messages.approvals import (
     DecisionBody,
     ListApprovals,
 )
+from tether_common.messages.base import CarryableText
 
 
 async def follow(
@@ -65,10 +67,8 @@ def add_events_route(
         """SSE of `created`, `decided`, `expired`, `consumed`; resumable with Last-Event-ID
         (without it, only events from now on)."""
         who.require("approvals.read")
-        if last_event_id and last_event_id.isdigit():
-            after = int(last_event_id)
-        else:
-            after = await store.last_event_id()
+        parsed = parse_last_event_id(last_event_id)
+        after = parsed if parsed is not None else await store.last_event_id()
 
         async def source() -> AsyncIterator[dict[str, str]]:
             async for event in follow(store, board, who, after, poll_s):
@@ -94,9 +94,9 @@ def approvals_router(
     @router.get("")
     async def list_approvals(
         status: ApprovalStatus | Literal["all"] = "pending",
-        run_id: str | None = None,
-        agent: str | None = None,
-        owner: str | None = None,
+        run_id: CarryableText | None = None,
+        agent: CarryableText | None = None,
+        owner: CarryableText | None = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         who: Principal = who_dep,
     ) -> ApprovalList:
@@ -109,13 +109,13 @@ def approvals_router(
     add_events_route(router, store, board, who_dep, poll_s)
 
     @router.get("/{approval_id}")
-    async def get_approval(approval_id: str, who: Principal = who_dep) -> ApprovalView:
+    async def get_approval(approval_id: PathId, who: Principal = who_dep) -> ApprovalView:
         who.require("approvals.read")
         return await store.get(approval_id, who)
 
     @router.post("/{approval_id}/decision")
     async def decide(
-        approval_id: str, body: DecisionBody, who: Principal = who_dep
+        approval_id: PathId, body: DecisionBody, who: Principal = who_dep
     ) -> ApprovalView:
         """Decide a pending request (approver or admin). 409 `already_decided` or
         `expired`; 422 `delete_not_remembered` for `allow_run`/`allow_chat` on a delete;
@@ -144,7 +144,7 @@ def audit_router(engine: AsyncEngine, tokens: TokenStore) -> APIRouter:
     who_dep = principal_dependency(tokens)
 
     @router.get("/{run_id}")
-    async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
+    async def verify_trail(run_id: PathId, who: Principal = who_dep) -> AuditReport:
         who.require("audit.read")
         if run_id == TOKENS_TRAIL:
             trail, head = TOKENS_TRAIL, await tokens_head(engine)

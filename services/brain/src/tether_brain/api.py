@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from sse_starlette import EventSourceResponse
 
 from tether_brain.runs import RunManager
 from tether_brain.toolbox import Toolbox
+from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit, parse_last_event_id
+from tether_common.messages.base import RequestModel
 from tether_common.messages.runs import (
     ListRuns,
     QueueMessage,
@@ -23,15 +25,14 @@ from tether_common.messages.runs import (
 from tether_common.messages.tools import ToolDescriptor
 
 
-class MessageBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MessageBody(RequestModel):
     text: str = Field(min_length=1, max_length=200_000)
 
 
 def runs_router(manager: RunManager, toolbox: Toolbox) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["runs"])
 
-    @router.post("/runs", status_code=201)
+    @router.post("/runs", status_code=201, openapi_extra=body_limit(TEXT_BODY_LIMIT))
     async def start_run(body: StartRun) -> RunAccepted:
         return await manager.start(body)
 
@@ -41,14 +42,14 @@ def runs_router(manager: RunManager, toolbox: Toolbox) -> APIRouter:
         return await manager.list_runs(query)
 
     @router.get("/runs/{run_id}")
-    async def get_run(run_id: str) -> RunView:
+    async def get_run(run_id: PathId) -> RunView:
         return await manager.get(run_id)
 
     @router.get("/runs/{run_id}/events")
     async def run_events(
-        run_id: str, last_event_id: Annotated[str | None, Header()] = None
+        run_id: PathId, last_event_id: Annotated[str | None, Header()] = None
     ) -> EventSourceResponse:
-        after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+        after = parse_last_event_id(last_event_id) or 0
         await manager.get(run_id)  # 404 before the stream starts
 
         async def source() -> AsyncIterator[dict[str, Any]]:
@@ -58,11 +59,13 @@ def runs_router(manager: RunManager, toolbox: Toolbox) -> APIRouter:
         return EventSourceResponse(source(), ping=15)
 
     @router.post("/runs/{run_id}/stop", status_code=202)
-    async def stop_run(run_id: str) -> RunAccepted:
+    async def stop_run(run_id: PathId) -> RunAccepted:
         return await manager.stop(StopRun(run_id=run_id))
 
-    @router.post("/runs/{run_id}/messages", status_code=202)
-    async def queue_message(run_id: str, body: MessageBody) -> RunAccepted:
+    @router.post(
+        "/runs/{run_id}/messages", status_code=202, openapi_extra=body_limit(TEXT_BODY_LIMIT)
+    )
+    async def queue_message(run_id: PathId, body: MessageBody) -> RunAccepted:
         return await manager.queue_message(QueueMessage(run_id=run_id, text=body.text))
 
     @router.get("/tools")

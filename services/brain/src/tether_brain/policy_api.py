@@ -28,13 +28,14 @@ from tether_brain.toolbox import Toolbox
 from tether_common import audit
 from tether_common.errors import AuthError, MessageError
 from tether_common.http import check_bearer, hash_token, operator_token_hashes
+from tether_common.messages.base import RequestModel
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
 
 GrantSource = Literal["grant", "scope", "mode", "allowlist"]
 
 
-class _Body(BaseModel):
+class _Body(RequestModel):  # storable text, finite numbers (messages.base)
     model_config = ConfigDict(extra="forbid")
 
 

@@ -8,7 +8,7 @@ from contextlib import aclosing
 from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
 
-from tether_common.http import check_bearer
+from tether_common.http import PathId, check_bearer
 from tether_output_store.store import OutputStore
 
 
@@ -17,7 +17,7 @@ def outputs_router(store: OutputStore, token_hashes: frozenset[str]) -> APIRoute
 
     @router.get("/{ref}")
     async def download(
-        ref: str, authorization: str | None = Header(default=None)
+        ref: PathId, authorization: str | None = Header(default=None)
     ) -> StreamingResponse:
         check_bearer(authorization, token_hashes)
         stored = await store.describe(ref, None)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tether_common.messages.base import WireModel
+from tether_common.messages.base import WireModel, WireRequest
 
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
@@ -30,9 +30,9 @@ ConsumeOutcome = Literal[
 ]
 
 
-class CreateApproval(WireModel):
+class CreateApproval(WireRequest):
     run_id: str
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=2**31 - 1)
     tool: str
     args: dict[str, Any]
     danger: str = "unknown"
@@ -75,7 +75,7 @@ class ApprovalView(WireModel):
     proof: str | None = None
 
 
-class ListApprovals(WireModel):
+class ListApprovals(WireRequest):
     status: ApprovalStatus | None = "pending"
     limit: int = Field(default=100, ge=1, le=1000)
     run_id: str | None = None
@@ -90,7 +90,7 @@ class ApprovalList(WireModel):
     approvals: list[ApprovalView]
 
 
-class DecideApproval(WireModel):
+class DecideApproval(WireRequest):
     """An operator's decision over NATS; `token` is the operator's bearer token."""
 
     approval_id: str
@@ -115,7 +115,7 @@ class ApprovalDecided(WireModel):
     proof: str | None = None
 
 
-class ConsumeApproval(WireModel):
+class ConsumeApproval(WireRequest):
     """The brain spends a granted approval just before it runs the action."""
 
     approval_id: str
@@ -130,7 +130,7 @@ class ConsumeResult(WireModel):
     approval: ApprovalView
 
 
-class PresenceQuery(WireModel):
+class PresenceQuery(WireRequest):
     """Is an operator who may decide for this agent/owner connected right now?"""
 
     agent: str | None = None
@@ -150,7 +150,7 @@ class ApprovalEvent(WireModel):
     ts: datetime
 
 
-class CreateToken(WireModel):
+class CreateToken(WireRequest):
     name: str = Field(min_length=1, max_length=200)
     role: Role
     # None: every agent / owner; a list limits the token to those (both lists must match).
@@ -175,7 +175,7 @@ class TokenCreated(WireModel):
     info: TokenView
 
 
-class DecisionBody(WireModel):
+class DecisionBody(WireRequest):
     """`POST /v1/approvals/{approval_id}/decision`."""
 
     decision: Decision

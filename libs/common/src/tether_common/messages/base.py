@@ -1,11 +1,25 @@
-"""The base of every wire model, the error reply, and the one decoder that classifies bad bodies."""
+"""The base of every wire model, the error reply, and the one decoder that classifies bad bodies.
+
+Requests (what a client or another service asks for, over HTTP or the bus) derive from
+`RequestModel`: every string in them, however deeply nested, is text that PostgreSQL and
+JSON can carry (no NUL, no lone surrogate), and every float is finite. Checked once here
+at the edge, so no handler meets such a value and no database call fails on one.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, TypeVar
+import math
+from typing import Annotated, Any, ClassVar, NoReturn, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from tether_common.errors import MessageError, TetherError, from_wire
 
@@ -23,12 +37,102 @@ class WireModel(BaseModel):
     version: int = CURRENT_VERSION
 
 
+# What a path or an id field may hold: the ids Tether makes (`run_…`, `apr_…`, `out_…`),
+# agent and skill names, and the test ids used over the bus; nothing that needs escaping.
+ID_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$"
+# The largest integer a request may carry where PostgreSQL keeps it (bigint).
+MAX_BIGINT = 2**63 - 1
+
+
+def text_problem(text: str, *, allow_nul: bool = False) -> str | None:
+    """Why PostgreSQL or strict JSON could not carry `text`, or None."""
+    if not allow_nul and "\x00" in text:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone UTF-16 surrogate, which is not valid Unicode"
+    return None
+
+
+def _carryable_text(text: str) -> str:
+    if (problem := text_problem(text)) is not None:
+        raise ValueError(problem)
+    return text
+
+
+# A string field that must be storable; `RequestModel` checks every string anyway, so this
+# is for models that are not requests (and for FastAPI query parameters).
+CarryableText = Annotated[str, AfterValidator(_carryable_text)]
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+
+
+# Deeper JSON than this is refused: nothing Tether accepts nests so far, and every later
+# walk over the value (serialising, hashing, storing) then stays far from Python's
+# recursion limit.
+MAX_DEPTH = 64
+
+
+def _children(value: Any, where: str) -> list[tuple[Any, str]]:
+    if isinstance(value, BaseModel):
+        return [(item, f"{where}.{name}" if where else name) for name, item in value]
+    if isinstance(value, dict):
+        keys = [(key, f"{where} (a key)") for key in value]
+        return keys + [(item, f"{where}.{key}") for key, item in value.items()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return [(item, f"{where}.{index}") for index, item in enumerate(value)]
+    return []
+
+
+def _check_leaf(value: Any, where: str, allow_nul: bool) -> None:
+    if isinstance(value, str):
+        if (problem := text_problem(value, allow_nul=allow_nul)) is not None:
+            _refuse(where, problem)
+    elif isinstance(value, float) and not math.isfinite(value):
+        _refuse(where, "is not a finite number")
+
+
+def _walk(value: Any, where: str, allow_nul: bool = False) -> None:
+    """Check every string and float in `value`, iteratively (no recursion to exhaust)."""
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        item, at, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            _refuse(where, f"is nested more than {MAX_DEPTH} levels deep")
+        _check_leaf(item, at, allow_nul)
+        stack.extend((child, path, depth + 1) for child, path in _children(item, at))
+
+
+def _refuse(where: str, problem: str) -> NoReturn:
+    raise ValueError(f"{where or 'a value'} {problem}")
+
+
+class RequestModel(BaseModel):
+    """A request from outside the service: strings storable, numbers finite (see module)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # Fields that carry content as bytes, never into a text column: NUL is allowed there.
+    content_fields: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="after")
+    def _carryable(self) -> Self:
+        for name, value in self.__dict__.items():
+            _walk(value, name, allow_nul=name in self.content_fields)
+        return self
+
+
 class ErrorDetail(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     code: str
     message: str
     retryable: bool = False
+
+
+class WireRequest(WireModel, RequestModel):
+    """A versioned request body on the bus or over HTTP."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ErrorReply(WireModel):
@@ -45,10 +149,23 @@ def encode(body: BaseModel) -> bytes:
     return body.model_dump_json(exclude_none=False).encode()
 
 
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def loads_strict(data: bytes | str) -> Any:
+    """`json.loads` without the NaN/Infinity extension Python accepts by default, and
+    with its limit on deep nesting answered as an error rather than a crash."""
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _load_object(data: bytes) -> dict[str, Any]:
     try:
-        raw = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = loads_strict(data)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise MessageError(f"body is not JSON: {exc}", code="not_json") from None
     if not isinstance(raw, dict):
         raise MessageError("body must be a JSON object", code="invalid_message")

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tether_common.messages.base import WireModel
+from tether_common.messages.base import WireModel, WireRequest
 from tether_common.patterns import MAX_PATTERN_CHARS
 
 # Bodies stay well under NATS' default 1 MiB payload after base64 and JSON framing.
@@ -27,7 +27,8 @@ Encoding = Literal["utf-8", "base64"]
 PageMode = Literal["lines", "bytes", "grep", "json", "csv"]
 
 
-class PutOutput(WireModel):
+class PutOutput(WireRequest):
+    content_fields = frozenset({"content"})  # bytes (utf-8 or base64), never a text column
     run_id: str
     media_type: str = "text/plain"
     encoding: Encoding = "utf-8"
@@ -42,7 +43,7 @@ class OutputStored(WireModel):
     lines: int = 0
 
 
-class BeginOutput(WireModel):
+class BeginOutput(WireRequest):
     """Announce an upload; the output becomes visible only when `CommitOutput` verifies it."""
 
     run_id: str
@@ -59,9 +60,9 @@ class UploadStarted(WireModel):
     chunks: int
 
 
-class OutputChunk(WireModel):
+class OutputChunk(WireRequest):
     upload_id: str
-    seq: int = Field(ge=0)
+    seq: int = Field(ge=0, le=MAX_OUTPUT_BYTES)
     data: str = Field(max_length=(MAX_INLINE_BYTES * 4) // 3 + 4)  # base64 of ≤ 512 KiB
 
 
@@ -70,15 +71,15 @@ class ChunkStored(WireModel):
     seq: int
 
 
-class CommitOutput(WireModel):
+class CommitOutput(WireRequest):
     upload_id: str
     run_id: str
 
 
-class GetOutput(WireModel):
+class GetOutput(WireRequest):
     ref: str
     run_id: str
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OUTPUT_BYTES)
     limit: int = Field(default=MAX_INLINE_BYTES, ge=1, le=MAX_INLINE_BYTES)
 
 
@@ -91,7 +92,7 @@ class OutputContent(WireModel):
     eof: bool
 
 
-class QueryOutput(WireModel):
+class QueryOutput(WireRequest):
     """Read a page of an output, or query it server-side.
 
     `lines`: `limit` lines from line `offset` (0-based); `bytes`: `limit` bytes from
@@ -106,7 +107,7 @@ class QueryOutput(WireModel):
     # caller's own `run_id` is always allowed.
     allowed_runs: list[str] = Field(default_factory=list, max_length=1000)
     mode: PageMode = "lines"
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OUTPUT_BYTES)
     limit: int = Field(default=200, ge=1, le=MAX_INLINE_BYTES)
     pattern: str | None = Field(default=None, max_length=MAX_PATTERN_CHARS)
     context: int = Field(default=0, ge=0, le=20)

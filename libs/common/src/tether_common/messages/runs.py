@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tether_common.messages.base import WireModel
+from tether_common.messages.base import MAX_BIGINT, WireModel, WireRequest
 
 RunStatus = Literal[
     "queued", "running", "awaiting_approval", "awaiting_agents", "completed", "stopped", "failed"
@@ -33,7 +33,7 @@ RunEventKind = Literal[
 ]
 
 
-class StartRun(WireModel):
+class StartRun(WireRequest):
     prompt: str = Field(min_length=1, max_length=200_000)
     agent: str | None = None
     provider: str | None = None
@@ -48,8 +48,9 @@ class StartRun(WireModel):
     research: bool = False
     interactive: bool = False
     max_tool_calls: int | None = Field(default=None, ge=0, le=1000)
-    max_cost: float | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=1)
+    # Finite (`WireRequest`) and bounded: a budget past a billion is no budget.
+    max_cost: float | None = Field(default=None, ge=0, le=1e9)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_BIGINT)
     max_seconds: float | None = Field(default=None, gt=0, le=7 * 86400)
 
 
@@ -58,28 +59,28 @@ class RunAccepted(WireModel):
     status: RunStatus
 
 
-class GetRun(WireModel):
+class GetRun(WireRequest):
     run_id: str
 
 
-class StopRun(WireModel):
+class StopRun(WireRequest):
     run_id: str
 
 
-class ChildEnded(WireModel):
+class ChildEnded(WireRequest):
     """A sub-agent's run ended: its parent may resume (any brain replica may take it)."""
 
     parent_id: str
     child_id: str
 
 
-class GrantsChanged(WireModel):
+class GrantsChanged(WireRequest):
     """An agent's grants were changed through the policy API: every brain replica reloads."""
 
     agent_id: str
 
 
-class QueueMessage(WireModel):
+class QueueMessage(WireRequest):
     run_id: str
     text: str = Field(min_length=1, max_length=200_000)
 
@@ -116,7 +117,7 @@ class RunView(WireModel):
     updated_at: datetime
 
 
-class ListRuns(WireModel):
+class ListRuns(WireRequest):
     """Runs, newest first; `before` (a `created_at` from the previous page) pages back."""
 
     status: RunStatus | None = None
