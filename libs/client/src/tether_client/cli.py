@@ -1,5 +1,5 @@
 """The `tether` command line: up, run, runs list|follow|show|stop, tools list, skills, approvals,
-audit verify, policy explain."""
+audit verify, policy explain, tokens create|list|revoke."""
 
 from __future__ import annotations
 
@@ -11,15 +11,21 @@ from typing import get_args
 
 from tether_client.client import DEFAULT_API_URL, TetherClient
 from tether_client.ops_cli import add_subcommands as add_ops_commands
-from tether_client.ops_cli import add_tools_run, offer_approval
+from tether_client.ops_cli import add_tools_run, client_token, offer_approval
 from tether_client.render import render
 from tether_client.skills_cli import add_subcommands as add_skills_commands
+from tether_client.tokens_cli import add_subcommands as add_tokens_commands
 from tether_common.errors import TetherError
 from tether_common.messages.runs import RunStatus
 
 
 def api_url() -> str:
     return os.environ.get("TETHER_API_URL", DEFAULT_API_URL)
+
+
+def connect() -> TetherClient:
+    """The brain's API as this user: `TETHER_TOKEN`, else the operator token."""
+    return TetherClient(api_url(), token=client_token())
 
 
 async def run_prompt(args: argparse.Namespace) -> int:
@@ -32,7 +38,7 @@ async def run_prompt(args: argparse.Namespace) -> int:
         )
         if v
     }
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         accepted = await client.start_run(args.prompt, **options)
         return await follow(client, accepted.run_id)
 
@@ -55,12 +61,12 @@ async def follow(client: TetherClient, run_id: str, after: int = 0) -> int:
 
 
 async def runs_follow(args: argparse.Namespace) -> int:
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         return await follow(client, args.run_id, args.after)
 
 
 async def runs_list(args: argparse.Namespace) -> int:
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         found = await client.list_runs(status=args.status, limit=args.limit)
     for run in found.runs:
         prompt = " ".join(run.prompt.split())[:60]
@@ -74,21 +80,21 @@ async def runs_list(args: argparse.Namespace) -> int:
 
 
 async def runs_show(args: argparse.Namespace) -> int:
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         run = await client.get_run(args.run_id)
     print(run.model_dump_json(indent=2))
     return 0
 
 
 async def runs_stop(args: argparse.Namespace) -> int:
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         accepted = await client.stop_run(args.run_id)
     print(f"{accepted.run_id}: {accepted.status}")
     return 0
 
 
 async def tools_list(_args: argparse.Namespace) -> int:
-    async with TetherClient(api_url()) as client:
+    async with connect() as client:
         for tool in await client.tools():
             print(
                 f"{tool.name:16} scope={tool.scope:7} reach={tool.reach:9} {tool.description[:70]}"
@@ -131,6 +137,7 @@ def parser() -> argparse.ArgumentParser:
     stop.set_defaults(fn=runs_stop)
     add_skills_commands(sub, api_url)
     add_ops_commands(sub, api_url)
+    add_tokens_commands(sub, api_url)
     tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
         dest="action", required=True
     )

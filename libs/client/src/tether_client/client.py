@@ -1,5 +1,6 @@
 """`TetherClient`: the brain's HTTP API — start, get, stop, queue a message, stream events;
-explain a call's policy, an agent's tool catalogue, verify a run's audit trail."""
+explain a call's policy, an agent's tool catalogue, verify a run's audit trail; create,
+list and revoke tokens."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from tether_common.errors import TetherError, from_wire
+from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 from tether_common.messages.runs import ListRuns, RunAccepted, RunEvent, RunList, RunView, StartRun
 from tether_common.messages.tools import ToolDescriptor
 
@@ -31,8 +33,13 @@ def raise_for_error(response: httpx.Response) -> None:
 
 
 class TetherClient:
-    def __init__(self, base_url: str = DEFAULT_API_URL, *, timeout: float = 30.0) -> None:
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+    """The brain's API; `token` (a principal's bearer token) goes with every request."""
+
+    def __init__(
+        self, base_url: str = DEFAULT_API_URL, *, token: str | None = None, timeout: float = 30.0
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
 
     async def __aenter__(self) -> TetherClient:
         return self
@@ -132,6 +139,17 @@ class TetherClient:
         headers = {"Authorization": f"Bearer {token}"}
         found: dict[str, Any] = await self._call("GET", f"/v1/audit/{run_id}", headers=headers)
         return found
+
+    async def create_token(self, body: CreateToken) -> TokenCreated:
+        """A new principal's token (admin); the plain token is in the answer, only there."""
+        found = await self._call("POST", "/v1/tokens", body.model_dump(exclude_none=True))
+        return TokenCreated.model_validate(found)
+
+    async def list_tokens(self) -> TokenList:
+        return TokenList.model_validate(await self._call("GET", "/v1/tokens"))
+
+    async def revoke_token(self, token_id: str) -> TokenView:
+        return TokenView.model_validate(await self._call("DELETE", f"/v1/tokens/{token_id}"))
 
     async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent]:
         """The run's events after `after`, live, ending with `run.end`."""

@@ -2,7 +2,8 @@
 `policy explain TOOL ARGS_JSON`, and the approval card `tether run` offers inline.
 
 The approvals API is at `TETHER_APPROVALS_URL` (default http://127.0.0.1:8701); the
-operator token comes from `TETHER_OPERATOR_TOKEN` or `~/.tether/operator-token`.
+operator token comes from `TETHER_OPERATOR_TOKEN` or `~/.tether/operator-token`; calls to
+the brain carry `TETHER_TOKEN` when set, else the operator token.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def operator_token() -> str | None:
         return (tether_home() / "operator-token").read_text().strip() or None
     except OSError:
         return None
+
+
+def client_token() -> str | None:
+    """The caller's bearer token for the brain: `TETHER_TOKEN` (a principal's token from
+    `tether tokens create`), else the operator token."""
+    return os.environ.get("TETHER_TOKEN", "").strip() or operator_token()
 
 
 def required_token() -> str:
@@ -154,7 +161,7 @@ def print_report(name: str, report: Mapping[str, Any]) -> None:
 async def audit_verify(args: argparse.Namespace, api_url: str) -> int:
     """Both trails of a run: the brain's (decisions, calls) and the approvals service's."""
     token = required_token()
-    async with TetherClient(api_url) as client:
+    async with TetherClient(api_url, token=client_token()) as client:
         brain = await client.verify_audit(args.run_id, token)
     async with ApprovalsClient(approvals_url(), token) as client:
         decisions = await client.audit(args.run_id)
@@ -175,7 +182,7 @@ def call_arguments(text: str) -> dict[str, Any]:
 
 async def policy_explain(args: argparse.Namespace, api_url: str) -> int:
     call_args = call_arguments(args.args_json)
-    async with TetherClient(api_url) as client:
+    async with TetherClient(api_url, token=client_token()) as client:
         found = await client.explain(
             args.tool, call_args, agent=args.agent, mode=args.mode, tainted=args.tainted
         )
@@ -201,7 +208,7 @@ async def tools_run(args: argparse.Namespace, api_url: str) -> int:
     3: it waits for an approval (without --wait)."""
     token = required_token()
     call_args = call_arguments(args.args_json)
-    async with TetherClient(api_url) as client:
+    async with TetherClient(api_url, token=client_token()) as client:
         found = await client.run_tool(
             args.tool, call_args, token, agent=args.agent, approval_id=args.approval_id
         )

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 import httpx
 
 from tether_client.client import raise_for_error
+from tether_client.ops_cli import client_token
 from tether_common.settings import tether_home
 from tether_common.skills import skill_folders, validate_paths
 
@@ -46,11 +47,15 @@ async def list_main(
     *,
     out: TextIO | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    token: str | None = None,
 ) -> int:
     """Print the skills the brain at `api_url` has, one line each (`transport` lets a
-    test serve the API in-process)."""
+    test serve the API in-process; `token` is the caller's bearer token)."""
     out = out or sys.stdout
-    async with httpx.AsyncClient(base_url=api_url, timeout=30.0, transport=transport) as http:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with httpx.AsyncClient(
+        base_url=api_url, timeout=30.0, transport=transport, headers=headers
+    ) as http:
         response = await http.get("/v1/skills")
         raise_for_error(response)
         skills: list[dict[str, Any]] = response.json()
@@ -72,7 +77,7 @@ def add_subcommands(
     )
 
     async def run_list(_args: argparse.Namespace) -> int:
-        return await list_main(api_url())
+        return await list_main(api_url(), token=client_token())
 
     async def run_validate(args: argparse.Namespace) -> int:
         return validate_main(args.paths, strict=args.strict)
