@@ -99,7 +99,8 @@ class FileWorkers:
         pool = self._ensure_pool()
         try:
             future: Future[T | Failed] = pool.submit(fn, *args)
-        except (BrokenProcessPool, RuntimeError):  # broken or shut down meanwhile
+        except Exception:  # broken, shut down meanwhile, or no worker could be started
+            log.exception("file worker could not take the call")
             self._recycle(pool)
             return _worker_failed()
         try:
