@@ -34,7 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether_common.safety import classify
+from tether_common.safety import classify, shell_git, shell_readonly, shell_sed
+from tether_common.safety.shell_options import Options
 from tether_tools_runner.sandbox import SandboxLimits, attest, hand_over, run_sandboxed
 
 CANARY = (
@@ -357,6 +358,30 @@ def _others(canary: str) -> Iterator[str]:
     )
 
 
+def _option_sweep() -> Iterator[str]:
+    """Every option spelling the allow-lists accept without a value, each run once, so
+    the sandbox checks the lists' claim that none of them writes or starts a program."""
+    specs: dict[str, Options] = {
+        name: value
+        for module in (shell_readonly, shell_sed)
+        for name, value in vars(module).items()
+        if isinstance(value, Options)
+    }
+    tools = {"_DIFF": "diff", "_SORT": "sort", "_UNIQ": "uniq", "_TREE": "tree", "_FILE": "file"}
+    tools |= {"_DATE": "date", "_RG": "rg", "_HOSTNAME": "hostname", "SED": "sed -n p"}
+    operands = {"diff": "notes.txt src/b.txt", "date": "", "hostname": "", "tree": "src"}
+    for key, tool in tools.items():
+        spec = specs[key]
+        tail = operands.get(tool, "notes.txt")
+        yield from (f"{tool} -{flag} {tail}" for flag in spec.flags)
+        yield from (
+            f"{tool} --{flag} {tail}" for flag in sorted(spec.long_flags | spec.long_optional)
+        )
+    for sub, spec in shell_git.SUBCOMMANDS.items():
+        yield from (f"git {sub} -{flag}" for flag in spec.flags)
+        yield from (f"git {sub} --{flag}" for flag in sorted(spec.long_flags | spec.long_optional))
+
+
 def _quoting(command: str) -> Iterator[str]:
     """Spelling variants the shell reads alike: quoted command names, `$'..'` text."""
     yield command
@@ -379,6 +404,7 @@ def full_corpus() -> list[str]:
                 commands.extend(_quoting(command))
     for command, target in itertools.product(("cat", "head -n1", "wc -l", "ls -l"), _FILES):
         commands.append(f"{command} {target}")
+    commands.extend(_option_sweep())
     return list(dict.fromkeys(commands))
 
 
@@ -593,12 +619,13 @@ class Report:
     allowed: int = 0
     effects: dict[str, list[str]] = field(default_factory=dict)
     traced: bool = False
+    ran: int = 0  # allowed commands run in the sandbox (all, unless sampled)
     not_run: int = 0  # allowed commands a failed worker never reached
 
     def summary(self) -> str:
         trace = "with an exec trace" if self.traced else "WITHOUT an exec trace"
         return (
-            f"shellfuzz: {self.tried} commands tried, {self.allowed} allowed, "
+            f"shellfuzz: {self.tried} commands tried, {self.allowed} allowed, {self.ran} run, "
             f"{len(self.effects)} allowed commands had effects ({trace})"
             + (f"; {self.not_run} allowed commands NOT RUN" if self.not_run else "")
         )
@@ -609,14 +636,26 @@ def _split(items: list[str], parts: int) -> list[list[str]]:
 
 
 def run(
-    size: int, seed: int, *, workers: int = 2, trace: bool = True, force: list[str] | None = None
+    size: int,
+    seed: int,
+    *,
+    workers: int = 2,
+    trace: bool = True,
+    force: list[str] | None = None,
+    max_run: int | None = None,
 ) -> Report:
     """Classify the corpus, run what is allowed in the sandbox, collect any effects.
+    `max_run`: run only a seeded sample of the allowed commands (MUST_ALLOW always).
     `force`: run these commands instead, whatever the classifier says (to show that the
     harness sees effects)."""
     commands = force or corpus(size, seed)
     allowed = force or [command for command in commands if classify(command).allowed]
     report = Report(tried=len(commands), allowed=len(allowed))
+    if max_run is not None and len(allowed) > max_run:
+        rest = [command for command in allowed if command not in MUST_ALLOW]
+        sample = random.Random(seed).sample(rest, max(0, max_run - len(MUST_ALLOW)))
+        allowed = [command for command in allowed if command in MUST_ALLOW] + sample
+    report.ran = len(allowed)
     strace = shutil.which("strace")
     if trace and strace is None:
         raise SystemExit("strace is not installed (apt-get install strace): no exec trace")
@@ -697,6 +736,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-trace", action="store_true", help="skip the strace exec trace")
+    parser.add_argument("--max-run", type=int, help="run a sample of this many allowed commands")
     parser.add_argument("--force", action="append", help="run this command even if not allowed")
     parser.add_argument("--worker", nargs=2, metavar=("PLAN", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -704,7 +744,12 @@ def main() -> None:
         worker(Path(args.worker[0]), Path(args.worker[1]))
         return
     report = run(
-        args.size, args.seed, workers=args.workers, trace=not args.no_trace, force=args.force
+        args.size,
+        args.seed,
+        workers=args.workers,
+        trace=not args.no_trace,
+        force=args.force,
+        max_run=args.max_run,
     )
     print_report(report)
     sys.exit(1 if report.effects else 0)

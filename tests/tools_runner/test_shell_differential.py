@@ -17,7 +17,9 @@ from tether_common.safety import classify
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, hand_over, run_sandboxed
 
 ROOT = Path(__file__).resolve().parents[2]
-CI_CORPUS = 2500  # of the full corpus's ~7,400 commands; `make fuzz` tries 10,000
+# 8,000 of the grammar's ~8,400 commands are classified; a seeded sample of the ~1,000 it
+# allows is run (each costs a sandbox); `make fuzz` runs every allowed one of 10,000.
+CI_CORPUS, CI_RUN = 8000, 100
 CANARY = '#!/bin/sh\necho "started $0" >> "$(dirname "$0")/record"\n'
 
 
@@ -33,7 +35,15 @@ def _require_tools(attestation: Attestation) -> None:
 def test_no_allowed_command_of_the_corpus_has_an_effect(attestation: Attestation) -> None:
     _require_tools(attestation)
     done = subprocess.run(
-        [sys.executable, "-m", "bench.shellfuzz", "--size", str(CI_CORPUS), "--seed", "13"],
+        [
+            sys.executable,
+            "-m",
+            "bench.shellfuzz",
+            "--size",
+            str(CI_CORPUS),
+            "--max-run",
+            str(CI_RUN),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -104,11 +114,6 @@ def _bare_repository(root: Path) -> None:
     (root / "canary").chmod(0o755)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sandbox does not pin safe.bareRepository=explicit yet "
-    "(tether_tools_runner/sandbox/run.py GIT_OVERRIDES); remove this mark once it does",
-)
 async def test_a_repository_made_by_the_model_runs_no_program(
     attestation: Attestation, workspace: Path
 ) -> None:
@@ -122,5 +127,7 @@ async def test_a_repository_made_by_the_model_runs_no_program(
     outcome = await run_sandboxed(
         "git log -p", workspace, attestation=attestation, timeout_s=30, limits=SandboxLimits()
     )
-    assert "commit" in outcome.output, outcome.output  # git found the repository
+    # git sees the repository and refuses it (safe.bareRepository=explicit, pinned by
+    # the sandbox); without the pin it prints the commit and runs the driver.
+    assert "cannot use bare repository" in outcome.output, outcome.output
     assert not (workspace / "record").exists(), (workspace / "record").read_text()
