@@ -343,3 +343,11 @@ def test_the_longest_names_can_be_replaced(tree: Path, root_fd: int) -> None:
         assert replace_file(root_fd, name, b"1") is False
         assert replace_file(root_fd, name, b"2") is True
         assert (tree / name).read_bytes() == b"2"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "", "a/b", "../outside", "/etc", ".env", "x.pem"])
+def test_open_child_takes_one_plain_name_only(root_fd: int, name: str) -> None:
+    kinds: tuple[Kind, ...] = ("file", "dir")
+    for kind in kinds:
+        with pytest.raises(PathDenied):
+            os.close(open_child(root_fd, name, kind=kind))

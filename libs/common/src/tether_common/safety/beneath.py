@@ -142,6 +142,7 @@ def open_beneath(root_fd: int, parts: Sequence[str], *, kind: Kind) -> int:
 def open_child(dir_fd: int, name: str, *, kind: Kind, shown: Sequence[str] | None = None) -> int:
     """Open one name in `dir_fd` (never a symlink), checked to be a `kind` on the same device."""
     label = "/".join(shown) if shown else name
+    _checked([name])  # one plain name: never `..`, never a path, never a secret
     flags = _DIR_FLAGS if kind == "dir" else _FILE_FLAGS
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
