@@ -109,7 +109,7 @@ async def test_list_and_search(executor: Executor, call: Call, workspace: Path) 
     regex = {"pattern": r"^\s+return \d", "regex": True, "glob": "*.py"}
     assert (await call(executor, "file_search", regex)).content == "src/main.py:2:     return 1"
     bad = await call(executor, "file_search", {"pattern": "(", "regex": True})
-    assert bad.error_code == "bad_pattern"
+    assert bad.error_code == "invalid_pattern"
 
 
 async def test_binary_and_missing_files(executor: Executor, call: Call, workspace: Path) -> None:
