@@ -79,7 +79,9 @@ async def test_escaping_paths_and_urls_on_the_bus_are_refused(stack_bus: Bus) ->
 
 async def test_sandbox_attestation_is_served_over_http(stack: Supervisor, stack_bus: Bus) -> None:
     async with httpx.AsyncClient(base_url=stack.child("tools-runner").url) as client:
-        report = (await client.get("/sandbox")).json()
+        assert (await client.get("/sandbox")).status_code == 401  # a token is required
+        admin = {"Authorization": f"Bearer {stack.env['TETHER_OPERATOR_TOKEN']}"}
+        report = (await client.get("/sandbox", headers=admin)).json()
     catalog = await stack_bus.request(stack_bus.subjects.tool_catalog, CatalogRequest())
     assert report["level"] == catalog.sandbox_level
     assert {"seccomp", "landlock_abi", "process_limit"} <= set(report["features"])

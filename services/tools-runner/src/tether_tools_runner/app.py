@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from opentelemetry import trace
 
+from tether_common.identity import Principal, RemoteVerifier, Verifier, principal_dependency
 from tether_common.messages.tools import Catalog, CatalogRequest, ExecuteTool, ToolResult
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -31,8 +32,9 @@ tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
 
 
-def sandbox_router(attestation: Attestation) -> APIRouter:
+def sandbox_router(attestation: Attestation, verifier: Verifier) -> APIRouter:
     router = APIRouter(tags=["health"])
+    who_dep = principal_dependency(verifier)
     # The filter itself is bytes of BPF; its effect is in `features["seccomp"]`.
     report = {
         "level": attestation.level,
@@ -42,7 +44,9 @@ def sandbox_router(attestation: Attestation) -> APIRouter:
     }
 
     @router.get("/sandbox")
-    async def sandbox() -> dict[str, Any]:
+    async def sandbox(who: Principal = who_dep) -> dict[str, Any]:
+        """What confinement this runner has (a token that may `service.read`)."""
+        who.require("service.read")
         return report
 
     return router
@@ -111,5 +115,6 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         title="Tether tools-runner",
         on_start=on_start,
         on_stop=on_stop,
-        routers=[sandbox_router(attestation)],
+        # No identity tables here: tokens are verified over the bus (identity.verify).
+        routers=[sandbox_router(attestation, RemoteVerifier(service.bus))],
     )
