@@ -67,6 +67,9 @@ GIT_OVERRIDES: dict[str, str] = {
     "gpg.ssh.program": "false",
     "gpg.x509.program": "false",
     "protocol.ext.allow": "never",
+    # A bare repository the command made from plain files (HEAD, config, objects/) is
+    # not found by discovery; only an explicit --git-dir opens one.
+    "safe.bareRepository": "explicit",
     "uploadpack.packObjectsHook": "",
     "receive.procReceiveRefs": "",
 }
