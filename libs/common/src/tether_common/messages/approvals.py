@@ -17,7 +17,6 @@ from tether_common.messages.base import WireModel, WireRequest
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
 DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
-Role = Literal["viewer", "approver", "admin"]
 EventKind = Literal["created", "decided", "expired", "consumed"]
 ConsumeOutcome = Literal[
     "consumed",
@@ -148,31 +147,6 @@ class ApprovalEvent(WireModel):
     kind: EventKind
     approval: ApprovalView
     ts: datetime
-
-
-class CreateToken(WireRequest):
-    name: str = Field(min_length=1, max_length=200)
-    role: Role
-    # None: every agent / owner; a list limits the token to those (both lists must match).
-    agents: list[str] | None = None
-    owners: list[str] | None = None
-
-
-class TokenView(WireModel):
-    token_id: str
-    name: str
-    role: Role
-    agents: list[str] | None = None
-    owners: list[str] | None = None
-    created_at: datetime
-    revoked_at: datetime | None = None
-
-
-class TokenCreated(WireModel):
-    """The plain token is shown once; only its hash is stored."""
-
-    token: str
-    info: TokenView
 
 
 class DecisionBody(WireRequest):
