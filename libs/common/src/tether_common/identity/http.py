@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tether_common.http import PathId
 from tether_common.identity.model import Principal
-from tether_common.identity.tokens import TokenStore, Verifier, bearer
+from tether_common.identity.tokens import TokenStore, Verifier
 from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 
-__all__ = ["bearer", "principal_dependency", "tokens_router"]
+__all__ = ["SCHEME", "principal_dependency", "tokens_router"]
+
+# Declared in each service's OpenAPI document as the security of every route that takes
+# a principal, so a test can find a route that does not. Not `auto_error`: a missing or
+# malformed header must answer our 401 body, not FastAPI's 403.
+SCHEME = HTTPBearer(auto_error=False, scheme_name="bearer", description="A Tether token")
 
 
 def principal_dependency(verifier: Verifier) -> Any:
@@ -20,9 +26,11 @@ def principal_dependency(verifier: Verifier) -> Any:
     without a valid token, 401 `token_expired` with an expired one."""
 
     async def principal(
-        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Security(SCHEME)],
     ) -> Principal:
-        return await verifier.authenticate(bearer(authorization))
+        return await verifier.authenticate(
+            None if credentials is None else credentials.credentials.strip()
+        )
 
     return Depends(principal)
 
