@@ -38,6 +38,7 @@ from tether_common.subjects import (
     QUEUE_APPROVALS,
     QUEUE_BRAIN,
     QUEUE_GATEWAY,
+    QUEUE_IDENTITY,
     QUEUE_OUTPUTS,
     QUEUE_TOOLS,
     StreamSpec,
@@ -79,15 +80,16 @@ class Role:
 
 ROLES: dict[str, Role] = {
     "brain": Role(
-        serves=(QUEUE_BRAIN,),
+        serves=(QUEUE_BRAIN, QUEUE_IDENTITY),
         calls=(QUEUE_GATEWAY, QUEUE_TOOLS, QUEUE_APPROVALS, QUEUE_OUTPUTS),
         writes=(RUN_EVENTS,),
         reads=(RUN_EVENTS, APPROVAL_DECISIONS),
         broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed"),
     ),
-    "gateway": Role(serves=(QUEUE_GATEWAY,), streamed_replies=True),
-    "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS,)),
-    "approvals": Role(serves=(QUEUE_APPROVALS,), writes=(APPROVAL_DECISIONS,)),
+    # `identity`: served where the identity tables are, called by the services without.
+    "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,), streamed_replies=True),
+    "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS, QUEUE_IDENTITY)),
+    "approvals": Role(serves=(QUEUE_APPROVALS, QUEUE_IDENTITY), writes=(APPROVAL_DECISIONS,)),
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
     CLIENT_USER: Role(
         calls=(QUEUE_BRAIN,),
