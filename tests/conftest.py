@@ -23,6 +23,9 @@ from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"
+# Every brain call of the tests' `TetherClient`s authenticates as the bootstrap admin
+# unless a test gives a token of its own (`token=""`: anonymous).
+os.environ.setdefault("TETHER_TOKEN", OPERATOR_TOKEN)
 # The key with which the approvals service signs decisions and the brain verifies them:
 # one per session, in the environment every service the suite starts inherits (the
 # supervisor passes it on), as `tether up` keeps one per TETHER_HOME.

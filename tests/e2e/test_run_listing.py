@@ -17,6 +17,8 @@ from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
+# The fixtures' operator token (tests/conftest.py): the bootstrap admin.
+ADMIN = {"Authorization": "Bearer test-operator-token"}
 
 
 async def finished_runs(client: TetherClient, count: int) -> list[RunAccepted]:
@@ -54,7 +56,9 @@ async def test_the_same_listing_over_nats(stack: Supervisor, nats_url: str) -> N
         over_http = await client.list_runs(limit=5)
     bus = await Bus.connect(nats_url, service="test", subjects=subjects)
     try:
-        over_nats = await bus.request(subjects.run_list, ListRuns(limit=5))
+        over_nats = await bus.request(
+            subjects.run_list, ListRuns(limit=5), headers=ADMIN
+        )
     finally:
         await bus.close()
     assert over_nats.runs[0].run_id == run.run_id
@@ -64,7 +68,7 @@ async def test_the_same_listing_over_nats(stack: Supervisor, nats_url: str) -> N
 async def test_a_bad_query_is_a_structured_422(stack: Supervisor) -> None:
     async with httpx.AsyncClient(base_url=stack.child("brain").url, timeout=10) as http:
         for query in ({"limit": "0"}, {"status": "sleeping"}, {"before": "yesterday"}):
-            response = await http.get("/v1/runs", params=query)
+            response = await http.get("/v1/runs", params=query, headers=ADMIN)
             assert response.status_code == 422, query
             assert response.json()["error"]["code"] == "invalid_request"
 

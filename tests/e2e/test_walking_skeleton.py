@@ -13,6 +13,8 @@ import pytest
 from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
+# The fixtures' operator token (tests/conftest.py): the bootstrap admin.
+ADMIN = {"Authorization": "Bearer test-operator-token"}
 
 
 async def read_sse(
@@ -44,7 +46,7 @@ async def read_sse(
 
 async def test_time_in_tokyo_crosses_every_service(stack: Supervisor, database_url: str) -> None:
     brain = stack.child("brain").url
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(headers=ADMIN, timeout=30) as client:
         created = await client.post(
             f"{brain}/v1/runs", json={"prompt": "what time is it in Tokyo?"}
         )
@@ -91,14 +93,14 @@ async def test_time_in_tokyo_crosses_every_service(stack: Supervisor, database_u
 
 
 async def test_unknown_run_is_a_structured_404(stack: Supervisor) -> None:
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(headers=ADMIN, timeout=10) as client:
         response = await client.get(f"{stack.child('brain').url}/v1/runs/run_missing")
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
 
 
 async def test_bad_http_body_is_a_structured_422(stack: Supervisor) -> None:
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(headers=ADMIN, timeout=10) as client:
         response = await client.post(f"{stack.child('brain').url}/v1/runs", json={"prompt": ""})
         assert response.status_code == 422
         assert response.json()["error"]["code"] == "invalid_request"

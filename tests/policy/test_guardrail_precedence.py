@@ -192,7 +192,11 @@ async def policy_http(
     )
     transport = httpx.ASGITransport(app=app)
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://brain") as client:
+        async with httpx.AsyncClient(
+            transport=transport,
+            base_url="http://brain",
+            headers={"Authorization": "Bearer test-operator-token"},
+        ) as client:
             yield client
     finally:
         await engine.dispose()

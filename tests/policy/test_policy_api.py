@@ -19,11 +19,12 @@ AuditRows = Callable[[str], Awaitable[list[dict[str, Any]]]]
 CONFIRMED = "convert_time"  # confirmed by the organisation (conftest GUARDRAILS)
 ORG_DENIED = "file_search"  # denied by the organisation
 OWNER_TOKENS = {"alice": "alice-token", "bob": "bob-token"}
+ADMIN = {"Authorization": "Bearer test-operator-token"}  # every route takes a principal
 CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
 
 
 async def explain(url: str, tool: str, args: dict[str, Any], **extra: Any) -> Any:
-    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=30, headers=ADMIN) as client:
         response = await client.post(
             "/v1/policy/explain", json={"tool": tool, "args": args} | extra
         )
@@ -100,7 +101,7 @@ async def test_explain_names_the_grant_and_the_waiver(policy_url: str) -> None:
 
 
 async def test_explain_refuses_an_unknown_agent(policy_url: str) -> None:
-    async with httpx.AsyncClient(base_url=policy_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=policy_url, timeout=30, headers=ADMIN) as client:
         response = await client.post(
             "/v1/policy/explain", json={"tool": "calculate", "args": {}, "agent": "nobody"}
         )
@@ -109,7 +110,7 @@ async def test_explain_refuses_an_unknown_agent(policy_url: str) -> None:
 
 
 async def test_tool_catalog_shows_grants_rules_and_problems(policy_url: str) -> None:
-    async with httpx.AsyncClient(base_url=policy_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=policy_url, timeout=30, headers=ADMIN) as client:
         catalog = (await client.get("/v1/agents/writer/tool-catalog")).json()
         missing = await client.get("/v1/agents/nobody/tool-catalog")
     assert missing.status_code == 404
@@ -133,7 +134,7 @@ async def test_tool_catalog_shows_grants_rules_and_problems(policy_url: str) -> 
 async def test_tool_catalog_of_a_tool_less_agent_grants_nothing(
     policy_url: str,
 ) -> None:
-    async with httpx.AsyncClient(base_url=policy_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=policy_url, timeout=30, headers=ADMIN) as client:
         catalog = (await client.get("/v1/agents/locked/tool-catalog")).json()
     assert catalog["tool_less"]
     assert not any(entry["granted"] for entry in catalog["tools"])
@@ -161,7 +162,7 @@ async def test_manual_run_allowed_runs_and_is_audited(
     assert "6*7" not in str(rows)
     assert rows[1]["data"]["args"]["expression"]["sha256"]
     assert rows[2]["data"]["status"] == "ok"
-    async with httpx.AsyncClient(base_url=policy_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=policy_url, timeout=30, headers=ADMIN) as client:
         report = (await client.get(f"/v1/audit/{run_id}", headers=auth)).json()
     assert report["intact"], report
 
@@ -268,7 +269,7 @@ async def test_waiver_changes_are_audited_both_ways(
         (["file_write#noapproval"], []),
     ]
     assert {w["by"] for w in waivers} == {"owner:alice"}
-    async with httpx.AsyncClient(base_url=policy_url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=policy_url, timeout=30, headers=ADMIN) as client:
         report = (await client.get("/v1/audit/agent:waivers", headers=auth)).json()
     assert report["intact"], report
 

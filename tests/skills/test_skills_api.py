@@ -13,11 +13,15 @@ import pytest
 from fastapi import FastAPI
 
 from tether_brain.skills import FolderSkillStore
+from tether_brain.policy_api import StaticVerifier
 from tether_brain.skills_api import skills_router
 from tether_client.skills_cli import list_main
 from tether_common.http import install_error_handlers
 
 WriteSkill = Callable[..., Path]
+# An admin (global skills are written by admins; tenants' skills: tests/identity).
+ADMIN_TOKEN = "skills-admin-token"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 NEW = {
     "name": "careful-edit",
     "description": "Guides careful edits to code. Use when changing code.",
@@ -28,7 +32,7 @@ NEW = {
 def app_for(store: FolderSkillStore) -> FastAPI:
     app = FastAPI()
     install_error_handlers(app, "test")
-    app.include_router(skills_router(store))
+    app.include_router(skills_router(store, StaticVerifier(ADMIN_TOKEN, {})))
     return app
 
 
@@ -47,7 +51,9 @@ def transport(folders: tuple[Path, Path]) -> httpx.ASGITransport:
 
 @pytest.fixture
 async def client(transport: httpx.ASGITransport) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=transport, base_url="http://brain") as http:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://brain", headers=ADMIN
+    ) as http:
         yield http
 
 
@@ -157,7 +163,7 @@ async def test_list_command_reads_the_api(
 ) -> None:
     await client.post("/v1/skills", json=NEW)
     out = io.StringIO()
-    assert await list_main("http://brain", out=out, transport=transport) == 0
+    assert await list_main("http://brain", out=out, transport=transport, token=ADMIN_TOKEN) == 0
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("careful-edit ")
     assert len(lines) == 5

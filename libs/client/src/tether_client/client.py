@@ -5,6 +5,7 @@ list and revoke tokens."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime
 from types import TracebackType
@@ -33,11 +34,14 @@ def raise_for_error(response: httpx.Response) -> None:
 
 
 class TetherClient:
-    """The brain's API; `token` (a principal's bearer token) goes with every request."""
+    """The brain's API; `token` (a principal's bearer token) goes with every request:
+    none given, `TETHER_TOKEN` from the environment; `""` sends none (anonymous)."""
 
     def __init__(
         self, base_url: str = DEFAULT_API_URL, *, token: str | None = None, timeout: float = 30.0
     ) -> None:
+        if token is None:
+            token = os.environ.get("TETHER_TOKEN", "").strip()
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
 

@@ -26,9 +26,20 @@ from tether_brain.store import RunStore
 from tether_brain.subagents import AgentTool
 from tether_brain.toolbox import Toolbox
 from tether_common.decisions import required_key
-from tether_common.identity import TokenStore, serve_verify, tokens_router
+from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
-from tether_common.messages.runs import ChildEnded, GetRun, GrantsChanged, RunView, StopRun
+from tether_common.messages.runs import (
+    ChildEnded,
+    GetRun,
+    GrantsChanged,
+    ListRuns,
+    QueueMessage,
+    RunAccepted,
+    RunList,
+    RunView,
+    StartRun,
+    StopRun,
+)
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -72,8 +83,22 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     )
     manager = RunManager(bus, store, loop, settings, decision_key=required_key(common.decision_key))
 
+    # The client API over NATS: each handler reads its caller from the `Authorization`
+    # header and calls the same `RunManager` method as the HTTP route, under the same rules.
+    async def start_run(req: StartRun) -> RunAccepted:
+        return await manager.start(req, await bus_principal(identity))
+
     async def get_run(req: GetRun) -> RunView:
-        return await manager.get(req.run_id)
+        return await manager.get(req.run_id, await bus_principal(identity))
+
+    async def list_runs(req: ListRuns) -> RunList:
+        return await manager.list_runs(req, await bus_principal(identity))
+
+    async def stop_run(req: StopRun) -> RunAccepted:
+        return await manager.stop(req, await bus_principal(identity))
+
+    async def queue_message(req: QueueMessage) -> RunAccepted:
+        return await manager.queue_message(req, await bus_principal(identity))
 
     background: list[asyncio.Task[None]] = []
 
@@ -83,11 +108,11 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await serve_verify(bus, identity)
         await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
         background.append(asyncio.create_task(overrides.refresh_forever()))
-        await bus.serve(subjects.run_start, manager.start)
+        await bus.serve(subjects.run_start, start_run)
         await bus.serve(subjects.run_get, get_run)
-        await bus.serve(subjects.run_list, manager.list_runs)
-        await bus.serve(subjects.run_stop, manager.stop)
-        await bus.serve(subjects.run_message, manager.queue_message)
+        await bus.serve(subjects.run_list, list_runs)
+        await bus.serve(subjects.run_stop, stop_run)
+        await bus.serve(subjects.run_message, queue_message)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
         await bus.listen(subjects.run_child_ended, ChildEnded, manager.on_child_ended)
         await bus.consume(
@@ -110,16 +135,16 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         on_start=on_start,
         on_stop=on_stop,
         routers=[
-            runs_router(manager, toolbox),
+            runs_router(manager, toolbox, identity),
             tokens_router(identity),
-            skills_router(skills.store),
+            skills_router(skills.store, identity),
             policy_router(
                 agents,
                 toolbox,
                 approvals,
                 overrides,
                 engine=service.engine,
-                operator_token=common.operator_token,
+                verifier=identity,
             ),
         ],
     )

@@ -25,25 +25,41 @@ class LocalTool(Protocol):
 
 
 class SkillLibrary:
-    """The stored skills, re-read at most every `ttl_s` (the folders are the truth)."""
+    """The stored skills as each tenant sees them, re-read at most every `ttl_s` (the
+    folders are the truth). A run only ever gets its own tenant's view."""
 
     def __init__(self, store: SkillStore, *, ttl_s: float = 5.0) -> None:
         self.store = store
         self.ttl_s = ttl_s
-        self._skills: dict[str, Skill] = {}
-        self._read_at = float("-inf")
+        self._views: dict[str, tuple[float, dict[str, Skill]]] = {}
+        self._any: tuple[float, bool] | None = None
 
-    def current(self) -> Mapping[str, Skill]:
-        if time.monotonic() - self._read_at > self.ttl_s:
-            self._skills = self.store.by_name()
-            self._read_at = time.monotonic()
-        return self._skills
+    def _fresh(self, tenant: str) -> Mapping[str, Skill] | None:
+        found = self._views.get(tenant)
+        if found is None or time.monotonic() - found[0] > self.ttl_s:
+            return None
+        return found[1]
 
-    async def refresh(self) -> Mapping[str, Skill]:
-        if time.monotonic() - self._read_at > self.ttl_s:
-            self._skills = await asyncio.to_thread(self.store.by_name)
-            self._read_at = time.monotonic()
-        return self._skills
+    def current(self, tenant: str) -> Mapping[str, Skill]:
+        view = self._fresh(tenant)
+        if view is None:
+            view = self.store.by_name(tenant)
+            self._views[tenant] = (time.monotonic(), dict(view))
+        return view
+
+    async def refresh(self, tenant: str) -> Mapping[str, Skill]:
+        view = self._fresh(tenant)
+        if view is None:
+            view = await asyncio.to_thread(self.store.by_name, tenant)
+            self._views[tenant] = (time.monotonic(), dict(view))
+        return view
+
+    def any(self) -> bool:
+        """Whether any scope holds a skill (re-read like a view)."""
+        if self._any is None or time.monotonic() - self._any[0] > self.ttl_s:
+            held = bool(self.store.by_name(None)) or bool(self.store.every_tenant())
+            self._any = (time.monotonic(), held)
+        return self._any[1]
 
 
 class SkillTool:
@@ -53,14 +69,15 @@ class SkillTool:
         self.library = library
 
     def descriptor(self) -> ToolDescriptor | None:
-        names = sorted(self.library.current())
-        if not names:
+        if not self.library.any():
             return None
+        # One descriptor for every run: it names no skill (the run's index does, and
+        # `load_skill` checks the name against the run's tenant's view).
         # Skills are written by operators (the skills API, the skill folders): trusted.
-        return load_skill_descriptor(names).model_copy(update={"output_trust": "trusted"})
+        return load_skill_descriptor(None).model_copy(update={"output_trust": "trusted"})
 
     async def run(self, state: RunState, call: CallRecord) -> ToolResult:
-        result = load_skill(await self.library.refresh(), call)
+        result = load_skill(await self.library.refresh(state.tenant), call)
         if result.ok:
             emit(
                 state,

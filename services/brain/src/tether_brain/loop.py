@@ -149,7 +149,7 @@ class Loop:
 
     async def _user_turn(self, state: RunState, text: str) -> None:
         """A user message; `/name` tokens of stored skills inject those skills for the turn."""
-        invocation = invoke(text, await self.skills.refresh())
+        invocation = invoke(text, await self.skills.refresh(state.tenant))
         if (note := invocation.message()) is not None:
             state.add_message(note.model_copy(update={"name": SKILL_NOTE}))
         state.add_message(ChatMessage(role="user", content=invocation.prompt))
@@ -169,7 +169,9 @@ class Loop:
                 offered, hidden = await self.actor.toolbox.offer(state.options, _recent(state))
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
-        request = build_request(state, offered, last, self.skills.current().values(), hidden)
+        request = build_request(
+            state, offered, last, (await self.skills.refresh(state.tenant)).values(), hidden
+        )
         request = await self._fit(state, request)
         if self._would_overspend(state, request):
             emit(

@@ -4,15 +4,21 @@ agent's grants (waiver changes audited), and checking a trail against its kept h
 
 Grant changes are kept in PostgreSQL with their audit records and laid over the agents'
 configured grants on every replica (`grant_overrides.py`).
+
+Who may: every route takes the caller's principal (`tether_common.identity`). Agents are
+configured for the whole deployment and belong to tenant `default` until they become
+resources of their own: reading one needs `agents.read`, changing its grants
+`agents.write` (an `owner` only its own agents), explaining `policy.read`, a manual tool
+run `policy.write`, checking an audit trail `audit.read`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,8 +32,15 @@ from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.manual_runs import ManualRunBody, ManualRuns, run_gates
 from tether_brain.toolbox import Toolbox
 from tether_common import audit
-from tether_common.errors import AuthError, MessageError
-from tether_common.http import check_bearer, hash_token, operator_token_hashes
+from tether_common.errors import AuthError, MessageError, NotFoundError
+from tether_common.http import hash_token
+from tether_common.identity import (
+    DEFAULT_TENANT,
+    Action,
+    Principal,
+    Verifier,
+    principal_dependency,
+)
 from tether_common.messages.base import RequestModel
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
@@ -170,12 +183,20 @@ class PolicyService:
     toolbox: Toolbox
     engine: AsyncEngine
     manual: ManualRuns
-    admin_hashes: frozenset[str]
-    owner_hashes: dict[str, str]  # token hash -> owner name
     overrides: GrantOverrides
     sink: audit.JsonlSink | None = None
 
-    async def explain(self, body: ExplainBody) -> Explanation:
+    def agent_reach(self, who: Principal, action: Action, agent_id: str) -> None:
+        """`who` may take `action` on the agent (404 for an unknown one or one out of
+        reach: an owner reaches only the agents it owns)."""
+        config = self.agents.config(agent_id)
+        try:
+            who.require(action, DEFAULT_TENANT, None, agent_owner=config.owner)
+        except NotFoundError:
+            raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
+
+    async def explain(self, body: ExplainBody, who: Principal) -> Explanation:
+        who.require("policy.read", DEFAULT_TENANT)
         found = await run_gates(
             self.agents,
             self.toolbox,
@@ -212,7 +233,8 @@ class PolicyService:
             trail=list(v.trail),
         )
 
-    async def catalog(self, agent_id: str) -> AgentCatalog:
+    async def catalog(self, agent_id: str, who: Principal) -> AgentCatalog:
+        self.agent_reach(who, "agents.read", agent_id)
         policy = self.agents.policy(agent_id, {})
         tools = sorted(await self.toolbox.catalog(), key=lambda t: t.name)
         return AgentCatalog(
@@ -224,23 +246,9 @@ class PolicyService:
             tools=[catalog_entry(t, policy) for t in tools],
         )
 
-    def principal(self, authorization: str | None) -> tuple[str, str | None]:
-        """(name, owner): an admin token (owner None) or an agent owner's token."""
-        digest = hash_token(authorization[7:].strip()) if authorization else ""
-        if authorization and digest in self.owner_hashes:
-            owner = self.owner_hashes[digest]
-            return f"owner:{owner}", owner
-        check_bearer(authorization, self.admin_hashes)
-        return "operator", None
-
-    async def set_grants(
-        self, agent_id: str, who: str, owner: str | None, grants: list[str]
-    ) -> GrantsView:
-        config = self.agents.config(agent_id)
-        if owner is not None and owner != config.owner:
-            raise AuthError(
-                f"only the owner of agent '{agent_id}' may change its grants", code="forbidden"
-            )
+    async def set_grants(self, agent_id: str, who: Principal, grants: list[str]) -> GrantsView:
+        self.agent_reach(who, "agents.write", agent_id)
+        by = _by(who)
         if problems := parse_grants(grants).problems:
             raise MessageError("; ".join(problems), code="invalid_grant")
         new = list(grants)
@@ -250,17 +258,17 @@ class PolicyService:
             removed = [g for g in old if g not in new]
             waivers_added, waivers_removed = _waived(added), _waived(removed)
             if added or removed:
-                data = trail.grants_changed(agent_id, who, added, removed)
+                data = trail.grants_changed(agent_id, by, added, removed)
                 await trail.record(
                     conn, f"agent:{agent_id}", "grants.changed", data, sink=self.sink
                 )
             if waivers_added or waivers_removed:
-                data = trail.waiver_changed(agent_id, who, waivers_added, waivers_removed)
+                data = trail.waiver_changed(agent_id, by, waivers_added, waivers_removed)
                 await trail.record(
                     conn, f"agent:{agent_id}", "waiver.changed", data, sink=self.sink
                 )
             # In the audit's transaction: a change that could not be audited is not made.
-            await self.overrides.save(conn, agent_id, new, who)
+            await self.overrides.save(conn, agent_id, new, by)
         await self.overrides.committed(agent_id, new)
         return GrantsView(
             agent=agent_id,
@@ -271,13 +279,41 @@ class PolicyService:
             waivers_removed=waivers_removed,
         )
 
-    async def audit_report(self, run_id: str) -> AuditReport:
+    async def audit_report(self, run_id: str, who: Principal) -> AuditReport:
+        who.require("audit.read")
         problems = [
             AuditProblem(kind=p.kind, seq=p.seq, detail=p.detail)
             for p in await trail.verify_run(self.engine, run_id)
         ]
         head = await trail.head_of(self.engine, run_id)
         return AuditReport(trail=run_id, head=head, intact=not problems, problems=problems)
+
+
+def _by(who: Principal) -> str:
+    """How a grant change names who made it: `operator` (the bootstrap admin),
+    `owner:<name>` for an agent's owner, else the token's label."""
+    return f"owner:{who.name}" if who.role == "owner" else who.label
+
+
+class StaticVerifier:
+    """A `Verifier` over fixed tokens (the operator token as the bootstrap admin, and
+    owners' tokens): for a policy router served without the identity tables."""
+
+    def __init__(self, operator_token: str | None, owner_tokens: Mapping[str, str]) -> None:
+        self._known: dict[str, Principal] = {
+            hash_token(token): Principal(owner, "owner", DEFAULT_TENANT)
+            for owner, token in owner_tokens.items()
+        }
+        if operator_token:
+            self._known[hash_token(operator_token)] = Principal("operator", "admin")
+
+    async def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise AuthError("a bearer token is required", code="unauthenticated")
+        found = self._known.get(hash_token(token))
+        if found is None:
+            raise AuthError("the bearer token is not valid", code="unauthenticated")
+        return found
 
 
 def _waived(entries: list[str]) -> list[str]:
@@ -291,55 +327,51 @@ def policy_router(
     overrides: GrantOverrides,
     *,
     engine: AsyncEngine,
-    operator_token: str | None,
+    operator_token: str | None = None,
     owner_tokens: Mapping[str, str] | None = None,
+    verifier: Verifier | None = None,
     sink: audit.JsonlSink | None = None,
 ) -> APIRouter:
-    """`owner_tokens`: owner name → token, for owners who may change their agents' grants
-    (none configured: only the operator token may)."""
+    """`verifier`: who calls (the brain's token store). Without one, only the fixed
+    `operator_token` (an admin) and `owner_tokens` (owner name → token, owners who may
+    change their own agents' grants) are known."""
     service = PolicyService(
         agents,
         toolbox,
         engine,
         ManualRuns(agents, toolbox, approvals, engine, sink),
-        operator_token_hashes(operator_token),
-        {hash_token(token): owner for owner, token in (owner_tokens or {}).items()},
         overrides,
         sink,
     )
-    return _routes(service)
+    if verifier is None:
+        verifier = StaticVerifier(operator_token, owner_tokens or {})
+    return _routes(service, verifier)
 
 
-def _routes(service: PolicyService) -> APIRouter:
+def _routes(service: PolicyService, verifier: Verifier) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["policy"])
+    who_dep = principal_dependency(verifier)
 
     @router.post("/policy/explain")
-    async def explain(body: ExplainBody) -> Explanation:
-        return await service.explain(body)
+    async def explain(body: ExplainBody, who: Principal = who_dep) -> Explanation:
+        return await service.explain(body, who)
 
     @router.get("/agents/{agent_id}/tool-catalog")
-    async def tool_catalog(agent_id: str) -> AgentCatalog:
-        return await service.catalog(agent_id)
+    async def tool_catalog(agent_id: str, who: Principal = who_dep) -> AgentCatalog:
+        return await service.catalog(agent_id, who)
 
     @router.put("/agents/{agent_id}/grants")
-    async def set_grants(
-        agent_id: str, body: GrantsBody, authorization: Annotated[str | None, Header()] = None
-    ) -> GrantsView:
-        who, owner = service.principal(authorization)
-        return await service.set_grants(agent_id, who, owner, body.grants)
+    async def set_grants(agent_id: str, body: GrantsBody, who: Principal = who_dep) -> GrantsView:
+        return await service.set_grants(agent_id, who, body.grants)
 
     @router.post("/tools/run", response_model=None)
-    async def run_tool(
-        body: ManualRunBody, authorization: Annotated[str | None, Header()] = None
-    ) -> Response:
-        check_bearer(authorization, service.admin_hashes)
+    async def run_tool(body: ManualRunBody, who: Principal = who_dep) -> Response:
+        """An operator's manual tool run, through the same gates as a model's call."""
+        who.require("policy.write", DEFAULT_TENANT)
         return await service.manual.run(body)
 
     @router.get("/audit/{run_id}")
-    async def verify_trail(
-        run_id: str, authorization: Annotated[str | None, Header()] = None
-    ) -> AuditReport:
-        check_bearer(authorization, service.admin_hashes)
-        return await service.audit_report(run_id)
+    async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
+        return await service.audit_report(run_id, who)
 
     return router

@@ -8,11 +8,13 @@ import logging
 import os
 import socket
 import uuid
+from base64 import b64decode
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from sqlalchemy.exc import DBAPIError
 
+from tether_brain.agents import DEFAULT_AGENT
 from tether_brain.approval import Decision, decision_problem
 from tether_brain.control import Control
 from tether_brain.loop import Loop
@@ -21,9 +23,11 @@ from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionKey
-from tether_common.errors import MessageError, TetherError
+from tether_common.errors import AuthError, MessageError, NotFoundError, TetherError
+from tether_common.identity import Action, Principal
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
+from tether_common.messages.outputs import MAX_INLINE_BYTES, GetOutput, OutputContent
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
     ChildEnded,
@@ -74,8 +78,53 @@ class RunManager:
 
     # ---- starting and advancing --------------------------------------------------
 
-    async def start(self, req: StartRun) -> RunAccepted:
+    # ---- who may: every client-facing method takes the caller's principal -----------
+
+    async def authorize(self, who: Principal, action: Action, run_id: str) -> None:
+        """`who` may take `action` on the run: 403 for a role that never may, 404 (as for
+        a missing run) for a run out of its reach. Checked on the stored row, whose tenant
+        and owner never change after the run is made."""
+        tenant, owner, agent = await self.store.belongs(run_id)
+        try:
+            who.require(action, tenant, owner, agent_owner=self._agent_owner(agent))
+        except NotFoundError:
+            # Word for word the answer for a run that does not exist.
+            raise NotFoundError(f"no run '{run_id}'") from None
+
+    def _agent_owner(self, agent: str | None) -> str | None:
+        try:
+            return self.loop.actor.agents.config(agent).owner
+        except NotFoundError:
+            return None
+
+    def check_use(self, who: Principal, req: StartRun) -> tuple[str, str | None]:
+        """The provider and model the run will use, if `who` may use them with the agent
+        and mode asked for (403 naming the first refused). A role below operator with no
+        agent, provider or model limit of its own gets the brain's configured ones (the
+        default agent, the configured provider and model): which agent acts and which
+        hosted provider is billed is configuration, never the caller's choice."""
+        who.require("runs.start")
         provider = req.provider or self.settings.provider
+        model = req.model or self.settings.model
+        config = self.loop.actor.agents.config(req.agent)  # 404 for an unknown agent
+        agent = req.agent or DEFAULT_AGENT
+        who.check_use(agent=agent, provider=provider, model=model, mode=req.mode)
+        if who.reach_of("runs.start") == "all" or who.role == "operator":
+            return provider, model
+        # Below operator, what the token does not list is the configured default (an
+        # owner may also use its own agents).
+        if who.agents is None and agent != DEFAULT_AGENT and config.owner != who.name:
+            raise AuthError(f"this token may not use the agent '{agent}'", code="forbidden")
+        if who.providers is None and provider != self.settings.provider:
+            raise AuthError(f"this token may not use the provider '{provider}'", code="forbidden")
+        if who.models is None and model != self.settings.model:
+            raise AuthError(f"this token may not use the model '{model}'", code="forbidden")
+        return provider, model
+
+    # ---- starting and advancing --------------------------------------------------
+
+    async def start(self, req: StartRun, who: Principal) -> RunAccepted:
+        provider, model = self.check_use(who, req)
         if req.max_tokens is not None and provider not in self.settings.usage_providers:
             raise MessageError(
                 f"max_tokens cannot be enforced: provider '{provider}' does not report token usage",
@@ -97,8 +146,8 @@ class RunManager:
         state = RunState(
             run_id=f"run_{uuid.uuid4().hex}",
             prompt=req.prompt,
-            provider=req.provider or self.settings.provider,
-            model=req.model or self.settings.model,
+            provider=provider,
+            model=model,
             limits=Limits(
                 max_steps=min(req.max_steps or self.settings.max_steps, self.settings.step_ceiling),
                 max_tool_calls=req.max_tool_calls,
@@ -110,6 +159,8 @@ class RunManager:
             updated_at=now,
             options=options,
             fence=1,
+            tenant=who.tenant,
+            owner=who.name,
         )
         await self.store.create(state, owner=self.owner, lease_s=self.settings.lease_s)
         runs_started.add(1, {"provider": state.provider})
@@ -169,7 +220,8 @@ class RunManager:
 
     # ---- reading and steering ----------------------------------------------------
 
-    async def get(self, run_id: str) -> RunView:
+    async def get(self, run_id: str, who: Principal) -> RunView:
+        await self.authorize(who, "runs.read", run_id)
         state = await self.store.load(run_id)
         return RunView(
             run_id=state.run_id,
@@ -183,17 +235,35 @@ class RunManager:
             usage=state.usage,
             parent_id=state.parent_id,
             depth=state.depth,
+            tenant=state.tenant,
+            owner=state.owner,
             created_at=state.created_at,
             updated_at=state.updated_at,
         )
 
-    async def list_runs(self, req: ListRuns) -> RunList:
+    async def list_runs(self, req: ListRuns, who: Principal) -> RunList:
+        """The runs within `who`'s reach (the filter is in the query: a page is never
+        short because of rows the caller may not see)."""
+        scope = who.reach("runs.read")
+        owned: list[str] = []
+        if scope.owner is not None:
+            configs = self.loop.actor.agents.configs
+            owned = [agent for agent, c in configs.items() if c.owner == who.name]
         rows = await self.store.listing(
-            status=req.status, parent_id=req.parent_id, before=req.before, limit=req.limit
+            status=req.status,
+            parent_id=req.parent_id,
+            before=req.before,
+            limit=req.limit,
+            scope=scope,
+            owned_agents=owned,
         )
         return RunList(runs=[RunSummary.model_validate(row, from_attributes=True) for row in rows])
 
-    async def stop(self, req: StopRun) -> RunAccepted:
+    async def stop(self, req: StopRun, who: Principal) -> RunAccepted:
+        await self.authorize(who, "runs.stop", req.run_id)
+        return await self._stop(req)
+
+    async def _stop(self, req: StopRun) -> RunAccepted:
         """Durable request (any replica that holds or later adopts the run sees it), and a
         broadcast so the holder stops at its next boundary, cancelling a model stream.
         A parked run is ended here; every descendant is stopped too."""
@@ -201,7 +271,7 @@ class RunManager:
         if status in TERMINAL_STATUSES:
             return RunAccepted(run_id=req.run_id, status=status)
         for child_id in await self.store.live_children(req.run_id):
-            await self.stop(StopRun(run_id=child_id))
+            await self._stop(StopRun(run_id=child_id))
         if status in (
             "awaiting_approval",
             "awaiting_agents",
@@ -283,12 +353,35 @@ class RunManager:
         if stored is not None and decision_problem(self.decision_key, state, stored) is None:
             await self.on_decision(stored)
 
-    async def queue_message(self, req: QueueMessage) -> RunAccepted:
+    async def queue_message(self, req: QueueMessage, who: Principal) -> RunAccepted:
+        await self.authorize(who, "runs.message", req.run_id)
         status = await self.store.queue_message(req.run_id, req.text)
         return RunAccepted(run_id=req.run_id, status=status)
 
+    async def read_output(self, run_id: str, ref: str, offset: int) -> OutputContent:
+        """One page of an output `run_id` made (the caller has authorised the run)."""
+        query = GetOutput(ref=ref, run_id=run_id, offset=offset, limit=MAX_INLINE_BYTES)
+        return await self.bus.request(self.bus.subjects.output_get, query, timeout=30.0)
+
+    async def output_bytes(
+        self, run_id: str, ref: str, first: OutputContent
+    ) -> AsyncIterator[bytes]:
+        """The output's bytes, page by page from `first` on."""
+        page = first
+        while True:
+            data = page.content.encode() if page.encoding == "utf-8" else b64decode(page.content)
+            yield data
+            if page.eof or not data:
+                return
+            page = await self.read_output(run_id, ref, page.offset + len(data))
+
+    async def follow(self, run_id: str, who: Principal) -> None:
+        """Before a stream of the run's events starts: `who` may read the run."""
+        await self.authorize(who, "runs.read", run_id)
+
     async def events(self, run_id: str, after: int) -> AsyncIterator[RunEvent]:
-        """The run's events after `after`, live until `run.end`."""
+        """The run's events after `after`, live until `run.end` (the caller has passed
+        `follow` first)."""
         async for data in self.bus.replay(self.bus.subjects.run_events(run_id)):
             if data is None:
                 status, _ = await self.store.status(run_id)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tether_common.messages.gateway import CallRecord, ChatMessage
+from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
 
 EntryKind = Literal["message", "step", "event"]
@@ -91,6 +92,9 @@ class RunState:
     audit_head: str | None = None
     parent_id: str | None = None
     depth: int = 0
+    # Who the run belongs to (its principal's tenant and name); a sub-agent inherits both.
+    tenant: str = DEFAULT_TENANT
+    owner: str | None = None
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
     unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus

@@ -8,7 +8,7 @@ Leases use the database clock (`now()`), so replicas need not agree on time.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     func,
+    or_,
     select,
     text,
     update,
@@ -36,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from tether_brain.state import Counters, Limits, RunState
 from tether_common import audit
 from tether_common.errors import ConflictError, NotFoundError
+from tether_common.identity import RowFilter
 from tether_common.messages.runs import TERMINAL_STATUSES, Usage
 
 metadata = MetaData()
@@ -73,6 +75,9 @@ runs = Table(
     Column("parent_id", String(64), index=True),
     Column("audit_head", String(64)),
     Column("depth", Integer, nullable=False, server_default="0"),
+    # Whose run: its principal's tenant and name (migration 0007); sub-agents inherit both.
+    Column("tenant", String(200), nullable=False, server_default="default"),
+    Column("owner", String(200)),
 )
 
 journal = Table(
@@ -97,6 +102,7 @@ inbox = Table(
 )
 
 LIVE = ("queued", "running")
+EVERY_RUN = RowFilter(None, None)
 LISTED_PROMPT_CHARS = 200
 
 AUDIT_COLUMNS = ("seq", "event", "data", "prev_digest", "nonce", "ts", "digest")
@@ -175,6 +181,8 @@ def _state(row: Any) -> RunState:
         audit_head=row.audit_head,
         parent_id=row.parent_id,
         depth=row.depth,
+        tenant=row.tenant,
+        owner=row.owner,
         active_seconds=row.active_seconds,
         options=row.options,
         counters=Counters.from_json(row.counters),
@@ -207,6 +215,8 @@ class RunStore:
             "created_at": state.created_at,
             "parent_id": state.parent_id,
             "depth": state.depth,
+            "tenant": state.tenant,
+            "owner": state.owner,
             "lease_owner": owner,
             "lease_expires_at": func.now() + timedelta(seconds=lease_s),
         }
@@ -324,9 +334,18 @@ class RunStore:
             return str(row.status)
 
     async def listing(
-        self, *, status: str | None, parent_id: str | None, before: datetime | None, limit: int
+        self,
+        *,
+        status: str | None,
+        parent_id: str | None,
+        before: datetime | None,
+        limit: int,
+        scope: RowFilter = EVERY_RUN,
+        owned_agents: Sequence[str] = (),
     ) -> list[Any]:
-        """Run rows for a listing, newest first (the `created_at` index)."""
+        """Run rows for a listing, newest first (the `created_at` index), within `scope`:
+        its tenant, and (when it names an owner) the runs that owner started or whose
+        agent (`options.agent`) is one of `owned_agents`."""
         query = select(
             runs.c.run_id,
             runs.c.status,
@@ -338,7 +357,16 @@ class RunStore:
             runs.c.parent_id,
             runs.c.created_at,
             runs.c.updated_at,
+            runs.c.tenant,
+            runs.c.owner,
         )
+        if scope.tenant is not None:
+            query = query.where(runs.c.tenant == scope.tenant)
+        if scope.owner is not None:
+            mine = runs.c.owner == scope.owner
+            if owned_agents:
+                mine = or_(mine, runs.c.options["agent"].astext.in_(list(owned_agents)))
+            query = query.where(mine)
         if status is not None:
             query = query.where(runs.c.status == status)
         if parent_id is not None:
@@ -363,6 +391,21 @@ class RunStore:
             for kind, data in entries:
                 state.replay(kind, data)
         return state
+
+    async def belongs(self, run_id: str) -> tuple[str, str | None, str | None]:
+        """(tenant, owner, agent) of a run, for an authorisation check before anything
+        else is read (`not_found` when there is no such run)."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(runs.c.tenant, runs.c.owner, runs.c.options["agent"].astext).where(
+                        runs.c.run_id == run_id
+                    )
+                )
+            ).first()
+        if row is None:
+            raise NotFoundError(f"no run '{run_id}'")
+        return str(row[0]), row[1], row[2]
 
     async def status(self, run_id: str) -> tuple[str, bool]:
         async with self.engine.connect() as conn:

@@ -148,6 +148,8 @@ class Children:
             fence=1,
             parent_id=parent.run_id,
             depth=depth,
+            tenant=parent.tenant,
+            owner=parent.owner,
             counters=Counters(tainted=parent.counters.tainted),
         )
 

@@ -1,25 +1,36 @@
-"""The operator's HTTP download of a whole output (bearer token), streamed chunk by chunk."""
+"""The HTTP download of a whole output, streamed chunk by chunk, for a principal whose
+`outputs.read` reaches every run (an admin).
+
+Outputs follow their runs, and this service does not know whose run made an output:
+anyone else downloads through the brain (`GET /v1/runs/{run_id}/outputs/{ref}`), which
+checks the run first. Here such a caller gets 404, as for an output that does not exist."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from tether_common.http import PathId, check_bearer
+from tether_common.errors import NotFoundError
+from tether_common.http import PathId
+from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_output_store.store import OutputStore
 
 
-def outputs_router(store: OutputStore, token_hashes: frozenset[str]) -> APIRouter:
+def outputs_router(store: OutputStore, verifier: Verifier) -> APIRouter:
     router = APIRouter(prefix="/v1/outputs", tags=["outputs"])
+    who_dep = principal_dependency(verifier)
 
     @router.get("/{ref}")
-    async def download(
-        ref: PathId, authorization: str | None = Header(default=None)
-    ) -> StreamingResponse:
-        check_bearer(authorization, token_hashes)
+    async def download(ref: PathId, who: Principal = who_dep) -> StreamingResponse:
+        who.require("outputs.read")
+        if who.reach_of("outputs.read") != "all":
+            raise NotFoundError(
+                f"no output '{ref}' here: download it through the brain, "
+                "GET /v1/runs/<run_id>/outputs/<ref>"
+            )
         stored = await store.describe(ref, None)
 
         async def body() -> AsyncIterator[bytes]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from tether_common.http import operator_token_hashes
+from tether_common.identity import TokenStore
 from tether_common.objects import BlobBucket
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -78,5 +78,7 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
         title="Tether output-store",
         on_start=on_start,
         on_stop=on_stop,
-        routers=[outputs_router(store, operator_token_hashes(common.operator_token))],
+        routers=[
+            outputs_router(store, TokenStore(service.engine, operator_token=common.operator_token))
+        ],
     )

@@ -113,6 +113,8 @@ class RunView(WireModel):
     usage: Usage = Field(default_factory=Usage)
     parent_id: str | None = None
     depth: int = 0
+    tenant: str | None = None  # whose run: its principal's tenant and name
+    owner: str | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -137,6 +139,8 @@ class RunSummary(WireModel):
     model: str | None = None
     step: int
     parent_id: str | None = None
+    tenant: str | None = None  # whose run: its principal's tenant and name
+    owner: str | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -11,7 +11,7 @@ from typing import Any
 from tether_brain.skills.model import Skill
 from tether_common.messages.gateway import CallRecord, ChatMessage, OfferedToolSpec
 from tether_common.messages.tools import ToolDescriptor, ToolResult
-from tether_common.skills import INVOKE_CHAR_CAP
+from tether_common.skills import INVOKE_CHAR_CAP, MAX_NAME_CHARS
 
 MAX_INVOKED = 3
 ONLY_SKILL_PROMPT = "Follow the skill."
@@ -98,8 +98,10 @@ def load_skill_spec(names: Sequence[str]) -> OfferedToolSpec:
     return OfferedToolSpec(name=LOAD_SKILL, description=_DESCRIPTION, parameters=_schema(names))
 
 
-def load_skill_descriptor(names: Sequence[str]) -> ToolDescriptor:
-    """`load_skill` for the gates: a read of the brain's own data, safe to repeat."""
+def load_skill_descriptor(names: Sequence[str] | None) -> ToolDescriptor:
+    """`load_skill` for the gates: a read of the brain's own data, safe to repeat. With
+    `names` None the name is any skill name: the descriptor is shared by every run, and
+    which skills a run may load depends on its tenant (checked by `load_skill`)."""
     return ToolDescriptor(
         name=LOAD_SKILL,
         description=_DESCRIPTION,
@@ -117,10 +119,13 @@ _DESCRIPTION = (
 )
 
 
-def _schema(names: Sequence[str]) -> dict[str, Any]:
+def _schema(names: Sequence[str] | None) -> dict[str, Any]:
+    name: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+    if names is not None:
+        name = {"type": "string", "enum": sorted(names)}
     return {
         "type": "object",
-        "properties": {"name": {"type": "string", "enum": sorted(names)}},
+        "properties": {"name": name},
         "required": ["name"],
         "additionalProperties": False,
     }

@@ -18,10 +18,19 @@ class Skill:
     description: str
     body: str
     folder: Path
+    # Whose: None for a global skill (every tenant reads it, only admins write it), else
+    # the one tenant whose runs and operators see it.
+    tenant: str | None = None
 
     @classmethod
-    def from_document(cls, doc: SkillDocument, folder: Path) -> Skill:
-        return cls(name=doc.name, description=doc.description.strip(), body=doc.body, folder=folder)
+    def from_document(cls, doc: SkillDocument, folder: Path, tenant: str | None = None) -> Skill:
+        return cls(
+            name=doc.name,
+            description=doc.description.strip(),
+            body=doc.body,
+            folder=folder,
+            tenant=tenant,
+        )
 
     def index_line(self) -> str:
         """The skill's one line in the system prompt's index."""

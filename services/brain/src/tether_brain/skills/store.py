@@ -1,10 +1,16 @@
 """Skills on disk: found in configured folders, created, read, listed and deleted
-through their files (one folder per skill, holding `SKILL.md`)."""
+through their files (one folder per skill, holding `SKILL.md`).
+
+Scopes: a skill is global (found directly in a configured folder: every tenant reads it)
+or a tenant's (kept under `<writable>/.tenants/<tenant>/`, a hidden folder the global
+scan never enters: only that tenant sees it). A tenant's view is the global skills, then
+its own; a name is unique within a view."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,18 +38,35 @@ def default_skill_folders(project: Path | None = None) -> list[Path]:
     return folders + ([project] if project is not None else [])
 
 
+TENANTS_DIR = ".tenants"
+# A tenant is a path component here: the identity model's ID pattern without dots.
+_TENANT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_:@-]{0,199}$")
+
+
 class SkillStore(Protocol):
-    """What the API and the loop need from wherever skills live."""
+    """What the API and the loop need from wherever skills live. `tenant` None is the
+    global scope; a tenant's view includes the global skills."""
 
-    def skills(self) -> list[Skill]: ...
+    def skills(self, tenant: str | None = None) -> list[Skill]: ...
 
-    def by_name(self) -> dict[str, Skill]: ...
+    def by_name(self, tenant: str | None = None) -> dict[str, Skill]: ...
 
-    def get(self, name: str) -> Skill: ...
+    def every_tenant(self) -> dict[str, dict[str, Skill]]: ...
 
-    def create(self, name: str, description: str, body: str) -> Skill: ...
+    def get(self, name: str, tenant: str | None = None) -> Skill: ...
 
-    def delete(self, name: str) -> None: ...
+    def create(
+        self, name: str, description: str, body: str, tenant: str | None = None
+    ) -> Skill: ...
+
+    def delete(self, name: str, tenant: str | None = None) -> None: ...
+
+
+def check_tenant(tenant: str) -> str:
+    """A tenant name safe as one path component (never `..`, a slash or hidden)."""
+    if not _TENANT.fullmatch(tenant):
+        raise MessageError(f"not a tenant name: {tenant[:80]!r}", code="invalid_request")
+    return tenant
 
 
 class FolderSkillStore:
@@ -58,10 +81,15 @@ class FolderSkillStore:
     def _first(self) -> Path | None:
         return self.folders[0] if self.folders else None
 
-    def skills(self) -> list[Skill]:
-        return sorted(self.by_name().values(), key=lambda s: s.name)
+    def _tenant_root(self, tenant: str) -> Path | None:
+        if self.writable is None:
+            return None
+        return self.writable / TENANTS_DIR / check_tenant(tenant)
 
-    def by_name(self) -> dict[str, Skill]:
+    def skills(self, tenant: str | None = None) -> list[Skill]:
+        return sorted(self.by_name(tenant).values(), key=lambda s: s.name)
+
+    def _globals(self) -> dict[str, Skill]:
         found: dict[str, Skill] = {}
         for root in self.folders:
             if not root.is_dir():
@@ -72,21 +100,57 @@ class FolderSkillStore:
                     found.setdefault(skill.name, skill)
         return found
 
-    def get(self, name: str) -> Skill:
-        check_name(name)
-        for root in self.folders:
-            skill = _read(root / name)
+    def _own(self, tenant: str) -> dict[str, Skill]:
+        root = self._tenant_root(tenant)
+        if root is None or not root.is_dir() or root.is_symlink():
+            return {}
+        found: dict[str, Skill] = {}
+        for folder in skill_folders(root):
+            skill = _read(folder, tenant)
             if skill is not None:
-                return skill
-        raise NotFoundError(f"no skill named {name!r}")
+                found[skill.name] = skill
+        return found
 
-    def create(self, name: str, description: str, body: str) -> Skill:
-        """Write a new skill after the validator's checks; errors are refused, warnings
-        are not (they are heuristics)."""
+    def by_name(self, tenant: str | None = None) -> dict[str, Skill]:
+        """The skills `tenant` sees (None: the global ones only); a global name wins."""
+        found = self._globals()
+        if tenant is not None:
+            for name, skill in self._own(tenant).items():
+                found.setdefault(name, skill)
+        return found
+
+    def every_tenant(self) -> dict[str, dict[str, Skill]]:
+        """Each tenant's own skills (not the global ones), for an admin's listing."""
+        root = self.writable / TENANTS_DIR if self.writable is not None else None
+        if root is None or not root.is_dir():
+            return {}
+        return {
+            folder.name: own
+            for folder in sorted(root.iterdir())
+            if folder.is_dir()
+            and _TENANT.fullmatch(folder.name)
+            and (own := self._own(folder.name))
+        }
+
+    def get(self, name: str, tenant: str | None = None) -> Skill:
         check_name(name)
-        if self.writable is None:
+        found = self.by_name(tenant).get(name)
+        if found is None:
+            raise NotFoundError(f"no skill named {name!r}")
+        return found
+
+    def create(self, name: str, description: str, body: str, tenant: str | None = None) -> Skill:
+        """Write a new skill in `tenant`'s scope (None: global) after the validator's
+        checks; errors are refused, warnings are not (they are heuristics)."""
+        check_name(name)
+        target = self.writable if tenant is None else self._tenant_root(tenant)
+        if target is None:
             raise ConflictError("no skill folder is configured for writing", code="read_only")
-        existing = self.by_name()
+        existing = self.by_name(tenant)
+        if tenant is None:  # a new global skill is seen by every tenant: no clash anywhere
+            for own in self.every_tenant().values():
+                for other, skill in own.items():
+                    existing.setdefault(other, skill)
         if name in existing:
             raise ConflictError(f"a skill named {name!r} already exists", code="skill_exists")
         doc = SkillDocument(name=name, description=description.strip(), body=body)
@@ -95,11 +159,11 @@ class FolderSkillStore:
         problems += [p for other in others for p in check_collisions([doc, other])]
         if errors := [p for p in problems if p.severity == "error"]:
             raise MessageError("; ".join(p.message for p in errors), code="skill_invalid")
-        return self._write(doc)
+        return self._write(doc, target, tenant)
 
-    def _write(self, doc: SkillDocument) -> Skill:
-        assert self.writable is not None
-        folder = self.writable / doc.name
+    def _write(self, doc: SkillDocument, target: Path, tenant: str | None) -> Skill:
+        folder = target / doc.name
+        target.mkdir(parents=True, exist_ok=True)
         try:
             folder.mkdir(parents=True, exist_ok=False)
         except FileExistsError:  # a concurrent create, or a folder that is not a skill
@@ -108,12 +172,15 @@ class FolderSkillStore:
         partial = folder / (SKILL_FILE + ".partial")
         partial.write_text(render_skill(doc.name, doc.description, doc.body), encoding="utf-8")
         os.replace(partial, folder / SKILL_FILE)
-        log.info("skill %s created in %s", doc.name, self.writable)
-        return Skill.from_document(doc, folder)
+        log.info("skill %s created in %s", doc.name, target)
+        return Skill.from_document(doc, folder, tenant)
 
-    def delete(self, name: str) -> None:
-        skill = self.get(name)
-        folder = self.writable / name if self.writable is not None else None
+    def delete(self, name: str, tenant: str | None = None) -> None:
+        """Delete `name` from `tenant`'s own scope (None: the writable global folder);
+        a skill seen there but kept elsewhere (shipped, global) is `read_only`."""
+        skill = self.get(name, tenant)
+        target = self.writable if tenant is None else self._tenant_root(tenant)
+        folder = target / name if target is not None else None
         if folder is None or skill.folder != folder:
             message = f"skill {name!r} lives in {skill.folder.parent}, which is read-only here"
             raise ConflictError(message, code="read_only")
@@ -121,10 +188,10 @@ class FolderSkillStore:
             folder.unlink()  # remove the link, never what it points to
         else:
             shutil.rmtree(folder)
-        log.info("skill %s deleted from %s", name, self.writable)
+        log.info("skill %s deleted from %s", name, target)
 
 
-def _read(folder: Path) -> Skill | None:
+def _read(folder: Path, tenant: str | None = None) -> Skill | None:
     """The skill in `folder`, or None when it is missing or unusable (logged)."""
     path = folder / SKILL_FILE
     if not path.is_file():
@@ -138,7 +205,7 @@ def _read(folder: Path) -> Skill | None:
     if doc.name != folder.name:
         log.warning("skill in %s skipped: its name is %r", folder, doc.name)
         return None
-    return Skill.from_document(doc, folder)
+    return Skill.from_document(doc, folder, tenant)
 
 
 def _document(skill: Skill) -> SkillDocument:
