@@ -4,11 +4,12 @@ checked on a folder laid out like a v2 group, since this host has no v2 controll
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from tether_tools_runner.sandbox.cgroups import CallGroup, Hierarchy, hierarchy
+from tether_tools_runner.sandbox.cgroups import CallGroup, Hierarchy, _sweep, hierarchy
 
 
 def test_v1_groups_carry_the_limits_and_are_removed() -> None:
@@ -43,3 +44,16 @@ def test_v2_file_protocol(tmp_path: Path) -> None:
     assert (group.oom_kills(), group.fork_refusals()) == (2, 3)
     group.kill_all()
     assert (leaf / "cgroup.kill").read_text() == "1"
+
+
+def test_groups_of_dead_runners_are_swept(tmp_path: Path) -> None:
+    dead = tmp_path / "tether-runner-999999999"  # no such pid
+    (dead / "leftover-call").mkdir(parents=True)
+    alive = tmp_path / f"tether-runner-{os.getpid()}"
+    alive.mkdir()
+    other = tmp_path / "someone-else"
+    other.mkdir()
+    _sweep(tmp_path)
+    assert not dead.exists()
+    assert alive.exists()
+    assert other.exists()

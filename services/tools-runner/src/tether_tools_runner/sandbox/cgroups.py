@@ -49,6 +49,21 @@ def _enable_v2(group: Path) -> bool:
     return all(c in enabled for c in _CONTROLLERS)
 
 
+def _sweep(parent: Path) -> None:
+    """Remove the empty groups of runners that died without their shutdown (SIGKILL),
+    so they do not pile up; a group still holding a process stays."""
+    with contextlib.suppress(OSError):
+        for stale in parent.glob("tether-runner-*"):
+            pid = stale.name.removeprefix("tether-runner-")
+            if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                for leaf in stale.iterdir():
+                    if leaf.is_dir():
+                        leaf.rmdir()
+                stale.rmdir()
+
+
 @functools.cache
 def hierarchy() -> Hierarchy | None:
     """This runner's place for call groups, made on first use; None when there is none
@@ -61,6 +76,7 @@ def hierarchy() -> Hierarchy | None:
         if all((ROOT / c).is_dir() and c in own for c in _CONTROLLERS):
             bases = {c: ROOT / c / own[c].lstrip("/") / name for c in _CONTROLLERS}
             for base in bases.values():
+                _sweep(base.parent)
                 base.mkdir(exist_ok=True)
             return Hierarchy(1, bases)
         if (ROOT / "cgroup.controllers").exists() and "" in own:
@@ -68,6 +84,7 @@ def hierarchy() -> Hierarchy | None:
             base = mine / name
             if not _enable_v2(mine):
                 return None
+            _sweep(mine)
             base.mkdir(exist_ok=True)
             return Hierarchy(2, dict.fromkeys(_CONTROLLERS, base)) if _enable_v2(base) else None
     except OSError:
