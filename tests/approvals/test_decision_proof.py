@@ -125,14 +125,19 @@ async def finish(stack: Supervisor, run_id: str) -> tuple[str, list[RunEvent]]:
         return (await client.get_run(run_id)).status, events
 
 
-async def genuine_decision(
-    stack: Supervisor, scripts: Path, db: asyncpg.Connection
-) -> asyncpg.Record:
+@pytest.fixture(scope="module")
+async def genuine(stack: Supervisor, scripts_dir: Path, database_url: str) -> asyncpg.Record:
     """A decision the approvals service really made (about another run), as stored."""
-    run_id, asked = await park(stack, scripts)
+    run_id, asked = await park(stack, scripts_dir)
     assert (await decide(stack, asked["approval_id"], "deny")).status_code == 200
     await finish(stack, run_id)
-    row = await db.fetchrow("SELECT * FROM approvals WHERE approval_id = $1", asked["approval_id"])
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", "", 1))
+    try:
+        row = await conn.fetchrow(
+            "SELECT * FROM approvals WHERE approval_id = $1", asked["approval_id"]
+        )
+    finally:
+        await conn.close()
     assert row is not None
     assert str(row["proof"]).startswith("v1:")
     return row
@@ -150,9 +155,12 @@ async def test_a_connection_without_the_password_is_refused(database_url: str) -
 
 
 async def test_an_approval_row_forged_in_the_database_never_runs_the_call(
-    stack: Supervisor, scripts_dir: Path, db: asyncpg.Connection, attacker_bus: Bus
+    stack: Supervisor,
+    scripts_dir: Path,
+    db: asyncpg.Connection,
+    attacker_bus: Bus,
+    genuine: asyncpg.Record,
 ) -> None:
-    genuine = await genuine_decision(stack, scripts_dir, db)
     forged_rows = [
         ("allow_once", None),  # no proof at all
         ("allow_run", ""),
@@ -160,8 +168,8 @@ async def test_an_approval_row_forged_in_the_database_never_runs_the_call(
         ("allow_once", genuine["proof"]),  # copied from a genuine decision
         ("deny", genuine["proof"]),  # even the genuine decision's own value
     ]
-    for decision, proof in forged_rows:
-        run_id, asked = await park(stack, scripts_dir)
+    parked = await asyncio.gather(*(park(stack, scripts_dir) for _ in forged_rows))
+    for (decision, proof), (run_id, asked) in zip(forged_rows, parked, strict=True):
         approval_id = asked["approval_id"]
         await db.execute(
             "UPDATE approvals SET status = 'granted', decision = $2, decided_by = 'mallory',"
@@ -193,9 +201,12 @@ async def test_an_approval_row_forged_in_the_database_never_runs_the_call(
 
 
 async def test_forged_decision_messages_are_refused_and_a_genuine_one_still_resumes(
-    stack: Supervisor, scripts_dir: Path, db: asyncpg.Connection, attacker_bus: Bus
+    stack: Supervisor,
+    scripts_dir: Path,
+    db: asyncpg.Connection,
+    attacker_bus: Bus,
+    genuine: asyncpg.Record,
 ) -> None:
-    genuine = await genuine_decision(stack, scripts_dir, db)
     run_id, asked = await park(stack, scripts_dir)
     approval_id = asked["approval_id"]
     digest = await db.fetchval(
@@ -270,12 +281,13 @@ async def test_forged_decision_messages_are_refused_and_a_genuine_one_still_resu
 
 
 async def test_no_service_logs_the_database_password(
-    stack: Supervisor, database_url: str, scripts_dir: Path, db: asyncpg.Connection
+    stack: Supervisor, database_url: str, genuine: asyncpg.Record
 ) -> None:
-    """The URL handed to every service carries the password; no log line repeats it."""
+    """The URL handed to every service carries the password; no log line repeats it
+    (after a whole run, decided and ended: `genuine`)."""
     password = database_url.split("://", 1)[1].split("@", 1)[0].partition(":")[2]
     assert password
-    await genuine_decision(stack, scripts_dir, db)  # something for the services to log
+    assert genuine["run_id"]
     assert stack.log_dir is not None
     logs = sorted(stack.log_dir.glob("*.log"))
     assert logs
