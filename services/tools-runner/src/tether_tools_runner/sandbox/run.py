@@ -46,6 +46,7 @@ _CODE_RUNNING = {
 # HOME lives in the call's private tmpfs: nothing the model wrote into the workspace is
 # read as a user's config (`.gitconfig`, `.bashrc`, `.config/...`), and it vanishes.
 SANDBOX_HOME = "/tmp/home"
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Git keys that run programs, forced through GIT_CONFIG_COUNT: that is the highest
 # precedence, above a `.git/config` the command may have written. Programs selected by
 # `.gitattributes` drivers (textconv, filters) cannot be pinned this way; they still
@@ -145,7 +146,9 @@ def scrubbed_env(
         PAGER="cat",
         **git_env(),
     )
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    # Fixed, never the runner's: a read-only command is only as safe as the program its
+    # name finds, and nothing on this PATH is writable from the sandbox.
+    env["PATH"] = SANDBOX_PATH
     return env
 
 
