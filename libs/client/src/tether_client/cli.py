@@ -1,5 +1,5 @@
 """The `tether` command line: up, run, runs list|follow|show|stop, tools list, skills, approvals,
-audit verify, policy explain, tokens create|list|revoke."""
+audit verify, policy explain, tokens create|list|revoke, agents list|show|apply|delete."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import sys
 from typing import get_args
 
+from tether_client.agents_cli import add_subcommands as add_agents_commands
 from tether_client.client import DEFAULT_API_URL, TetherClient
 from tether_client.ops_cli import add_subcommands as add_ops_commands
 from tether_client.ops_cli import add_tools_run, client_token, offer_approval
@@ -138,6 +139,7 @@ def parser() -> argparse.ArgumentParser:
     add_skills_commands(sub, api_url)
     add_ops_commands(sub, api_url)
     add_tokens_commands(sub, api_url)
+    add_agents_commands(sub, api_url)
     tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
         dest="action", required=True
     )

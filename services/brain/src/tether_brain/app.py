@@ -10,10 +10,11 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from tether_brain.acting import Actor
+from tether_brain.agent_store import AgentStore
 from tether_brain.agents import Agents
+from tether_brain.agents_api import agents_router
 from tether_brain.api import runs_router
 from tether_brain.approval import ApprovalClient
-from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
@@ -65,7 +66,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         guardrails=settings.guardrails,
         allowlist=settings.allowlist,
     )
-    overrides = GrantOverrides(service.engine, agents, bus, refresh_s=settings.grants_refresh_s)
+    # Agents and policy as stored resources; the settings above only seed them.
+    overrides = AgentStore(service.engine, agents, bus, refresh_s=settings.grants_refresh_s)
     approvals = ApprovalClient(bus, expiry_s=settings.approval_expiry_s)
     actor = Actor(
         toolbox, agents, max_calls_per_step=settings.max_calls_per_step, tree_of=store.children
@@ -104,6 +106,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
 
     async def on_start() -> None:
         # Before serving: no run may be gated on grants a change has already replaced.
+        await overrides.seed()
         await overrides.load()
         await serve_verify(bus, identity)
         await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
@@ -137,6 +140,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         routers=[
             runs_router(manager, toolbox, identity),
             tokens_router(identity),
+            agents_router(overrides, identity),
             skills_router(skills.store, identity),
             policy_router(
                 agents,

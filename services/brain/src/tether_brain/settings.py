@@ -68,8 +68,10 @@ class BrainSettings(HttpSettings):
         description='per model or provider: {"input": $, "output": $} per million tokens',
     )
     approval_expiry_s: float = Field(default=180.0, gt=0, le=7 * 86400)
-    # How stale a replica's grants may be if it missed a change's broadcast.
-    grants_refresh_s: float = Field(default=10.0, gt=0)
+    # How stale a replica's agents and policy may be if it missed a change's broadcast.
+    grants_refresh_s: float = Field(default=5.0, gt=0)
+    # The next three only SEED the stored agents and organisation policy (agent_store.py):
+    # written where missing, or while still unchanged through the API; never over a change.
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     guardrails: dict[str, Literal["confirm", "deny"]] = Field(
         default_factory=dict, description="organisation guardrails: tool id or glob → confirm|deny"
