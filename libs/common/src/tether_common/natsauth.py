@@ -75,6 +75,7 @@ class Role:
     # Service.start declares only the streams a service writes.
     manages_streams: bool = True
     hears: tuple[str, ...] = ()  # `Subjects` attributes it only subscribes to (live)
+    announces: tuple[str, ...] = ()  # `Subjects` attributes it only publishes to
     account: str = ACCOUNT
 
 
@@ -89,8 +90,14 @@ ROLES: dict[str, Role] = {
     # `identity`: served where the identity tables are, called by the services without.
     "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,), streamed_replies=True),
     "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS, QUEUE_IDENTITY)),
-    "approvals": Role(serves=(QUEUE_APPROVALS, QUEUE_IDENTITY), writes=(APPROVAL_DECISIONS,)),
+    "approvals": Role(
+        serves=(QUEUE_APPROVALS, QUEUE_IDENTITY),
+        writes=(APPROVAL_DECISIONS,),
+        announces=("approval_notices",),
+    ),
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
+    # An in-house notifier (chat bridge, pager): hears approval notices, nothing else.
+    "notifier": Role(hears=("approval_notices",), manages_streams=False),
     CLIENT_USER: Role(
         calls=(QUEUE_BRAIN,),
         hears=("run_events_all",),
@@ -197,7 +204,7 @@ def _queue_subjects(subjects: Subjects, queues: tuple[str, ...]) -> list[str]:
 
 def _publish_allow(subjects: Subjects, role: Role) -> list[str]:
     allow = _queue_subjects(subjects, role.calls)
-    allow += [getattr(subjects, name) for name in role.broadcasts]
+    allow += [getattr(subjects, name) for name in (*role.broadcasts, *role.announces)]
     for key in role.writes:
         allow += stream(subjects, key).subjects
     if role.reads or role.owns_output_bucket:
@@ -226,8 +233,10 @@ def _subscribe_allow(subjects: Subjects, user: str, role: Role) -> list[str]:
 def permissions(subjects: Subjects, user: str) -> dict[str, object]:
     """The nats-server `permissions` block for one user."""
     role = ROLES[user]
+    publish = _publish_allow(subjects, role)
     perms: dict[str, object] = {
-        "publish": {"allow": _publish_allow(subjects, role)},
+        # An empty allow list would let nats-server admit every subject: deny them all.
+        "publish": {"allow": publish} if publish else {"deny": [">"]},
         "subscribe": {"allow": _subscribe_allow(subjects, user, role)},
     }
     if role.serves:

@@ -167,6 +167,22 @@ class Subjects:
         )
 
     @property
+    def approval_withdraw(self) -> Route[approvals.WithdrawApproval, approvals.ApprovalView]:
+        return Route(
+            self._s("approvals", "withdraw"),
+            approvals.WithdrawApproval,
+            approvals.ApprovalView,
+            QUEUE_APPROVALS,
+        )
+
+    @property
+    def approval_notices(self) -> str:
+        """Broadcast (live, no stream): one `ApprovalNotice` per request left for a person
+        and per decision, expiry or withdrawal of one, for in-house notifiers. Sent from
+        the notice outbox, so at least once: dedupe by `notice_id`."""
+        return self._s("approvals", "notices")
+
+    @property
     def approval_decided(self) -> str:
         """JetStream: one `ApprovalDecided` per decision, automated ones and expiries too."""
         return self._s("approvals", "decided")
@@ -247,6 +263,7 @@ class Subjects:
             self.approval_decide,  # type: ignore[list-item]
             self.approval_consume,  # type: ignore[list-item]
             self.approval_presence,  # type: ignore[list-item]
+            self.approval_withdraw,  # type: ignore[list-item]
             self.output_put,  # type: ignore[list-item]
             self.output_get,  # type: ignore[list-item]
             self.output_begin,  # type: ignore[list-item]

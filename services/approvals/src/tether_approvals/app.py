@@ -1,5 +1,5 @@
 """Composition root of the approvals service: settings, bus, database, handlers, the
-operator API and console, and the expiry sweeper."""
+operator API and console, the webhooks API, the expiry sweeper and the notice sender."""
 
 from __future__ import annotations
 
@@ -16,16 +16,18 @@ from tether_approvals.auth import TokenStore
 from tether_approvals.console import console_router
 from tether_approvals.handlers import serve_bus
 from tether_approvals.lifecycle import Lifecycle
+from tether_approvals.outbox import Notices, Sender
 from tether_approvals.pending import PendingGauge
 from tether_approvals.presence import PresenceBoard
 from tether_approvals.rules import build_approvers
 from tether_approvals.settings import ApprovalSettings
 from tether_approvals.store import ApprovalStore
+from tether_approvals.webhooks import WebhookStore, webhooks_router
 from tether_common import audit
 from tether_common.background import FailureLog, every
 from tether_common.decisions import required_key
 from tether_common.identity import serve_verify, tokens_router
-from tether_common.messages.approvals import ApprovalDecided
+from tether_common.messages.approvals import ApprovalDecided, ApprovalNotice
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -69,6 +71,9 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         subject = service.subjects.approval_decided
         await service.bus.js_publish(subject, decided, msg_id=f"{decided.approval_id}:decided")
 
+    async def publish_notice(told: ApprovalNotice) -> None:
+        await service.bus.publish(service.subjects.approval_notices, told)
+
     store = ApprovalStore(service.engine)
     tokens = TokenStore(service.engine, operator_token=common.operator_token, sink=sink)
     board = PresenceBoard(service.engine, settings.presence_ttl_s)
@@ -79,7 +84,9 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         approvers=build_approvers(settings.rules, settings.approvers),
         sink=sink,
         key=required_key(common.decision_key),
+        notices=Notices(settings.link_base(), settings.webhooks),
     )
+    sender = Sender(service.engine, settings.webhooks, publish_notice)
     pending = PendingGauge(service.engine)
     sweeper: list[asyncio.Task[None]] = []
 
@@ -89,17 +96,20 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         sweeper.append(
             asyncio.create_task(sweep_forever(lifecycle, store, board, settings, pending))
         )
+        sweeper.append(asyncio.create_task(sender.run_forever()))
 
     async def on_stop() -> None:
         for task in sweeper:
             task.cancel()
             with suppress(asyncio.CancelledError):
                 await task
+        await sender.aclose()
 
     routers = [
         approvals_router(store, lifecycle, tokens, board),
         tokens_router(tokens),
         audit_router(service.engine, tokens),
+        webhooks_router(WebhookStore(service.engine, settings.webhooks), tokens),
         console_router(),
     ]
     return service.app(

@@ -1,6 +1,6 @@
 """The approvals service on the bus: thin handlers (decode → domain → encode).
 
-`create`, `list` (without a token), `consume` and `presence` are service calls: the bus
+`create`, `list` (without a token), `consume`, `presence` and `withdraw` are service calls: the bus
 itself is authenticated. `decide` is an operator's act and carries the operator's token,
 checked exactly as over HTTP.
 """
@@ -22,6 +22,7 @@ from tether_common.messages.approvals import (
     ListApprovals,
     Presence,
     PresenceQuery,
+    WithdrawApproval,
 )
 
 
@@ -51,8 +52,12 @@ async def serve_bus(
     async def presence(req: PresenceQuery) -> Presence:
         return Presence(approvers=await board.approvers(req.agent, req.owner))
 
+    async def withdraw(req: WithdrawApproval) -> ApprovalView:
+        return await lifecycle.withdraw(req)
+
     await bus.serve(subjects.approval_create, create)
     await bus.serve(subjects.approval_list, list_approvals)
     await bus.serve(subjects.approval_decide, decide)
     await bus.serve(subjects.approval_consume, consume)
     await bus.serve(subjects.approval_presence, presence)
+    await bus.serve(subjects.approval_withdraw, withdraw)

@@ -1,4 +1,5 @@
-"""The approval lifecycle: pending → granted / denied / expired → consumed.
+"""The approval lifecycle: pending → granted / denied / expired → consumed; pending →
+withdrawn when the run waiting on it is stopped.
 
 Each transition is one PostgreSQL transaction holding the row lock: the row, an operator
 event and an audit record change together. The decision is then put on JetStream
@@ -14,6 +15,9 @@ announced or spent, and the attempt goes to the run's trail.
 Deletes are never remembered: `allow_run` / `allow_chat` on a request whose scope or
 effect is `delete` is refused (422 `delete_not_remembered`) rather than silently
 downgraded, so the operator sees what was actually granted.
+
+People are told (tether_approvals.outbox): a request left for a person, and every later
+decision, expiry or withdrawal of one, writes its notices in the same transaction.
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.auth import Principal
+from tether_approvals.outbox import Notices
 from tether_approvals.rules import AutomatedApprover, first_answer
 from tether_approvals.store import add_event, locked_row, view
 from tether_approvals.tables import approvals
 from tether_approvals.trail import record, run_trail
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey
-from tether_common.errors import ConflictError, MessageError
+from tether_common.errors import ConflictError, MessageError, NotFoundError
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalView,
@@ -44,6 +49,7 @@ from tether_common.messages.approvals import (
     CreateApproval,
     Decision,
     EventKind,
+    WithdrawApproval,
 )
 from tether_common.metrics import approval_decision_duration, bus_errors
 
@@ -56,6 +62,7 @@ _REFUSED: dict[str, ConsumeOutcome] = {
     "denied": "approval_denied",
     "expired": "approval_expired",
     "consumed": "already_consumed",
+    "withdrawn": "approval_withdrawn",
 }
 # Outcome of spending a granted row whose proof does not verify (written outside).
 UNVERIFIED: ConsumeOutcome = "approval_unverified"
@@ -124,6 +131,7 @@ class Lifecycle:
         approvers: Sequence[AutomatedApprover] = (),
         sink: audit.JsonlSink | None = None,
         key: DecisionKey | None = None,
+        notices: Notices | None = None,
     ) -> None:
         self.engine = engine
         self.publish = publish
@@ -133,6 +141,7 @@ class Lifecycle:
         # Without a configured key (tests building a lifecycle alone) a random one: the
         # decisions are still signed, by a key no one else holds.
         self.key = key or DecisionKey.generate()
+        self.notices = notices
 
     def verified(self, item: Any) -> bool:
         """Does this decided row carry this service's proof of its decision?"""
@@ -144,13 +153,22 @@ class Lifecycle:
         return {"decision": decision, "decided_at": decided_at, "proof": self.key.sign(facts)}
 
     async def _transition(
-        self, conn: AsyncConnection, approval_id: str, kind: EventKind, event: str, **values: Any
+        self,
+        conn: AsyncConnection,
+        approval_id: str,
+        kind: EventKind,
+        event: str,
+        *,
+        notify: bool = True,
+        **values: Any,
     ) -> ApprovalView:
         stmt = update(approvals).where(approvals.c.approval_id == approval_id)
         row = (await conn.execute(stmt.values(**values).returning(approvals))).one()
         item = view(row)
         await add_event(conn, kind, item, datetime.now(UTC))
         await record(conn, run_trail(item.run_id), event, _audit_data(item), self.sink)
+        if notify and self.notices is not None:
+            await self.notices.record(conn, kind, item)
         return item
 
     async def announce(self, item: ApprovalView) -> None:
@@ -185,6 +203,8 @@ class Lifecycle:
             await add_event(conn, "created", item, now)
             if answer != "no_opinion":
                 item = await self._settle(conn, item, answer, identity, None, auto=True)
+            elif self.notices is not None:
+                await self.notices.record(conn, "created", item)
         if item.decision is not None:
             await self.announce(item)
         return item
@@ -207,6 +227,8 @@ class Lifecycle:
             row.approval_id,
             "decided",
             event,
+            # Nobody was asked about an automated answer, so nobody is told of it.
+            notify=not auto,
             status=status,
             note=note,
             decided_by=by,
@@ -260,7 +282,7 @@ class Lifecycle:
             if row.status == "pending" and row.expires_at <= datetime.now(UTC):
                 item = await self._expire(conn, row)
             elif row.status != "pending":
-                code = "expired" if row.status == "expired" else "already_decided"
+                code = row.status if row.status in ("expired", "withdrawn") else "already_decided"
                 raise ConflictError(f"approval '{approval_id}' is {row.status}", code=code)
             elif decision in ("allow_run", "allow_chat") and _is_delete(row):
                 raise MessageError(
@@ -301,6 +323,27 @@ class Lifecycle:
             observe_decision(expired)
             await self.announce(expired)
         return ConsumeResult(approval_id=req.approval_id, outcome=outcome, approval=item)
+
+    async def withdraw(self, req: WithdrawApproval) -> ApprovalView:
+        """The run waiting on this request was stopped: a pending request becomes
+        `withdrawn` (its card taken back, people told); any other is left as it is. The
+        run id must match, so a caller cannot withdraw another run's request by id."""
+        async with self.engine.begin() as conn:
+            row = await locked_row(conn, req.approval_id, None)
+            if row.run_id != req.run_id:
+                raise NotFoundError(f"no approval '{req.approval_id}' of run '{req.run_id}'")
+            if row.status != "pending":
+                return view(row)
+            return await self._transition(
+                conn,
+                row.approval_id,
+                "withdrawn",
+                "approval.withdrawn",
+                status="withdrawn",
+                note=req.reason,
+                decided_by="run stopped",
+                decided_at=datetime.now(UTC),
+            )
 
     async def _mark_consumed(self, conn: AsyncConnection, approval_id: str) -> ApprovalView:
         return await self._transition(

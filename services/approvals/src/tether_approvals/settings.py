@@ -24,8 +24,30 @@ class ApproverRule(BaseModel):
     answer: Literal["allow_once", "deny", "no_opinion"]
 
 
+class WebhookSettings(BaseModel):
+    """Delivery of notices (`TETHER_APPROVALS_WEBHOOKS__*`): retried with exponential
+    back-off and jitter until `attempts` or `max_age_s` runs out, then dead-lettered."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+    attempts: int = Field(default=10, ge=1, le=100)
+    backoff_s: float = Field(default=2.0, gt=0)
+    backoff_max_s: float = Field(default=600.0, gt=0)
+    max_age_s: float = Field(default=86400.0, gt=0)
+    poll_s: float = Field(default=1.0, gt=0, le=60)
+    batch: int = Field(default=20, ge=1, le=500)
+    # A claimed delivery whose replica died is sent again after this long.
+    claim_s: float = Field(default=60.0, gt=0)
+    # Endpoints are configured by operators, so loopback and private receivers (a chat
+    # bridge on the same host, an in-cluster service) are allowed unless this is False.
+    allow_private: bool = True
+
+
 class ApprovalSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="TETHER_APPROVALS_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TETHER_APPROVALS_", env_nested_delimiter="__", extra="ignore"
+    )
 
     http_port: int = 8701
     default_expiry_s: float = Field(default=180.0, gt=0)
@@ -43,3 +65,12 @@ class ApprovalSettings(HttpSettings):
     audit_jsonl: Path | None = Field(
         default=None, description="Also append every audit record to this JSONL file (fsync)."
     )
+    webhooks: WebhookSettings = Field(default_factory=lambda: WebhookSettings())
+    public_url: str | None = Field(
+        default=None,
+        description="This service's address as people reach it (the approve/deny links of "
+        "a notice's card); default http://<http_host>:<http_port>.",
+    )
+
+    def link_base(self) -> str:
+        return (self.public_url or f"http://{self.http_host}:{self.http_port}").rstrip("/")

@@ -6,6 +6,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    ForeignKey,
     Identity,
     Integer,
     MetaData,
@@ -45,6 +46,7 @@ approvals = Table(
     Column("published_at", DateTime(timezone=True)),
     # The decision's HMAC by this service (tether_common.decisions); the key is not here.
     Column("proof", String(80)),
+    Column("tenant", String(200), nullable=False, server_default="default"),
 )
 
 # The operator event stream, in order; its id is the SSE event id (resumable).
@@ -78,4 +80,49 @@ audit_heads = Table(
     Column("trail", String(200), primary_key=True),
     Column("head", String(64), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# Where a tenant's notices go (tether_approvals.webhooks). `secret` is kept as given: it
+# signs every delivery, so it cannot be stored as a hash; no route returns it again.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("endpoint_id", String(40), primary_key=True),
+    Column("tenant", String(200), nullable=False, index=True),
+    Column("url", Text, nullable=False),
+    Column("secret", Text, nullable=False),
+    Column("events", JSONB, nullable=False),
+    Column("description", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_by", String(200), nullable=False),
+)
+
+# The notice outbox (tether_approvals.outbox): one row per webhook delivery or NATS notice,
+# inserted in the transaction of the change it announces; `pending` → `delivered` | `dead`.
+notice_outbox = Table(
+    "notice_outbox",
+    metadata,
+    Column("delivery_id", String(40), primary_key=True),
+    Column("notice_id", String(40), nullable=False),
+    Column(
+        "endpoint_id",
+        String(40),
+        ForeignKey("webhook_endpoints.endpoint_id", ondelete="CASCADE"),
+        index=True,
+    ),
+    Column("sink", String(10), nullable=False),  # webhook | nats
+    Column("tenant", String(200), nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("approval_id", String(40), nullable=False),
+    # The exact bytes sent (and signed) on every attempt.
+    Column("body", Text, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),
+    # Retries stop here (or after the configured attempts); a manual re-send moves it.
+    Column("give_up_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_attempt_at", DateTime(timezone=True)),
+    Column("delivered_at", DateTime(timezone=True)),
+    Column("last_error", Text),
 )

@@ -2,7 +2,12 @@
 
 The brain creates a request (`CreateApproval`), learns the outcome from the JetStream
 subject `approval_decided` (`ApprovalDecided`, decision `expired` included), and spends a
-granted approval exactly once with `ConsumeApproval` before it runs the action.
+granted approval exactly once with `ConsumeApproval` before it runs the action. A run
+stopped while parked withdraws its request (`WithdrawApproval`).
+
+People who do not watch the console learn of requests from `ApprovalNotice`s: the body
+of every signed webhook and the message on the NATS subject `approval_notices`, one per
+request, decision, expiry or withdrawal, each with a card a chat tool can show.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tether_common.messages.base import WireModel, WireRequest
+from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
+from tether_common.messages.identity import DEFAULT_TENANT
 
-ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed"]
+# `withdrawn`: the run stopped while it waited; nothing may be decided or spent any more.
+ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", "withdrawn"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
 DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
-EventKind = Literal["created", "decided", "expired", "consumed"]
+EventKind = Literal["created", "decided", "expired", "consumed", "withdrawn"]
 ConsumeOutcome = Literal[
     "consumed",
     "already_consumed",
@@ -26,6 +33,7 @@ ConsumeOutcome = Literal[
     "approval_expired",
     "approval_pending",
     "approval_unverified",  # a granted row without the approvals service's proof
+    "approval_withdrawn",
 ]
 
 
@@ -46,6 +54,8 @@ class CreateApproval(WireRequest):
     # never remembered, so they may only be allowed once.
     scope: str | None = None
     effect: str | None = None
+    # The run's tenant: which webhook endpoints hear of the request.
+    tenant: str = Field(default=DEFAULT_TENANT, pattern=ID_PATTERN, max_length=200)
 
 
 class ApprovalView(WireModel):
@@ -72,6 +82,7 @@ class ApprovalView(WireModel):
     consumed_at: datetime | None = None
     # The approvals service's signature of the decision (tether_common.decisions).
     proof: str | None = None
+    tenant: str = DEFAULT_TENANT
 
 
 class ListApprovals(WireRequest):
@@ -127,6 +138,74 @@ class ConsumeResult(WireModel):
     approval_id: str
     outcome: ConsumeOutcome
     approval: ApprovalView
+
+
+class WithdrawApproval(WireRequest):
+    """The brain stopped a run parked on this request: take the card back (a request no
+    longer pending is left as it is)."""
+
+    approval_id: str = Field(pattern=ID_PATTERN)
+    run_id: str = Field(pattern=ID_PATTERN)
+    reason: str = Field(default="run stopped", max_length=2000)
+
+
+NoticeKind = Literal[
+    "approval.requested", "approval.decided", "approval.expired", "approval.withdrawn"
+]
+NOTICE_KINDS: tuple[NoticeKind, ...] = (
+    "approval.requested",
+    "approval.decided",
+    "approval.expired",
+    "approval.withdrawn",
+)
+
+
+class CardLinks(WireModel):
+    """Where a person acts on the request: console pages (approve/deny open the console
+    on this request with that answer chosen; the person still signs in and confirms), and
+    the API route a bot holding its own bearer token POSTs `DecisionBody` to. No link
+    carries a credential, so a leaked card decides nothing."""
+
+    view: str
+    approve: str
+    deny: str
+    decision_api: str
+
+
+class ApprovalCard(WireModel):
+    """What a chat tool shows: argument values are cut at 2,000 characters, as in run
+    events; `summary` is one readable line."""
+
+    title: str
+    summary: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    danger: str
+    reach: str
+    approval_id: str
+    run_id: str
+    step: int
+    agent: str | None = None
+    requester: str | None = None
+    tenant: str
+    status: ApprovalStatus
+    decision: DecidedAs | None = None
+    decided_by: str | None = None
+    note: str | None = None
+    created_at: datetime
+    expires_at: datetime
+    links: CardLinks
+
+
+class ApprovalNotice(WireModel):
+    """One webhook body (signed; `notice_id` is also the `Tether-Delivery` header's
+    value, the same on every re-send) and one message on `approval_notices`."""
+
+    notice_id: str
+    kind: NoticeKind
+    ts: datetime
+    card: ApprovalCard
 
 
 class PresenceQuery(WireRequest):

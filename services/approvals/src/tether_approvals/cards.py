@@ -1,0 +1,100 @@
+"""What a notice says: the card a chat tool shows for one request (argument values cut
+at 2,000 characters, as in run events) with its console and approve/deny links."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from tether_common.messages.approvals import (
+    ApprovalCard,
+    ApprovalNotice,
+    ApprovalView,
+    CardLinks,
+    EventKind,
+    NoticeKind,
+)
+
+CUT_AT = 2000
+SUMMARY_AT = 300
+VALUE_AT = 100
+
+# Which operator events people are told of (a spent approval is nobody's news).
+NOTICE_OF: dict[EventKind, NoticeKind | None] = {
+    "created": "approval.requested",
+    "decided": "approval.decided",
+    "expired": "approval.expired",
+    "withdrawn": "approval.withdrawn",
+    "consumed": None,
+}
+
+_TITLES: dict[NoticeKind, str] = {
+    "approval.requested": "Approval needed",
+    "approval.decided": "Approval decided",
+    "approval.expired": "Approval expired",
+    "approval.withdrawn": "Approval withdrawn",
+}
+
+
+def cut(value: Any) -> Any:
+    """Long strings cut at 2,000 characters (the same rule as the brain's run events)."""
+    if isinstance(value, str) and len(value) > CUT_AT:
+        return value[:CUT_AT] + f"… [{len(value) - CUT_AT} more characters]"
+    if isinstance(value, dict):
+        return {k: cut(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cut(v) for v in value]
+    return value
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= VALUE_AT else text[: VALUE_AT - 1] + "…"
+
+
+def summary(tool: str, args: dict[str, Any]) -> str:
+    """One readable line: `shell: command=ls -la /tmp` (each value shortened, so one long
+    argument does not hide the others)."""
+    shown = ", ".join(f"{key}={_short(value)}" for key, value in args.items())
+    line = " ".join(f"{tool}: {shown}".split())
+    return line if len(line) <= SUMMARY_AT else line[: SUMMARY_AT - 1] + "…"
+
+
+def links(base: str, approval_id: str) -> CardLinks:
+    page = f"{base}/?approval={approval_id}"
+    return CardLinks(
+        view=page,
+        approve=f"{page}&decision=allow_once",
+        deny=f"{page}&decision=deny",
+        decision_api=f"{base}/v1/approvals/{approval_id}/decision",
+    )
+
+
+def notice(kind: NoticeKind, item: ApprovalView, base: str) -> ApprovalNotice:
+    card = ApprovalCard(
+        title=f"{_TITLES[kind]}: {item.tool}" + (f" ({item.agent})" if item.agent else ""),
+        summary=summary(item.tool, item.args),
+        tool=item.tool,
+        arguments=cut(item.args),
+        reason=cut(item.reason),
+        danger=item.danger,
+        reach=item.reach,
+        approval_id=item.approval_id,
+        run_id=item.run_id,
+        step=item.step,
+        agent=item.agent,
+        requester=item.owner,
+        tenant=item.tenant,
+        status=item.status,
+        decision=item.decision,
+        decided_by=item.decided_by,
+        note=item.note,
+        created_at=item.created_at,
+        expires_at=item.expires_at,
+        links=links(base, item.approval_id),
+    )
+    return ApprovalNotice(
+        notice_id=f"ntc_{uuid.uuid4().hex}", kind=kind, ts=datetime.now(UTC), card=card
+    )

@@ -1,0 +1,262 @@
+"""Webhook endpoints as resources, and their deliveries: `GET|POST /v1/webhooks`,
+`DELETE /v1/webhooks/{endpoint_id}`, `GET /v1/webhooks/deliveries` (`?status=dead`: the
+dead-letter list) and `POST /v1/webhooks/deliveries/{delivery_id}/retry`.
+
+Every route needs `webhooks.manage` (operators of the tenant, admins of all); another
+tenant's endpoint or delivery answers 404. The secret is generated here (or given by the
+operator), answered once on creation and never again; nothing logs it. Only http(s)
+URLs without credentials in them are taken; loopback and private receivers are allowed
+unless `TETHER_APPROVALS_WEBHOOKS__ALLOW_PRIVATE=false`, since only operators configure
+endpoints (deliveries never follow redirects).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+import httpx
+from fastapi import APIRouter, Query
+from pydantic import Field
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_approvals.settings import WebhookSettings
+from tether_approvals.signing import new_secret
+from tether_approvals.tables import notice_outbox, webhook_endpoints
+from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.http import PathId
+from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
+from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
+
+__all__ = ["WebhookStore", "webhooks_router"]
+
+DeliveryStatus = Literal["pending", "delivered", "dead"]
+
+
+class CreateWebhook(WireRequest):
+    """`POST /v1/webhooks`. `secret`: None lets the server generate one (recommended)."""
+
+    url: str = Field(min_length=8, max_length=2000)
+    events: list[NoticeKind] = Field(default_factory=lambda: list(NOTICE_KINDS), min_length=1)
+    # None: the caller's own tenant.
+    tenant: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
+    secret: str | None = Field(default=None, min_length=24, max_length=200)
+    description: str | None = Field(default=None, max_length=500)
+
+
+class WebhookView(WireModel):
+    """An endpoint as listed: never its secret."""
+
+    endpoint_id: str
+    tenant: str
+    url: str
+    events: list[NoticeKind]
+    description: str | None = None
+    created_at: datetime
+    created_by: str
+
+
+class WebhookCreated(WireModel):
+    """The secret is shown this once; keep it where the receiver verifies signatures."""
+
+    secret: str
+    endpoint: WebhookView
+
+
+class WebhookList(WireModel):
+    endpoints: list[WebhookView]
+
+
+class DeliveryView(WireModel):
+    delivery_id: str
+    notice_id: str
+    sink: Literal["webhook", "nats"]
+    endpoint_id: str | None = None
+    tenant: str
+    kind: NoticeKind
+    approval_id: str
+    status: DeliveryStatus
+    attempts: int
+    next_attempt_at: datetime
+    give_up_at: datetime
+    created_at: datetime
+    last_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+    last_error: str | None = None
+
+
+class DeliveryList(WireModel):
+    deliveries: list[DeliveryView]
+
+
+def _private(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False  # a name: resolved at delivery, by the receiver's DNS
+    return not address.is_global
+
+
+def check_url(raw: str, allow_private: bool) -> str:
+    """The endpoint URL, or 422 `webhook_url_refused` saying why."""
+    try:
+        url = httpx.URL(raw)
+    except httpx.InvalidURL as exc:
+        raise MessageError("not a URL", code="webhook_url_refused") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise MessageError("only http(s) URLs with a host", code="webhook_url_refused")
+    if url.userinfo:
+        raise MessageError("no credentials in the URL", code="webhook_url_refused")
+    if not allow_private and _private(url.host):
+        raise MessageError(
+            "loopback and private receivers are not allowed here", code="webhook_url_refused"
+        )
+    return str(url)
+
+
+def _endpoint(row: Any) -> WebhookView:
+    return WebhookView.model_validate(row, from_attributes=True)
+
+
+def _delivery(row: Any) -> DeliveryView:
+    return DeliveryView.model_validate(row, from_attributes=True)
+
+
+class WebhookStore:
+    def __init__(self, engine: AsyncEngine, settings: WebhookSettings) -> None:
+        self.engine = engine
+        self.settings = settings
+
+    async def create(self, who: Principal, body: CreateWebhook) -> WebhookCreated:
+        tenant = body.tenant or who.tenant
+        who.require("webhooks.manage", tenant=tenant)
+        values = {
+            "endpoint_id": f"whk_{uuid.uuid4().hex}",
+            "tenant": tenant,
+            "url": check_url(body.url, self.settings.allow_private),
+            "secret": body.secret or new_secret(),
+            "events": sorted(set(body.events)),
+            "description": body.description,
+            "created_at": datetime.now(UTC),
+            "created_by": who.label,
+        }
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    webhook_endpoints.insert()
+                    .values(values)
+                    .returning(*[c for c in webhook_endpoints.c if c.name != "secret"])
+                )
+            ).one()
+        return WebhookCreated(secret=values["secret"], endpoint=_endpoint(row))
+
+    async def all(self, who: Principal) -> WebhookList:
+        reach = who.reach("webhooks.manage")
+        stmt = select(webhook_endpoints).order_by(webhook_endpoints.c.created_at)
+        if reach.tenant is not None:
+            stmt = stmt.where(webhook_endpoints.c.tenant == reach.tenant)
+        async with self.engine.connect() as conn:
+            return WebhookList(endpoints=[_endpoint(r) for r in await conn.execute(stmt)])
+
+    async def remove(self, who: Principal, endpoint_id: str) -> WebhookView:
+        """Delete an endpoint; its undelivered notices go with it."""
+        who.require("webhooks.manage")
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    select(webhook_endpoints)
+                    .where(webhook_endpoints.c.endpoint_id == endpoint_id)
+                    .with_for_update()
+                )
+            ).first()
+            if row is None:
+                raise NotFoundError(f"no webhook '{endpoint_id}'")
+            who.require("webhooks.manage", tenant=row.tenant)
+            await conn.execute(
+                delete(webhook_endpoints).where(webhook_endpoints.c.endpoint_id == endpoint_id)
+            )
+        return _endpoint(row)
+
+    async def deliveries(
+        self, who: Principal, status: DeliveryStatus | None, limit: int
+    ) -> DeliveryList:
+        reach = who.reach("webhooks.manage")
+        stmt = select(notice_outbox).order_by(notice_outbox.c.created_at.desc()).limit(limit)
+        if reach.tenant is not None:
+            stmt = stmt.where(notice_outbox.c.tenant == reach.tenant)
+        if status is not None:
+            stmt = stmt.where(notice_outbox.c.status == status)
+        async with self.engine.connect() as conn:
+            return DeliveryList(deliveries=[_delivery(r) for r in await conn.execute(stmt)])
+
+    async def retry(self, who: Principal, delivery_id: str) -> DeliveryView:
+        """Send a dead delivery again, with a fresh set of attempts (409 unless dead)."""
+        who.require("webhooks.manage")
+        now = datetime.now(UTC)
+        async with self.engine.begin() as conn:
+            row = (
+                await conn.execute(
+                    select(notice_outbox)
+                    .where(notice_outbox.c.delivery_id == delivery_id)
+                    .with_for_update()
+                )
+            ).first()
+            if row is None:
+                raise NotFoundError(f"no delivery '{delivery_id}'")
+            who.require("webhooks.manage", tenant=row.tenant)
+            if row.status != "dead":
+                raise ConflictError(f"delivery '{delivery_id}' is {row.status}", code=row.status)
+            fresh = {
+                "status": "pending",
+                "attempts": 0,
+                "next_attempt_at": now,
+                "give_up_at": now + timedelta(seconds=self.settings.max_age_s),
+            }
+            updated = (
+                await conn.execute(
+                    update(notice_outbox)
+                    .where(notice_outbox.c.delivery_id == delivery_id)
+                    .values(fresh)
+                    .returning(notice_outbox)
+                )
+            ).one()
+        return _delivery(updated)
+
+
+def webhooks_router(store: WebhookStore, verifier: Verifier) -> APIRouter:
+    router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+    who_dep = principal_dependency(verifier)
+
+    @router.get("")
+    async def list_webhooks(who: Principal = who_dep) -> WebhookList:
+        return await store.all(who)
+
+    @router.post("", status_code=201)
+    async def create_webhook(body: CreateWebhook, who: Principal = who_dep) -> WebhookCreated:
+        """Register an endpoint; the answer holds its secret, the only time it is shown."""
+        return await store.create(who, body)
+
+    @router.get("/deliveries")
+    async def list_deliveries(
+        status: DeliveryStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        who: Principal = who_dep,
+    ) -> DeliveryList:
+        """Newest first; `status=dead` is the dead-letter list."""
+        return await store.deliveries(who, status, limit)
+
+    @router.post("/deliveries/{delivery_id}/retry")
+    async def retry_delivery(delivery_id: PathId, who: Principal = who_dep) -> DeliveryView:
+        return await store.retry(who, delivery_id)
+
+    @router.delete("/{endpoint_id}")
+    async def delete_webhook(endpoint_id: PathId, who: Principal = who_dep) -> WebhookView:
+        return await store.remove(who, endpoint_id)
+
+    return router

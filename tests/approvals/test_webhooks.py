@@ -1,0 +1,417 @@
+"""Operators are told: signed webhook deliveries of approval notices to a local receiver
+that checks the signature, retried while the receiver is down, dead-lettered (listed,
+re-sendable) when it stays down; the NATS notice subject; the endpoints API's rules."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tether_approvals.signing import sign, verify
+from tether_approvals.testing import ApprovalsHarness, auth
+from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
+from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
+from tether_common.bus import Bus
+from tether_common.errors import MessageError
+from tether_common.messages.approvals import ApprovalNotice
+from tether_common.messages.base import decode
+from tether_common.subjects import Subjects
+from tether_common.supervisor import SERVICES, Supervisor
+
+OPERATOR_TOKEN = "test-operator-token"
+PUBLIC_URL = "https://approvals.example.test"
+ATTEMPTS = 4
+
+
+@pytest.fixture(scope="module")
+async def hooks(
+    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ApprovalsHarness]:
+    """An approvals service of its own, with back-off small enough for a test."""
+    logs = tmp_path_factory.mktemp("webhook-logs")
+    env = {
+        "TETHER_NATS_URL": nats_url,
+        "TETHER_DATABASE_URL": database_url,
+        "TETHER_SUBJECT_PREFIX": f"w{uuid.uuid4().hex[:10]}",
+        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_APPROVALS_PUBLIC_URL": PUBLIC_URL,
+        "TETHER_APPROVALS_WEBHOOKS__POLL_S": "0.05",
+        "TETHER_APPROVALS_WEBHOOKS__BACKOFF_S": "0.05",
+        "TETHER_APPROVALS_WEBHOOKS__BACKOFF_MAX_S": "0.2",
+        "TETHER_APPROVALS_WEBHOOKS__ATTEMPTS": str(ATTEMPTS),
+        "TETHER_APPROVALS_WEBHOOKS__TIMEOUT_S": "2",
+    }
+    spec = next(s for s in SERVICES if s.name == "approvals")
+    supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
+    await supervisor.start()
+    try:
+        await supervisor.wait_ready(timeout=60)
+        url = supervisor.child("approvals").url
+        subjects = Subjects(env["TETHER_SUBJECT_PREFIX"])
+        async with (
+            await Bus.connect(nats_url, service="test", subjects=subjects) as bus,
+            httpx.AsyncClient(base_url=url, timeout=15) as http,
+        ):
+            yield ApprovalsHarness(bus, http, url, OPERATOR_TOKEN)
+    except BaseException:
+        for log_file in sorted(logs.glob("*.log")):
+            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
+        raise
+    finally:
+        await supervisor.stop()
+    for log_file in logs.glob("*.log"):
+        assert "whsec_" not in log_file.read_text(), "a webhook secret reached the log"
+
+
+async def register(
+    hooks: ApprovalsHarness, url: str, token: str | None = None, **fields: Any
+) -> tuple[str, str]:
+    """A new endpoint's id and secret (shown this once)."""
+    response = await hooks.http.post(
+        "/v1/webhooks", json={"url": url} | fields, headers=auth(token or hooks.admin_token)
+    )
+    assert response.status_code == 201, response.text
+    body = response.json()
+    return body["endpoint"]["endpoint_id"], body["secret"]
+
+
+async def unregister(hooks: ApprovalsHarness, endpoint_id: str) -> None:
+    response = await hooks.http.delete(
+        f"/v1/webhooks/{endpoint_id}", headers=auth(hooks.admin_token)
+    )
+    assert response.status_code == 200, response.text
+
+
+async def deliveries(hooks: ApprovalsHarness, token: str | None = None, **query: str) -> Any:
+    response = await hooks.http.get(
+        "/v1/webhooks/deliveries",
+        params=query | {"limit": "1000"},
+        headers=auth(token or hooks.admin_token),
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["deliveries"]
+
+
+async def delivery_of(
+    hooks: ApprovalsHarness, endpoint_id: str, approval_id: str, status: str
+) -> dict[str, Any]:
+    """Wait until the delivery of `approval_id`'s request to `endpoint_id` has `status`."""
+    async with asyncio.timeout(20):
+        while True:
+            for row in await deliveries(hooks):
+                if (row["endpoint_id"], row["approval_id"], row["kind"]) == (
+                    endpoint_id,
+                    approval_id,
+                    "approval.requested",
+                ) and row["status"] == status:
+                    return dict(row)
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def hook(hooks: ApprovalsHarness) -> AsyncIterator[tuple[Receiver, str]]:
+    """A receiver registered as an endpoint (removed afterwards, so tests stay apart)."""
+    async with receiver() as found:
+        endpoint_id, found.secret = await register(hooks, found.url)
+        try:
+            yield found, endpoint_id
+        finally:
+            await unregister(hooks, endpoint_id)
+
+
+async def test_a_request_reaches_the_receiver_as_a_signed_card(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str]
+) -> None:
+    found, _ = hook
+    notices = await hooks.bus.subscribe_raw(hooks.bus.subjects.approval_notices)
+    long_text = "x" * 5000
+    created = await hooks.create(
+        tool="shell",
+        args={"command": "rm -rf build", "stdin": long_text},
+        agent="deployer",
+        owner="alice",
+    )
+    [delivery] = await found.wait_for(lambda seen: bool(seen))
+    assert delivery.verified
+    assert delivery.answered == 204
+    assert delivery.event == "approval.requested"
+    assert delivery.headers["content-type"] == "application/json"
+    card = delivery.json["card"]
+    assert delivery.json["notice_id"] == delivery.delivery_id
+    assert card["title"] == "Approval needed: shell (deployer)"
+    assert card["summary"].startswith("shell: ")
+    assert "command=rm -rf build" in card["summary"]
+    assert "stdin=" + "x" * 99 + "…" in card["summary"]
+    assert len(card["summary"]) <= 300
+    assert card["arguments"]["command"] == "rm -rf build"
+    assert card["arguments"]["stdin"].startswith("x" * 2000 + "… [3000 more characters]")
+    assert (card["run_id"], card["agent"], card["requester"], card["tool"]) == (
+        created.run_id,
+        "deployer",
+        "alice",
+        "shell",
+    )
+    assert card["expires_at"].startswith(created.expires_at.isoformat()[:19])
+    links = card["links"]
+    assert links["view"] == f"{PUBLIC_URL}/?approval={created.approval_id}"
+    assert links["approve"].endswith("decision=allow_once")
+    assert links["deny"].endswith("decision=deny")
+    assert links["decision_api"] == f"{PUBLIC_URL}/v1/approvals/{created.approval_id}/decision"
+    assert OPERATOR_TOKEN not in delivery.body.decode()
+
+    # The same notice on NATS, for in-house notifiers.
+    async with asyncio.timeout(10):
+        while True:
+            told = decode(ApprovalNotice, (await notices.next_msg(timeout=10)).data)
+            if told.card.approval_id == created.approval_id:
+                break
+    assert told.notice_id == delivery.delivery_id
+    assert told.kind == "approval.requested"
+
+    # A decision is a notice too; it carries who decided.
+    assert (await hooks.decide(created.approval_id, "deny", note="not today")).status_code == 200
+    seen = await found.wait_for(lambda s: bool(found.of(created.approval_id, "approval.decided")))
+    [decided] = found.of(created.approval_id, "approval.decided")
+    assert decided.verified
+    assert decided.delivery_id != delivery.delivery_id
+    assert decided.json["card"]["decision"] == "deny"
+    assert decided.json["card"]["decided_by"] == "operator"
+    assert len(seen) == 2
+    await notices.unsubscribe()
+
+
+async def test_automated_answers_and_other_tenants_are_not_sent(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str]
+) -> None:
+    """Nobody is asked about a request an automated approver answered, and an endpoint
+    hears only its own tenant's requests."""
+    found, _ = hook
+    async with receiver() as other:
+        other_id, other.secret = await register(hooks, other.url, tenant="acme")
+        try:
+            elsewhere = await hooks.create(tenant="acme")
+            here = await hooks.create()
+            await found.wait_for(lambda _: bool(found.of(here.approval_id)))
+            await other.wait_for(lambda _: bool(other.of(elsewhere.approval_id)))
+            assert not found.of(elsewhere.approval_id)
+            assert not other.of(here.approval_id)
+        finally:
+            await unregister(hooks, other_id)
+
+
+async def test_a_receiver_down_for_a_while_gets_the_delivery_when_it_comes_back(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str]
+) -> None:
+    found, endpoint_id = hook
+    found.failures_left = ATTEMPTS - 1
+    created = await hooks.create()
+    row = await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
+    tries = found.of(created.approval_id)
+    assert [t.answered for t in tries] == [503] * (ATTEMPTS - 1) + [204]
+    assert len({t.delivery_id for t in tries}) == 1, "a re-send keeps its delivery id"
+    assert all(t.verified for t in tries)
+    assert len({t.signature for t in tries}) >= 1
+    assert row["attempts"] == ATTEMPTS
+    assert row["last_error"] is None
+
+
+async def test_a_receiver_down_for_good_is_dead_lettered_listed_and_resendable(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str]
+) -> None:
+    found, endpoint_id = hook
+    found.down = True
+    created = await hooks.create()
+    dead = await delivery_of(hooks, endpoint_id, created.approval_id, "dead")
+    assert dead["attempts"] == ATTEMPTS
+    assert dead["last_error"] == "http_503"
+    assert len(found.of(created.approval_id)) == ATTEMPTS
+    listed = await deliveries(hooks, status="dead")
+    assert dead["delivery_id"] in {d["delivery_id"] for d in listed}
+    assert all(d["status"] == "dead" for d in listed)
+
+    found.down = False
+    retried = await hooks.http.post(
+        f"/v1/webhooks/deliveries/{dead['delivery_id']}/retry", headers=auth(hooks.admin_token)
+    )
+    assert retried.status_code == 200, retried.text
+    assert (retried.json()["status"], retried.json()["attempts"]) == ("pending", 0)
+    await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
+    last = found.of(created.approval_id)[-1]
+    assert last.answered == 204
+    assert last.verified
+    again = await hooks.http.post(
+        f"/v1/webhooks/deliveries/{dead['delivery_id']}/retry", headers=auth(hooks.admin_token)
+    )
+    assert again.status_code == 409, "only a dead delivery is re-sent by hand"
+
+
+async def test_an_unreachable_receiver_is_dead_lettered(hooks: ApprovalsHarness) -> None:
+    endpoint_id, _ = await register(hooks, f"http://127.0.0.1:{closed_port()}/hook")
+    try:
+        created = await hooks.create()
+        dead = await delivery_of(hooks, endpoint_id, created.approval_id, "dead")
+        assert dead["last_error"] == "ConnectError"
+    finally:
+        await unregister(hooks, endpoint_id)
+
+
+async def test_a_wrong_secret_fails_verification_at_the_receiver(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str]
+) -> None:
+    found, _ = hook
+    secret, found.secret = found.secret, "whsec_" + "w" * 43
+    created = await hooks.create()
+    [delivery] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+    assert not delivery.verified
+    assert delivery.answered == 401
+    assert verify(secret, delivery.body, delivery.signature)
+    # Every other way of getting the signature wrong fails too.
+    body, header = delivery.body, delivery.signature
+    ts = int(header.split(",")[0][2:])
+    tampered = body.replace(b"ls -la /tmp", b"rm -rf /tmp", 1)
+    assert tampered != body
+    for wrong_secret, wrong_body, wrong_header in [
+        (secret[:-1], body, header),
+        (secret + "x", body, header),
+        ("", body, header),
+        (secret, body + b" ", header),
+        (secret, tampered, header),
+        (secret, b"", header),
+        (secret, body, None),
+        (secret, body, ""),
+        (secret, body, header.split(",")[0]),
+        (secret, body, header.replace("v1=", "v0=")),
+        (secret, body, f"t={ts + 1}," + header.split(",")[1]),
+        (secret, body, "t=abc," + header.split(",")[1]),
+        (secret, body, sign(secret, body, ts=int(time.time()) - 3600)),  # a replay
+        (secret, body, sign(secret, body, ts=int(time.time()) + 3600)),
+        (secret, body, sign("whsec_other", body)),
+        (secret, body, header.upper()),
+    ]:
+        assert not verify(wrong_secret, wrong_body, wrong_header), (wrong_secret, wrong_header)
+    assert verify(secret, body, sign(secret, body))
+
+
+async def test_an_operator_given_secret_signs(hooks: ApprovalsHarness) -> None:
+    async with receiver() as found:
+        given = "an-operator-chosen-secret-of-some-length"
+        endpoint_id, shown = await register(hooks, found.url, secret=given)
+        found.secret = given
+        try:
+            assert shown == given
+            created = await hooks.create()
+            [delivery] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+            assert delivery.verified
+        finally:
+            await unregister(hooks, endpoint_id)
+
+
+async def test_endpoints_need_webhooks_manage_and_stay_in_their_tenant(
+    hooks: ApprovalsHarness,
+) -> None:
+    acme_op = await hooks.token("operator", tenant="acme")
+    other_op = await hooks.token("operator", tenant="globex")
+    approver = await hooks.token("approver", tenant="acme")
+    mine, _ = await register(hooks, "https://hooks.example.test/acme", token=acme_op)
+    try:
+        for token, status in [(None, 401), ("tth_not-a-token", 401), (approver, 403)]:
+            headers = {} if token is None else auth(token)
+            for method, path in [
+                ("GET", "/v1/webhooks"),
+                ("POST", "/v1/webhooks"),
+                ("DELETE", f"/v1/webhooks/{mine}"),
+                ("GET", "/v1/webhooks/deliveries"),
+                ("POST", "/v1/webhooks/deliveries/dlv_x/retry"),
+            ]:
+                body = {"url": "https://x.example.test"} if method == "POST" else None
+                response = await hooks.http.request(method, path, json=body, headers=headers)
+                assert response.status_code == status, (token, method, path, response.text)
+        listed = (await hooks.http.get("/v1/webhooks", headers=auth(acme_op))).json()
+        assert [e["endpoint_id"] for e in listed["endpoints"]] == [mine]
+        assert "secret" not in json.dumps(listed)
+        theirs = (await hooks.http.get("/v1/webhooks", headers=auth(other_op))).json()
+        assert mine not in json.dumps(theirs)
+        gone = await hooks.http.delete(f"/v1/webhooks/{mine}", headers=auth(other_op))
+        assert gone.status_code == 404
+        assert "acme" not in gone.text
+        across = await hooks.http.post(
+            "/v1/webhooks",
+            json={"url": "https://x.example.test", "tenant": "acme"},
+            headers=auth(other_op),
+        )
+        assert across.status_code == 404
+        for row in await deliveries(hooks, token=other_op):
+            assert row["tenant"] == "globex"
+    finally:
+        await unregister(hooks, mine)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://hooks.example.test/x",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "gopher://hooks.example.test/",
+        "ws://hooks.example.test/",
+        "http:///nohost",
+        "https://user:password@hooks.example.test/x",
+        "https://token@hooks.example.test/x",
+        "hooks.example.test/x",
+        "//hooks.example.test/x",
+        "not a url at all",
+        "data:text/plain,hello",
+    ],
+)
+async def test_only_http_urls_without_credentials_are_taken(
+    hooks: ApprovalsHarness, url: str
+) -> None:
+    response = await hooks.http.post(
+        "/v1/webhooks", json={"url": url}, headers=auth(hooks.admin_token)
+    )
+    assert response.status_code == 422, response.text
+    assert "password" not in response.text
+
+
+def test_no_view_has_a_secret_field() -> None:
+    assert "secret" not in DeliveryView.model_fields
+    assert "secret" not in WebhookView.model_fields
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/x",
+        "http://127.1.2.3:8080/x",
+        "http://localhost/x",
+        "http://chat.localhost/x",
+        "http://[::1]/x",
+        "http://10.0.0.5/x",
+        "http://172.16.3.4/x",
+        "http://192.168.1.1/x",
+        "http://169.254.169.254/latest/meta-data",
+        "http://0.0.0.0/x",
+        "http://[fd00::1]/x",
+        "http://[fe80::1]/x",
+        "http://100.64.0.1/x",
+    ],
+)
+def test_private_receivers_can_be_refused(url: str) -> None:
+    """Allowed by default (operators configure endpoints); refused when configured so."""
+    assert check_url(url, allow_private=True)
+    with pytest.raises(MessageError) as refused:
+        check_url(url, allow_private=False)
+    assert refused.value.code == "webhook_url_refused"
+
+
+def test_public_receivers_are_taken_when_private_ones_are_not() -> None:
+    for url in ("https://hooks.slack.com/services/T/B/X", "https://8.8.8.8/x", "http://a.example/"):
+        assert check_url(url, allow_private=False) == url
