@@ -532,3 +532,58 @@ async def test_cli_apply_show_list_delete(
     assert code == 0
     code, _ = await tether(capsys, "agents", "show", name)
     assert code == 2
+
+
+async def stored_limits(database_url: str, run_id: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        row = await conn.fetchrow("SELECT max_steps, limits FROM runs WHERE run_id = $1", run_id)
+    finally:
+        await conn.close()
+    assert row is not None
+    return {"max_steps": row["max_steps"]} | json.loads(row["limits"])
+
+
+async def test_a_new_run_uses_the_agent_as_stored(brains: Brains, database_url: str) -> None:
+    """Providers, models and budgets of the stored agent hold at the start of a run, and
+    an agent put in a tenant is not another tenant's to use."""
+    tenant, elsewhere = f"res{uuid.uuid4().hex[:6]}", f"res{uuid.uuid4().hex[:6]}"
+    name = f"res-run-{uuid.uuid4().hex[:6]}"
+    operator = await token(brains.a, f"op{uuid.uuid4().hex[:6]}", "operator", tenant)
+    stranger = await token(brains.a, f"op{uuid.uuid4().hex[:6]}", "operator", elsewhere)
+    body = agent_body(
+        tenant=tenant,
+        providers=["rules"],
+        budgets={"max_steps": 3, "max_tool_calls": 2},
+        ceilings={"max_steps": 4, "max_seconds": 30.0},
+    )
+    started: list[str] = []
+    async with httpx.AsyncClient(base_url=brains.a, timeout=30) as http:
+        made = await http.post("/v1/agents", json={"id": name, **body}, headers=ADMIN)
+        assert made.status_code == 201
+        for choice in ({"provider": "scripted"}, {"provider": "openai", "model": "x"}):
+            refused = await http.post(
+                "/v1/runs", json={"prompt": "hi", "agent": name} | choice, headers=operator
+            )
+            assert refused.status_code == 403, refused.text
+            assert "agent" in refused.json()["error"]["message"]
+        missing = await http.post(
+            "/v1/runs", json={"prompt": "hi", "agent": name, "provider": "rules"}, headers=stranger
+        )
+        assert missing.status_code == 404, missing.text
+        for asked, expected in (
+            ({}, {"max_steps": 3, "max_tool_calls": 2, "max_seconds": 30.0}),
+            ({"max_steps": 9, "max_seconds": 600}, {"max_steps": 4, "max_seconds": 30.0}),
+            ({"max_tool_calls": 1}, {"max_steps": 3, "max_tool_calls": 1}),
+        ):
+            run = await http.post(
+                "/v1/runs",
+                json={"prompt": "hi", "agent": name, "provider": "rules"} | asked,
+                headers=operator,
+            )
+            assert run.status_code == 201, run.text
+            started.append(run.json()["run_id"])
+            limits = await stored_limits(database_url, started[-1])
+            assert {k: limits.get(k) for k in expected} == expected
+        for run_id in started:  # no gateway here: the runs would wait for a model
+            await http.post(f"/v1/runs/{run_id}/stop", headers=ADMIN)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.exc import DBAPIError
 
-from tether_brain.agents import DEFAULT_AGENT
+from tether_brain.agents import BUDGET_FIELDS, DEFAULT_AGENT
 from tether_brain.approval import Decision, decision_problem
 from tether_brain.control import Control
 from tether_brain.loop import Loop
@@ -27,6 +27,7 @@ from tether_common.errors import AuthError, MessageError, NotFoundError, TetherE
 from tether_common.identity import Action, Principal
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.base import decode
+from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.outputs import MAX_INLINE_BYTES, GetOutput, OutputContent
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
@@ -108,7 +109,13 @@ class RunManager:
         model = req.model or self.settings.model
         config = self.loop.actor.agents.config(req.agent)  # 404 for an unknown agent
         agent = req.agent or DEFAULT_AGENT
+        # An agent put in a tenant serves that tenant's runs only (another tenant's looks
+        # missing); the `default` tenant's agents (the settings' seeds) serve every tenant.
+        shared = config.tenant in (DEFAULT_TENANT, who.tenant)
+        if not shared and who.reach_of("runs.start") != "all":
+            raise NotFoundError(f"no agent '{agent}'")
         who.check_use(agent=agent, provider=provider, model=model, mode=req.mode)
+        self.loop.actor.agents.check_use(agent, provider, model)  # the agent's own lists
         if who.reach_of("runs.start") == "all" or who.role == "operator":
             return provider, model
         # Below operator, what the token does not list is the configured default (an
@@ -125,7 +132,10 @@ class RunManager:
 
     async def start(self, req: StartRun, who: Principal) -> RunAccepted:
         provider, model = self.check_use(who, req)
-        if req.max_tokens is not None and provider not in self.settings.usage_providers:
+        # The agent's budget defaults fill what the request leaves open; its ceilings cap.
+        asked = req.model_dump(include=set(BUDGET_FIELDS))
+        budget = self.loop.actor.agents.budgets(req.agent, asked)
+        if budget["max_tokens"] is not None and provider not in self.settings.usage_providers:
             raise MessageError(
                 f"max_tokens cannot be enforced: provider '{provider}' does not report token usage",
                 code="limit_unenforceable",
@@ -149,11 +159,13 @@ class RunManager:
             provider=provider,
             model=model,
             limits=Limits(
-                max_steps=min(req.max_steps or self.settings.max_steps, self.settings.step_ceiling),
-                max_tool_calls=req.max_tool_calls,
-                max_cost=req.max_cost,
-                max_tokens=req.max_tokens,
-                max_seconds=req.max_seconds,
+                max_steps=min(
+                    budget["max_steps"] or self.settings.max_steps, self.settings.step_ceiling
+                ),
+                max_tool_calls=budget["max_tool_calls"],
+                max_cost=budget["max_cost"],
+                max_tokens=budget["max_tokens"],
+                max_seconds=budget["max_seconds"],
             ),
             created_at=now,
             updated_at=now,
