@@ -5,6 +5,7 @@ run's taint raised by every result of a tool whose output is not declared truste
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -17,13 +18,14 @@ from tether_brain.events import emit
 from tether_brain.gates import Verdict, decide
 from tether_brain.results import interrupted, refused
 from tether_brain.state import RunState, call_key
-from tether_brain.toolbox import RUNNER_LOST, GateOutcome, Toolbox
+from tether_brain.toolbox import NO_RUNNER, RUNNER_LOST, GateOutcome, Toolbox
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
 tracer = trace.get_tracer(__name__)
 MAX_ATTEMPTS = 3
+WAIT_POLL_S = 0.5  # between sends to a service nobody answers for, within the wait
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,9 @@ class Actor:
         *,
         max_calls_per_step: int,
         tree_of: Callable[[str], Awaitable[list[str]]] | None = None,
+        service_wait_s: float = 30.0,
     ) -> None:
+        self.service_wait_s = service_wait_s  # how long a call waits for a runner to listen
         self.toolbox = toolbox
         self.agents = agents
         self.max_calls_per_step = max_calls_per_step
@@ -204,7 +208,7 @@ class Actor:
         tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
         lost = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
+            result = await self._delivered(state, item, tree)
             # A runner restarted after a loss may not know its MCP tools yet.
             recovering = lost and result.error_code == "unknown_tool"
             if result.error_code != RUNNER_LOST and not recovering:
@@ -218,6 +222,31 @@ class Actor:
                 if again.decision != "run":
                     return refusal(again)
         return result
+
+    async def _delivered(self, state: RunState, item: Planned, tree: list[str]) -> ToolResult:
+        """One send of the call, repeated while no runner listens (a restart), for at most
+        `service_wait_s`: a call nobody received has not run, so sending it again is safe
+        whatever the tool. The run says once that it waits. Still undelivered after the
+        wait, the result says the call did not run (never "outcome unknown")."""
+        assert item.tool is not None
+        deadline = time.monotonic() + self.service_wait_s
+        told = False
+        while True:
+            result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
+            if result.error_code != NO_RUNNER or time.monotonic() >= deadline:
+                return result
+            if not told:
+                told = True
+                emit(
+                    state,
+                    "guard",
+                    step=state.step,
+                    kind="waiting",
+                    service="tools-runner",
+                    call_id=item.call.id,
+                    wait_s=self.service_wait_s,
+                )
+            await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     async def run_tree(self, state: RunState) -> list[str]:
         """The runs whose outputs this run may read: its parent and its children."""

@@ -71,6 +71,7 @@ class RunManager:
         self._controls: dict[str, Control] = {}
         self._maintainer: asyncio.Task[None] | None = None
         loop.children.launch = self._launch_child
+        loop.actor.service_wait_s = settings.service_wait_s
 
     async def _launch_child(self, child: RunState) -> None:
         await self.store.create(child, owner=self.owner, lease_s=self.settings.lease_s)
@@ -191,17 +192,35 @@ class RunManager:
         if stopping:
             control.stop.set()
         task = asyncio.create_task(
-            self.loop.run(state, control, decision, helpers_done), name=f"run:{state.run_id}"
+            self._advance(state, control, decision, helpers_done), name=f"run:{state.run_id}"
         )
         self._tasks[state.run_id] = task
 
         def forget(task: asyncio.Task[None]) -> None:
+            if self._tasks.get(state.run_id) is not task:
+                return  # the run was resumed by a newer task (a decision already there)
             self._tasks.pop(state.run_id, None)
             self._controls.pop(state.run_id, None)
             if not task.cancelled() and (exc := task.exception()) is not None:
                 log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
 
         task.add_done_callback(forget)
+
+    async def _advance(
+        self, state: RunState, control: Control, decision: Decision | None, helpers_done: bool
+    ) -> None:
+        """Advance the run; if it parked for an approval, look once at what the approvals
+        service already holds. A decision made before the park was committed (an
+        automated rule answers within milliseconds) found the run not parked and was
+        dropped by `on_decision`; it is applied here, verified like any other. Either
+        order ends in exactly one resume: both go through the same `claim_parked`."""
+        await self.loop.run(state, control, decision, helpers_done)
+        if state.status != "awaiting_approval":
+            return
+        try:
+            await self.reconcile_decision(state.run_id)
+        except (TetherError, OSError, DBAPIError) as exc:
+            log.warning("run %s: no look at an early decision: %s", state.run_id, exc)
 
     async def run_maintenance(self) -> None:
         """Renew our leases and adopt orphaned runs, forever (until cancelled)."""

@@ -41,6 +41,13 @@ class BrainSettings(HttpSettings):
     max_calls_per_step: int = Field(default=3, ge=1, le=10)
     model_timeout_s: float = Field(default=300.0, gt=0, description="silence allowed mid-stream")
     tool_timeout_s: float = Field(default=130.0, gt=0)
+    service_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=600,
+        description="how long a run waits for a gateway or runner that nobody answers for "
+        "(a restart) before a model turn fails or a call is reported not run",
+    )
     catalog_ttl_s: float = Field(default=30.0, ge=0)
     lease_s: float = Field(
         default=10.0, gt=0, description="a replica's hold on a run; another takes over after it"

@@ -53,6 +53,7 @@ def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
 log = logging.getLogger(__name__)
 
 RUNNER_LOST = "runner_lost"  # no reply from the runner: the call's outcome is unknown
+NO_RUNNER = "no_runner"  # no runner listened: the call was never delivered, so never run
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +182,12 @@ class Toolbox:
                 self.bus.subjects.tool_execute, request, timeout=self.timeout_s
             )
         except TetherError as exc:
-            # No reply: the runner may have died mid-call, so the outcome is unknown.
-            lost = isinstance(exc, BusTimeoutError) or exc.code == "no_responders"
-            code = RUNNER_LOST if lost else exc.code
+            # No reply: the runner may have died mid-call, so the outcome is unknown. No
+            # responders: NATS delivered the call to nobody, so it certainly did not run.
+            if exc.code == "no_responders":
+                code = NO_RUNNER
+            else:
+                code = RUNNER_LOST if isinstance(exc, BusTimeoutError) else exc.code
             return ToolResult(
                 call_id=call.id,
                 name=tool.name,
