@@ -19,6 +19,7 @@ from tether_common.messages.approvals import (
     CreateApproval,
     ListApprovals,
     PresenceQuery,
+    WithdrawApproval,
 )
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor
@@ -168,6 +169,7 @@ class ApprovalClient:
             owner=owner,
             scope=tool.scope,
             effect=tool.effect,
+            tenant=state.tenant,
         )
         view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
         reconcile = verdict.code == IN_DOUBT
@@ -179,6 +181,12 @@ class ApprovalClient:
         body = ConsumeApproval(approval_id=approval_id, action_digest=digest)
         result = await self.bus.request(self.bus.subjects.approval_consume, body, timeout=10.0)
         return result.outcome == "consumed"
+
+    async def withdraw(self, run_id: str, approval_id: str) -> None:
+        """The run was stopped while it waited: the approvals service takes the card back
+        (`withdrawn`) and tells whoever it told of the request."""
+        body = WithdrawApproval(approval_id=approval_id, run_id=run_id)
+        await self.bus.request(self.bus.subjects.approval_withdraw, body, timeout=5.0)
 
     async def stored_decision(self, run_id: str, approval_id: str) -> ApprovalDecided | None:
         """What the approvals service holds about `approval_id` right now (None: pending

@@ -394,6 +394,8 @@ class Loop:
         gets a reconcile card (the run parks; True) or, with no one to ask, the model is
         told it was interrupted. A run being stopped runs nothing."""
         calls = state.unanswered_calls()
+        if stopping:
+            await self.parking.withdraw(state)
         state.counters.pending_approval = state.counters.pending_children = None
         if not calls:
             return False

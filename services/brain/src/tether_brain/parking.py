@@ -4,6 +4,7 @@ sealed digest, and spends the approval once."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from opentelemetry import propagate, trace
@@ -21,12 +22,25 @@ from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolResult
 
 tracer = trace.get_tracer(__name__)
+log = logging.getLogger(__name__)
 
 
 class Parking:
     def __init__(self, actor: Actor, approvals: ApprovalClient) -> None:
         self.actor = actor
         self.approvals = approvals
+
+    async def withdraw(self, state: RunState) -> None:
+        """A run stopped while parked takes back the request it waited on. Best effort:
+        if the approvals service cannot be reached the request expires as usual, and a
+        decision made meanwhile resumes nothing (the run has ended)."""
+        approval_id = (state.counters.pending_approval or {}).get("approval_id")
+        if approval_id is None:
+            return
+        try:
+            await self.approvals.withdraw(state.run_id, str(approval_id))
+        except TetherError as exc:
+            log.warning("could not withdraw approval %s: %s", approval_id, exc.message)
 
     async def park(self, state: RunState, item: Planned) -> bool:
         """Ask an operator: the run is saved as awaiting_approval and holds nothing (no
