@@ -3,7 +3,9 @@ readable by the owner only, and TLS-only when a certificate and key are configur
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -13,10 +15,13 @@ import pytest
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 
-from tether_client.up import start_locked_nats
+from tether_client.up import holds_port, http_ports, port_free, start_locked_nats, wait_own_ready
 from tether_common.bus import Bus
+from tether_common.embedded import free_port
+from tether_common.errors import ConfigError
 from tether_common.natsauth import client_tls
 from tether_common.subjects import Subjects
+from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
 
 @pytest.fixture(autouse=True)
@@ -80,3 +85,106 @@ async def test_up_serves_tls_when_a_certificate_is_configured(
             assert nc.connected_url.scheme == "tls"
         finally:
             await nc.close()
+
+
+# ---- HTTP ports and readiness (issue 14, item 5) ------------------------------------
+
+FAKE_SERVICE = '''
+"""A stand-in service: answers /readyz on $TETHER_FAKE_HTTP_PORT, or (SLEEP=1) never listens."""
+import asyncio, os
+
+async def answer(reader, writer):
+    await reader.readuntil(b"\\r\\n\\r\\n")
+    writer.write(b"HTTP/1.1 200 OK\\r\\ncontent-length: 2\\r\\nconnection: close\\r\\n\\r\\nok")
+    await writer.drain()
+    writer.close()
+
+async def main():
+    if os.environ.get("FAKE_SLEEP"):
+        await asyncio.sleep(3600)
+    server = await asyncio.start_server(answer, "127.0.0.1", int(os.environ["TETHER_FAKE_HTTP_PORT"]))
+    async with server:
+        await server.serve_forever()
+
+asyncio.run(main())
+'''
+
+
+def fake_spec(tmp_path: Path, default_port: int = 1) -> ServiceSpec:
+    (tmp_path / "fake_service.py").write_text(FAKE_SERVICE)
+    return ServiceSpec("fake", "fake_service", "TETHER_FAKE_", default_port)
+
+
+def held_port() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    return sock
+
+
+def test_http_ports_come_from_the_environment() -> None:
+    wanted = {spec.port_env: str(free_port()) for spec in SERVICES}
+    ports = http_ports(wanted)
+    assert {spec.port_env: str(ports[spec.name]) for spec in SERVICES} == wanted
+    assert http_ports({"TETHER_BRAIN_HTTP_PORT": "0"})["brain"] > 0
+    defaults = http_ports({})
+    assert set(defaults) == {spec.name for spec in SERVICES}
+    for spec in SERVICES:  # the usual port, unless something here holds it
+        assert defaults[spec.name] == spec.default_port or not port_free(spec.default_port)
+
+
+def test_a_taken_or_bad_configured_port_is_refused() -> None:
+    with held_port() as taken:
+        port = taken.getsockname()[1]
+        free = str(free_port())
+        for environ in [
+            {"TETHER_BRAIN_HTTP_PORT": str(port)},
+            {"TETHER_APPROVALS_HTTP_PORT": str(port)},
+            {"TETHER_RUNNER_HTTP_PORT": "not-a-port"},
+            {"TETHER_GATEWAY_HTTP_PORT": "-1"},
+            {"TETHER_OUTPUTS_HTTP_PORT": "65536"},
+            {"TETHER_BRAIN_HTTP_PORT": free, "TETHER_GATEWAY_HTTP_PORT": free},
+        ]:
+            with pytest.raises(ConfigError):
+                http_ports(environ)
+
+
+def test_a_taken_usual_port_moves_to_a_free_one(tmp_path: Path) -> None:
+    with held_port() as taken:
+        port = taken.getsockname()[1]
+        moved = http_ports({}, specs=(fake_spec(tmp_path, default_port=port),))["fake"]
+        assert moved != port
+        assert port_free(moved)
+
+
+def test_holds_port_tells_whose_socket_it_is() -> None:
+    with held_port() as mine:
+        port = mine.getsockname()[1]
+        assert holds_port(os.getpid(), port) is True
+        assert holds_port(os.getppid(), port) is False
+        assert holds_port(os.getpid(), free_port()) is False
+
+
+async def test_readiness_is_asked_of_the_process_up_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another instance answering /readyz on the configured port is not taken for the
+    service `tether up` started; the service itself is."""
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    spec = fake_spec(tmp_path)
+    impostor = Supervisor({}, specs=(spec,), restart=False)
+    impostor.child("fake").port = free_port()
+    await impostor.start()
+    try:
+        await wait_own_ready(impostor, timeout=30)  # an honest service is ready
+        ours = Supervisor({"FAKE_SLEEP": "1"}, specs=(spec,), restart=False)
+        ours.child("fake").port = impostor.child("fake").port
+        await ours.start()
+        try:
+            await ours.wait_ready(timeout=10)  # the old check: fooled by the impostor
+            with pytest.raises(ConfigError, match="not listening on port"):
+                await wait_own_ready(ours, timeout=1.5)
+        finally:
+            await ours.stop()
+    finally:
+        await impostor.stop()
