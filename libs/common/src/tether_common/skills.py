@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from tether_common.errors import MessageError
+from tether_common.settings import tether_home
 
 SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
@@ -79,6 +80,13 @@ class Problem:
 
 def _invalid(message: str) -> MessageError:
     return MessageError(message, code="skill_invalid")
+
+
+def user_skills() -> Path:
+    """Where new skills are written: `$TETHER_HOME/skills` (default `~/.tether/skills`),
+    beside the rest of `tether up`'s data. The shipped `skills/` folder is read after it,
+    as read-only defaults."""
+    return tether_home() / "skills"
 
 
 def check_name(name: str) -> None:

@@ -27,14 +27,15 @@ from tether_common.skills import (
     parse_skill,
     render_skill,
     skill_folders,
+    user_skills,
 )
 
 log = logging.getLogger(__name__)
 
 
 def default_skill_folders(project: Path | None = None) -> list[Path]:
-    """`~/.tether/skills/` (where new skills are written), then the project's folder."""
-    folders = [Path.home() / ".tether" / "skills"]
+    """`$TETHER_HOME/skills/` (where new skills are written), then the project's folder."""
+    folders = [user_skills()]
     return folders + ([project] if project is not None else [])
 
 
