@@ -16,7 +16,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
-    StringConstraints,
     ValidationError,
     model_validator,
 )
@@ -64,7 +63,6 @@ def _carryable_text(text: str) -> str:
 # A string field that must be storable; `RequestModel` checks every string anyway, so this
 # is for models that are not requests (and for FastAPI query parameters).
 CarryableText = Annotated[str, AfterValidator(_carryable_text)]
-Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 
 
 # Deeper JSON than this is refused: nothing Tether accepts nests so far, and every later
