@@ -8,10 +8,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from tether_brain.gates import Verdict
 from tether_brain.state import RunState
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
+from tether_common.errors import MessageError
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalView,
@@ -155,7 +158,27 @@ class ApprovalClient:
         owner: str | None = None,
     ) -> tuple[ApprovalView, PendingApproval]:
         digest = action_digest(state, call, tool, state.step)
-        body = CreateApproval(
+        try:
+            body = self._create_body(state, call, tool, verdict, owner, digest)
+        except ValidationError as exc:  # e.g. arguments no database can store (NUL)
+            raise MessageError(
+                f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
+                code="invalid_message",
+            ) from None
+        view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
+        reconcile = verdict.code == IN_DOUBT
+        return view, PendingApproval(view.approval_id, call.id, digest, state.step, reconcile)
+
+    def _create_body(
+        self,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None,
+        digest: str,
+    ) -> CreateApproval:
+        return CreateApproval(
             run_id=state.run_id,
             step=state.step,
             tool=tool.name,
@@ -171,9 +194,6 @@ class ApprovalClient:
             effect=tool.effect,
             tenant=state.tenant,
         )
-        view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
-        reconcile = verdict.code == IN_DOUBT
-        return view, PendingApproval(view.approval_id, call.id, digest, state.step, reconcile)
 
     async def consume(self, approval_id: str, digest: str) -> bool:
         """Spend a granted approval just before its action runs: True only the first time,
