@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain import trail
@@ -23,6 +23,7 @@ from tether_brain.toolbox import GateOutcome, Toolbox
 from tether_common import audit
 from tether_common.http import error_response
 from tether_common.messages.approvals import ConsumeApproval, CreateApproval
+from tether_common.messages.base import RequestModel
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor
 
@@ -37,7 +38,7 @@ _CONSUME_STATUS = {
 }
 
 
-class ManualRunBody(BaseModel):
+class ManualRunBody(RequestModel):  # storable text, finite numbers (messages.base)
     model_config = ConfigDict(extra="forbid")
 
     tool: str = Field(min_length=1, max_length=200)
