@@ -56,9 +56,7 @@ async def test_the_same_listing_over_nats(stack: Supervisor, nats_url: str) -> N
         over_http = await client.list_runs(limit=5)
     bus = await Bus.connect(nats_url, service="test", subjects=subjects)
     try:
-        over_nats = await bus.request(
-            subjects.run_list, ListRuns(limit=5), headers=ADMIN
-        )
+        over_nats = await bus.request(subjects.run_list, ListRuns(limit=5), headers=ADMIN)
     finally:
         await bus.close()
     assert over_nats.runs[0].run_id == run.run_id
