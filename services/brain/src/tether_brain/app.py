@@ -141,7 +141,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             runs_router(manager, toolbox, identity),
             tokens_router(identity),
             agents_router(overrides, identity),
-            skills_router(skills.store, identity),
+            skills_router(skills.store, identity, on_change=skills.forget),
             policy_router(
                 agents,
                 toolbox,

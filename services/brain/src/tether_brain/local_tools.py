@@ -34,6 +34,11 @@ class SkillLibrary:
         self._views: dict[str, tuple[float, dict[str, Skill]]] = {}
         self._any: tuple[float, bool] | None = None
 
+    def forget(self) -> None:
+        """Re-read on next use (this replica wrote a skill; others within `ttl_s`)."""
+        self._views.clear()
+        self._any = None
+
     def _fresh(self, tenant: str) -> Mapping[str, Skill] | None:
         found = self._views.get(tenant)
         if found is None or time.monotonic() - found[0] > self.ttl_s:

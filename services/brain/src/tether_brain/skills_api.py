@@ -12,6 +12,7 @@ and resolved before)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
@@ -83,8 +84,12 @@ def write_scope(who: Principal, tenant: str | None) -> str | None:
     return who.tenant
 
 
-def skills_router(store: SkillStore, verifier: Verifier) -> APIRouter:
+def skills_router(
+    store: SkillStore, verifier: Verifier, on_change: Callable[[], None] | None = None
+) -> APIRouter:
+    """`on_change`: called after a skill is written (the runs' cached views forget)."""
     router = APIRouter(prefix="/v1", tags=["skills"])
+    changed = on_change or (lambda: None)
     who_dep = principal_dependency(verifier)
 
     @router.get("/skills", response_model_exclude_none=True)
@@ -106,7 +111,9 @@ def skills_router(store: SkillStore, verifier: Verifier) -> APIRouter:
     )
     def create_skill(body: CreateSkill, who: Principal = who_dep) -> SkillView:
         scope = write_scope(who, body.tenant)
-        return _view(store.create(body.name, body.description, body.body, scope))
+        created = store.create(body.name, body.description, body.body, scope)
+        changed()
+        return _view(created)
 
     @router.get("/skills/{name}", response_model_exclude_none=True)
     def get_skill(
@@ -126,6 +133,7 @@ def skills_router(store: SkillStore, verifier: Verifier) -> APIRouter:
                 f"skill {name!r} is global: only an admin may delete it", code="forbidden"
             )
         store.delete(name, scope)
+        changed()
         return Response(status_code=204)
 
     return router

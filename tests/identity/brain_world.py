@@ -1,0 +1,137 @@
+"""A small world of principals and resources in two tenants, made through the real
+services, for the brain's authorisation tests (`test_brain_authz.py`,
+`test_authz_table.py`).
+
+Tenant A holds alice's and amy's runs (clients), an operator `opa`, a skill only A's
+runs see, and an output of alice's run; tenant B holds bob (a client) and `opb`. Every
+resource of A carries `world.mark_a` somewhere in its content, so "nothing of the other
+tenant in the body" is one substring check.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tether_client import TetherClient
+from tether_common.bus import Bus
+from tether_common.messages.outputs import PutOutput
+from tether_common.subjects import Subjects
+from tether_common.supervisor import Supervisor
+
+ADMIN_TOKEN = "test-operator-token"  # tests/conftest.py: the bootstrap admin
+SHIPPED_SKILLS = Path(__file__).resolve().parents[2] / "skills"
+PRIVILEGED = "privileged"  # an agent a client's token does not list
+
+
+def stack_env(skills: Path) -> dict[str, str]:
+    """The stack's extra environment: a writable skill folder of its own (then the shipped
+    skills), and one agent a client may not choose."""
+    return {
+        "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(skills), str(SHIPPED_SKILLS)]),
+        "TETHER_BRAIN_AGENTS": json.dumps({PRIVILEGED: {"mode": "allow-all"}}),
+    }
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass
+class World:
+    brain: str
+    outputs: str
+    approvals: str
+    subjects: Subjects
+    tenant_a: str
+    tenant_b: str
+    mark_a: str  # in every resource of tenant A
+    mark_b: str
+    tokens: dict[str, str] = field(default_factory=dict)  # alice amy bob opa opb admin
+    runs: dict[str, str] = field(default_factory=dict)  # alice amy bob opa → run id
+    skill_a: str = ""  # a skill of tenant A (name carries no mark: bodies do)
+    output_a: str = ""  # an output of alice's run
+
+    def headers(self, who: str) -> dict[str, str]:
+        return bearer(self.tokens[who]) if who != "anonymous" else {}
+
+
+async def _token(http: httpx.AsyncClient, name: str, role: str, tenant: str) -> str:
+    body = {"name": name, "role": role, "tenant": tenant}
+    response = await http.post("/v1/tokens", json=body, headers=bearer(ADMIN_TOKEN))
+    assert response.status_code == 201, response.text
+    return str(response.json()["token"])
+
+
+async def _finished_run(brain: str, token: str, prompt: str) -> str:
+    async with TetherClient(brain, token=token) as client:
+        accepted = await client.start_run(prompt)
+        async for _ in client.events(accepted.run_id):
+            pass
+        return accepted.run_id
+
+
+async def build_world(stack: Supervisor, nats_url: str) -> World:
+    suffix = uuid.uuid4().hex[:8]
+    world = World(
+        brain=stack.child("brain").url,
+        outputs=stack.child("output-store").url,
+        approvals=stack.child("approvals").url,
+        subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"]),
+        tenant_a=f"ta{suffix}",
+        tenant_b=f"tb{suffix}",
+        mark_a=f"ALICESECRET{suffix}",
+        mark_b=f"BOBSECRET{suffix}",
+    )
+    people = {
+        "alice": ("client", world.tenant_a),
+        "amy": ("client", world.tenant_a),
+        "opa": ("operator", world.tenant_a),
+        "bob": ("client", world.tenant_b),
+        "opb": ("operator", world.tenant_b),
+    }
+    async with httpx.AsyncClient(base_url=world.brain, timeout=30) as http:
+        for name, (role, tenant) in people.items():
+            world.tokens[name] = await _token(http, name, role, tenant)
+        world.tokens["admin"] = ADMIN_TOKEN
+        for name in ("alice", "amy", "opa"):
+            prompt = f"{world.mark_a} {name}: what time is it in Tokyo?"
+            world.runs[name] = await _finished_run(world.brain, world.tokens[name], prompt)
+        prompt = f"{world.mark_b} bob: what time is it in Tokyo?"
+        world.runs["bob"] = await _finished_run(world.brain, world.tokens["bob"], prompt)
+        world.skill_a = f"a-only-{suffix}"
+        skill = {
+            "name": world.skill_a,
+            "description": f"Tenant A's own practice {suffix}. Use when asked about zebras.",
+            "body": f"- {world.mark_a}: never leave tenant A.",
+        }
+        created = await http.post("/v1/skills", json=skill, headers=world.headers("opa"))
+        assert created.status_code == 201, created.text
+        assert created.json()["tenant"] == world.tenant_a
+    bus = await Bus.connect(nats_url, service="authz-test", subjects=world.subjects)
+    try:
+        put = PutOutput(run_id=world.runs["alice"], content=f"{world.mark_a} output\n" * 50)
+        world.output_a = (await bus.request(world.subjects.output_put, put)).ref
+    finally:
+        await bus.close()
+    return world
+
+
+def leaks(response: httpx.Response | bytes | str, mark: str) -> bool:
+    """Whether a body shows anything carrying `mark`."""
+    if isinstance(response, httpx.Response):
+        return mark in response.text
+    text = response.decode(errors="replace") if isinstance(response, bytes) else response
+    return mark in text
+
+
+def error_code(response: httpx.Response) -> Any:
+    try:
+        return response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None

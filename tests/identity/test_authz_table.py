@@ -1,0 +1,256 @@
+"""Every route of the brain's, the output-store's and the approvals service's OpenAPI
+documents, and every client request subject of the brain, walked with three callers:
+anonymous → 401 (`unauthenticated`); a valid token of another tenant → 403/404 (or, for
+a route naming no resource, an answer holding nothing of the other tenant); the right
+token → anything but 401/403.
+
+Routes come from the running services' `/openapi.json` (paths × methods), never from a
+list here, so a route added later without authorisation fails this test; only
+`PUBLIC` may answer an anonymous caller.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from brain_world import World, build_world, error_code, leaks, stack_env
+from fastapi import FastAPI
+
+from tether_common.bus import Bus
+from tether_common.identity import bearer_headers
+from tether_common.subjects import QUEUE_BRAIN
+from tether_common.supervisor import Supervisor
+
+pytestmark = pytest.mark.e2e
+
+# Routes that answer anyone, by design: liveness and readiness probes.
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+METHODS = ("get", "post", "put", "patch", "delete")
+SERVICES = ("brain", "output-store", "approvals")
+# Outside tenants: a client and an operator of tenant B.
+OUTSIDERS = ("bob", "opb")
+
+Send = Callable[[str, str, str, dict[str, str]], Awaitable[httpx.Response]]
+
+
+@dataclass(frozen=True)
+class Row:
+    service: str
+    method: str
+    path: str  # the template, as in the OpenAPI document
+
+    @property
+    def names_a_resource(self) -> bool:
+        return "{" in self.path
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return stack_env(tmp_path_factory.mktemp("skills"))
+
+
+@pytest.fixture(scope="module")
+async def world(stack: Supervisor, nats_url: str) -> World:
+    return await build_world(stack, nats_url)
+
+
+def rows_of(service: str, document: dict[str, Any]) -> list[Row]:
+    return [
+        Row(service, method.upper(), path)
+        for path, item in document["paths"].items()
+        for method in METHODS
+        if method in item
+    ]
+
+
+@pytest.fixture(scope="module")
+async def table(world: World, stack: Supervisor) -> list[Row]:
+    rows: list[Row] = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        for service in SERVICES:
+            document = (await http.get(f"{stack.child(service).url}/openapi.json")).json()
+            rows += rows_of(service, document)
+    return rows
+
+
+def concrete(row: Row, world: World) -> str:
+    """The path with tenant A's resources (or a made-up id) in its parameters."""
+    values = {
+        "run_id": world.runs["alice"],
+        "ref": world.output_a,
+        "name": world.skill_a,
+        "agent_id": "default",
+        "token_id": "tok_00000000000000000000",
+        "approval_id": "apr_00000000000000000000",
+    }
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m[1], "x0"), row.path)
+
+
+def body_for(row: Row) -> Any:
+    return {} if row.method in ("POST", "PUT", "PATCH") else None
+
+
+def sender(world: World, stack: Supervisor, http: httpx.AsyncClient) -> Send:
+    """Send one request; an event stream that opens is answered by its status and
+    headers alone (it would not end), with an empty body."""
+
+    async def send(service: str, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
+        url = stack.child(service).url + path
+        body = body_for(Row(service, method, path))
+        async with http.stream(method, url, json=body, headers=headers) as response:
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                STREAMS.add((service, path))
+                return httpx.Response(response.status_code, headers=response.headers)
+            await response.aread()
+            return response
+
+    return send
+
+
+# The event streams met (each opened by a caller it let through).
+STREAMS: set[tuple[str, str]] = set()
+
+
+async def anonymous_problems(rows: list[Row], world: World, send: Send) -> list[str]:
+    """Every non-public route answers an anonymous caller (and forged tokens) 401."""
+    problems = []
+    for row in rows:
+        if (row.method, row.path) in PUBLIC:
+            continue
+        for headers in ({}, {"Authorization": "Bearer tth_forged"}, {"Authorization": "x"}):
+            response = await send(row.service, row.method, concrete(row, world), headers)
+            if response.status_code != 401 or error_code(response) != "unauthenticated":
+                problems.append(f"{row} with {headers}: {response.status_code}")
+            elif leaks(response, world.mark_a):
+                problems.append(f"{row}: an anonymous answer shows tenant A")
+    return problems
+
+
+async def test_the_table_covers_every_service(table: list[Row]) -> None:
+    covered = {row.service for row in table}
+    assert covered == set(SERVICES)
+    assert {("GET", "/v1/runs/{run_id}"), ("POST", "/v1/skills")} <= {
+        (r.method, r.path) for r in table
+    }
+
+
+async def test_anonymous_callers_get_401_everywhere(
+    table: list[Row], world: World, stack: Supervisor
+) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        problems = await anonymous_problems(table, world, sender(world, stack, http))
+    assert not problems, "\n".join(problems)
+
+
+async def test_another_tenants_token_reaches_nothing_of_tenant_a(
+    table: list[Row], world: World, stack: Supervisor
+) -> None:
+    problems = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        send = sender(world, stack, http)
+        for row in table:
+            if (row.method, row.path) in PUBLIC:
+                continue
+            for who in OUTSIDERS:
+                response = await send(
+                    row.service, row.method, concrete(row, world), world.headers(who)
+                )
+                status = response.status_code
+                if leaks(response, world.mark_a):
+                    problems.append(f"{row} as {who}: the answer shows tenant A")
+                if status == 401 or status >= 500:
+                    problems.append(f"{row} as {who}: {status} {response.text[:200]}")
+                elif row.names_a_resource and status not in (403, 404, 422):
+                    # 422: the made-up body was refused (only reachable for a route
+                    # that checks its caller before anything; the skill and run rows
+                    # carry real ids and no body).
+                    problems.append(f"{row} as {who}: {status} {response.text[:200]}")
+    assert not problems, "\n".join(problems)
+    # Tenant A's things are all still there (nothing an outsider sent changed them).
+    async with httpx.AsyncClient(base_url=world.brain, timeout=30) as http:
+        run = await http.get(f"/v1/runs/{world.runs['alice']}", headers=world.headers("alice"))
+        assert run.status_code == 200
+        skill = await http.get(f"/v1/skills/{world.skill_a}", headers=world.headers("opa"))
+        assert skill.status_code == 200
+
+
+async def test_the_right_token_is_let_through(
+    table: list[Row], world: World, stack: Supervisor
+) -> None:
+    """The admin reaches every route: no 401/403 (a 404 for a made-up id, or a 422 for
+    an empty body, is past the check). Deleting routes go last, so they delete nothing
+    another row needs."""
+    problems = []
+    ordered = sorted(table, key=lambda r: r.method == "DELETE")
+    async with httpx.AsyncClient(timeout=30) as http:
+        send = sender(world, stack, http)
+        for row in ordered:
+            response = await send(
+                row.service, row.method, concrete(row, world), world.headers("admin")
+            )
+            if response.status_code in (401, 403) or response.status_code >= 500:
+                problems.append(f"{row}: {response.status_code} {response.text[:200]}")
+    assert not problems, "\n".join(problems)
+
+
+async def test_every_client_subject_checks_its_caller(world: World, nats_url: str) -> None:
+    """The brain's client subjects over NATS: the same three callers, the same rules."""
+    bus = await Bus.connect(nats_url, service="authz-table-nats", subjects=world.subjects)
+    candidates = {"run_id": world.runs["alice"], "text": "hi", "prompt": "hi", "limit": 500}
+    routes = [r for r in world.subjects.routes() if r.queue == QUEUE_BRAIN]
+    assert len(routes) >= 5
+    problems = []
+    try:
+        for route in routes:
+            fields = route.request.model_fields
+            body = route.request.model_validate(
+                {k: v for k, v in candidates.items() if k in fields}
+            )
+            data = body.model_dump_json().encode()
+            for who in ("anonymous", "forged", *OUTSIDERS, "admin"):
+                headers = (
+                    bearer_headers("tth_forged") if who == "forged" else world.headers(who) or None
+                )
+                raw = await bus.request_raw(route.subject, data, headers=headers, timeout=30)
+                reply = json.loads(raw)
+                code = reply.get("error", {}).get("code") if isinstance(reply, dict) else None
+                if who in ("anonymous", "forged") and code != "unauthenticated":
+                    problems.append(f"{route.subject} as {who}: {code}")
+                elif who in OUTSIDERS:
+                    if world.mark_a.encode() in raw:
+                        problems.append(f"{route.subject} as {who}: shows tenant A")
+                    if "run_id" in fields and code not in ("not_found", "forbidden"):
+                        problems.append(f"{route.subject} as {who}: {code}")
+                elif who == "admin" and code in ("unauthenticated", "forbidden"):
+                    problems.append(f"{route.subject} as admin: {code}")
+    finally:
+        await bus.close()
+    assert not problems, "\n".join(problems)
+
+
+async def test_a_route_without_authorisation_fails_the_table(world: World) -> None:
+    """The checker itself: a route that answers anyone is reported."""
+    app = FastAPI()
+
+    @app.get("/v1/leaky/{run_id}")
+    async def leaky(run_id: str) -> dict[str, str]:
+        return {"run_id": run_id, "secret": world.mark_a}
+
+    rows = rows_of("toy", app.openapi())
+    assert rows == [Row("toy", "GET", "/v1/leaky/{run_id}")]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://toy") as http:
+
+        async def send(
+            service: str, method: str, path: str, headers: dict[str, str]
+        ) -> httpx.Response:
+            return await http.request(method, path, headers=headers)
+
+        problems = await anonymous_problems(rows, world, send)
+    assert len(problems) == 3
