@@ -5,6 +5,7 @@ one durable journal write."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -39,7 +40,13 @@ from tether_common.messages.gateway import (
     GenerateRequest,
     OfferedToolSpec,
 )
-from tether_common.messages.runs import ChildEnded, RunEvent, RunStatus, StepView
+from tether_common.messages.runs import (
+    TERMINAL_STATUSES,
+    ChildEnded,
+    RunEvent,
+    RunStatus,
+    StepView,
+)
 from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
@@ -47,6 +54,8 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 
 MAX_TAKEOVERS = 3
+WAIT_POLL_S = 0.5  # between asks to a service nobody answers for, within the wait
+REPUBLISH_ATTEMPTS = 8  # a committed end's events, retried over about 2.5 minutes
 DEFAULT_WINDOW = 32_768
 COMPACT_INSTRUCTION = (
     "Summarise the conversation below in a few sentences for the assistant who continues it: "
@@ -78,6 +87,7 @@ class Loop:
         self.store = store
         self.model = model
         self.actor = actor
+        self._republishing: set[asyncio.Task[None]] = set()
 
     async def run(
         self,
@@ -114,9 +124,22 @@ class Loop:
             # failure needs the database too. The lease lapses; a replica takes over.
             log.warning("run %s paused, the database is unreachable: %s", state.run_id, exc)
         except Exception as exc:
+            if await self._ended(state):
+                # The end is committed (only what came after it failed): it is final.
+                log.exception("run %s: a failure after its committed end", state.run_id)
+                return
             log.exception("run %s failed", state.run_id)
             state.pending.clear()
             await self._finish(state, "failed", f"internal_error: {type(exc).__name__}", None)
+
+    async def _ended(self, state: RunState) -> bool:
+        """Whether the run's end is already committed (read back: the failure may have
+        come from the committing statement itself)."""
+        try:
+            status, _ = await self.store.status(state.run_id)
+        except (OSError, DBAPIError, TetherError):
+            return False
+        return status in TERMINAL_STATUSES
 
     async def _advance(self, state: RunState, control: Control) -> None:
         mark = time.monotonic()
@@ -265,7 +288,36 @@ class Loop:
     async def _generate(
         self, state: RunState, request: GenerateRequest, control: Control
     ) -> ModelTurn | None:
-        """The model turn, or None when a stop arrived first (the stream is cancelled)."""
+        """The model turn, or None when a stop arrived first. While no gateway answers (a
+        restart) the turn is asked again for up to `service_wait_s`; the run says once,
+        in a committed `guard` event of kind `waiting`, that it waits."""
+        deadline = time.monotonic() + self.actor.service_wait_s
+        told = False
+        while True:
+            turn = await self._generate_once(request, control)
+            if turn is None or turn.error is None or turn.error.code != "no_responders":
+                return turn
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return turn
+            if not told:
+                told = True
+                emit(
+                    state,
+                    "guard",
+                    step=state.step,
+                    kind="waiting",
+                    service="gateway",
+                    wait_s=self.actor.service_wait_s,
+                )
+                await self._commit(state)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(control.wait_any(), min(WAIT_POLL_S, left))
+            if control.stop.is_set() or control.handback.is_set():
+                return None
+
+    async def _generate_once(self, request: GenerateRequest, control: Control) -> ModelTurn | None:
+        """One model turn, or None when a stop arrived first (the stream is cancelled)."""
         generation = asyncio.ensure_future(self.model.generate(request))
         waiter = asyncio.ensure_future(control.wait_any())
         done, _ = await asyncio.wait({generation, waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -400,6 +452,9 @@ class Loop:
         if not calls:
             return False
         emit(state, "guard", step=state.step, kind="interrupted", calls=[c.name for c in calls])
+        # A freshly started replica knows no tool yet: what each call was (idempotent or
+        # not) is only known from the catalogue.
+        await self._await_catalogue(state)
         tools = {c.id: self.actor.descriptor(c.name) for c in calls}
         rerun = (
             []
@@ -420,6 +475,31 @@ class Loop:
         parked = card is not None and await self._reconcile(state, card)
         await self._commit(state)
         return parked
+
+    async def _await_catalogue(self, state: RunState) -> None:
+        """Load the tool catalogue, waiting up to `service_wait_s` for a runner to answer;
+        with none, recovery goes on knowing no tool (each call is reported interrupted)."""
+        deadline = time.monotonic() + self.actor.service_wait_s
+        told = False
+        while True:
+            try:
+                await self.actor.toolbox.catalog()
+                return
+            except TetherError as exc:
+                if time.monotonic() >= deadline:
+                    log.warning("run %s recovers without a catalogue: %s", state.run_id, exc)
+                    return
+            if not told:
+                told = True
+                emit(
+                    state,
+                    "guard",
+                    step=state.step,
+                    kind="waiting",
+                    service="tools-runner",
+                    wait_s=self.actor.service_wait_s,
+                )
+            await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     async def _reconcile(self, state: RunState, call: CallRecord) -> bool:
         tool = self.actor.descriptor(call.name)
@@ -468,7 +548,7 @@ class Loop:
         queued = await self.store.finish_unless_queued(state, finishing)
         if not queued:
             state.unpublished += _events_of(state.published)
-            await publish(self.bus, state.unpublished)
+            await self._publish_committed(state)
             runs_ended.add(1, {"status": "completed"})
             await self._tell_parent(state)
             return True
@@ -509,15 +589,24 @@ class Loop:
         await self._tell_parent(state)
 
     async def _tell_parent(self, state: RunState) -> None:
-        if state.parent_id is not None:
-            notice = ChildEnded(parent_id=state.parent_id, child_id=state.run_id)
+        """The child-ended notice, best effort: the end is committed whatever happens
+        here, and a notice lost is made up by the maintenance sweep (`parents_ready`)."""
+        if state.parent_id is None:
+            return
+        notice = ChildEnded(parent_id=state.parent_id, child_id=state.run_id)
+        try:
             await self.bus.publish(self.bus.subjects.run_child_ended, notice)
+        except Exception as exc:  # the sweep resumes the parent
+            log.warning("run %s: child-ended notice not sent: %s", state.run_id, exc)
 
     async def _commit(self, state: RunState) -> None:
         """The step's one durable write, then its events. Events are already in the
         journal, so a failed publish is retried with the next commit (ids deduplicate)."""
         await self.store.commit(state)
         state.unpublished += _events_of(state.published)
+        if state.status in TERMINAL_STATUSES:
+            await self._publish_committed(state)
+            return
         try:
             await publish(self.bus, state.unpublished)
         except TetherError as exc:
@@ -529,6 +618,29 @@ class Loop:
             )
             return
         state.unpublished = []
+
+    async def _publish_committed(self, state: RunState) -> None:
+        """Publish a committed end's events without ever raising: the end is decided, so
+        a failed publish is retried in the background (bounded; the stream deduplicates
+        by event id), never turned into a second end."""
+        events, state.unpublished = list(state.unpublished), []
+        try:
+            await publish(self.bus, events)
+        except Exception as exc:  # any failure here is only a publish
+            log.warning("run %s: end events not published yet: %s", state.run_id, exc)
+            task = asyncio.create_task(self._republish(state.run_id, events))
+            self._republishing.add(task)
+            task.add_done_callback(self._republishing.discard)
+
+    async def _republish(self, run_id: str, events: list[RunEvent]) -> None:
+        for attempt in range(REPUBLISH_ATTEMPTS):
+            await asyncio.sleep(min(2.0**attempt, 30.0))
+            try:
+                await publish(self.bus, events)
+                return
+            except Exception as exc:  # retried, then left to the journal
+                log.warning("run %s: republish %d failed: %s", run_id, attempt + 1, exc)
+        log.error("run %s: end events left unpublished (they are in the journal)", run_id)
 
 
 def _recent(state: RunState) -> str:
