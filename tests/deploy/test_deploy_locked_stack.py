@@ -87,7 +87,10 @@ async def wait_for_end(client: httpx.AsyncClient, url: str) -> dict[str, object]
 
 async def test_a_run_completes_on_the_locked_down_bus(locked_stack: Supervisor) -> None:
     brain = locked_stack.child("brain").url
-    async with httpx.AsyncClient(timeout=60) as client:
+    # The operator token of the stack's environment: every brain route asks for one.
+    token = locked_stack.env["TETHER_OPERATOR_TOKEN"]
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=60, headers=headers) as client:
         created = await client.post(
             f"{brain}/v1/runs", json={"prompt": "what time is it in Tokyo?"}
         )
