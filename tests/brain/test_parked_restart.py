@@ -62,6 +62,7 @@ async def test_max_tokens_is_refused_where_usage_is_not_reported(stack: Supervis
         response = await http.post(
             f"{stack.child('brain').url}/v1/runs",
             json={"prompt": "hi", "provider": "rules", "max_tokens": 100},
+            headers={"Authorization": "Bearer test-operator-token"},
         )
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "limit_unenforceable"

@@ -445,7 +445,10 @@ async def test_every_tool_declares_its_output_trust(ready: Supervisor) -> None:
 
 
 async def test_explain_and_the_catalogue_show_taint(ready: Supervisor) -> None:
-    async with httpx.AsyncClient(base_url=ready.child("brain").url, timeout=30) as http:
+    admin = {"Authorization": "Bearer test-operator-token"}  # tests/conftest.py
+    async with httpx.AsyncClient(
+        base_url=ready.child("brain").url, timeout=30, headers=admin
+    ) as http:
         body = {"tool": "file_write", "args": {"path": "a.txt", "content": "x"}, "agent": AGENT}
         clean = (await http.post("/v1/policy/explain", json=body)).json()
         tainted = (await http.post("/v1/policy/explain", json=body | {"tainted": True})).json()

@@ -185,6 +185,7 @@ async def test_the_rightful_principals_reach_the_run(http: httpx.AsyncClient, wo
     async with TetherClient(world.brain, token=world.tokens["alice"]) as client:
         events = [e async for e in client.events(run)]
     assert events[-1].kind == "run.end"
+    assert {e.tenant for e in events} == {world.tenant_a}  # events carry their tenant
     ended = await http.post(f"/v1/runs/{run}/stop", headers=world.headers("alice"))
     assert ended.status_code == 202  # already ended: answered with its status, for its owner
 

@@ -30,7 +30,12 @@ def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:
     if state.depth:
         data["depth"] = state.depth
     event = RunEvent(
-        run_id=state.run_id, seq=state.event_seq, kind=kind, ts=datetime.now(UTC), data=cut(data)
+        run_id=state.run_id,
+        seq=state.event_seq,
+        kind=kind,
+        ts=datetime.now(UTC),
+        data=cut(data),
+        tenant=state.tenant,
     )
     state.add_event(event)
     return event

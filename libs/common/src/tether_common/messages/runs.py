@@ -157,3 +157,4 @@ class RunEvent(WireModel):
     kind: RunEventKind
     ts: datetime
     data: dict[str, Any] = Field(default_factory=dict)
+    tenant: str | None = None  # the run's tenant (whose events these are)

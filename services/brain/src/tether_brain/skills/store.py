@@ -18,6 +18,7 @@ from typing import Protocol
 
 from tether_brain.skills.model import Skill
 from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.messages.base import ID_PATTERN
 from tether_common.skills import (
     SKILL_FILE,
     SkillDocument,
@@ -40,8 +41,9 @@ def default_skill_folders(project: Path | None = None) -> list[Path]:
 
 
 TENANTS_DIR = ".tenants"
-# A tenant is a path component here: the identity model's ID pattern without dots.
-_TENANT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_:@-]{0,199}$")
+# A tenant is a path component here: the identity model's ID pattern is one (no slash,
+# never `.` or `..`, never hidden: it starts with a letter, digit or underscore).
+_TENANT = re.compile(ID_PATTERN)
 
 
 class SkillStore(Protocol):
