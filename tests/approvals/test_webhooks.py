@@ -14,11 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tether_approvals.outbox import Sender
+from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
 from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
 from tether_common.bus import Bus
+from tether_common.db import make_engine
 from tether_common.errors import MessageError
 from tether_common.messages.approvals import ApprovalNotice
 from tether_common.messages.base import decode
@@ -31,9 +34,9 @@ ATTEMPTS = 4
 
 
 @pytest.fixture(scope="module")
-async def hooks(
+async def hooks_service(
     nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[ApprovalsHarness]:
+) -> AsyncIterator[Supervisor]:
     """An approvals service of its own, with back-off small enough for a test."""
     logs = tmp_path_factory.mktemp("webhook-logs")
     env = {
@@ -48,19 +51,14 @@ async def hooks(
         "TETHER_APPROVALS_WEBHOOKS__BACKOFF_MAX_S": "0.2",
         "TETHER_APPROVALS_WEBHOOKS__ATTEMPTS": str(ATTEMPTS),
         "TETHER_APPROVALS_WEBHOOKS__TIMEOUT_S": "2",
+        "TETHER_APPROVALS_WEBHOOKS__CLAIM_S": "3",
     }
     spec = next(s for s in SERVICES if s.name == "approvals")
     supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
     await supervisor.start()
     try:
         await supervisor.wait_ready(timeout=60)
-        url = supervisor.child("approvals").url
-        subjects = Subjects(env["TETHER_SUBJECT_PREFIX"])
-        async with (
-            await Bus.connect(nats_url, service="test", subjects=subjects) as bus,
-            httpx.AsyncClient(base_url=url, timeout=15) as http,
-        ):
-            yield ApprovalsHarness(bus, http, url, OPERATOR_TOKEN)
+        yield supervisor
     except BaseException:
         for log_file in sorted(logs.glob("*.log")):
             print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
@@ -69,6 +67,17 @@ async def hooks(
         await supervisor.stop()
     for log_file in logs.glob("*.log"):
         assert "whsec_" not in log_file.read_text(), "a webhook secret reached the log"
+
+
+@pytest.fixture(scope="module")
+async def hooks(hooks_service: Supervisor, nats_url: str) -> AsyncIterator[ApprovalsHarness]:
+    url = hooks_service.child("approvals").url
+    subjects = Subjects(hooks_service.env["TETHER_SUBJECT_PREFIX"])
+    async with (
+        await Bus.connect(nats_url, service="test", subjects=subjects) as bus,
+        httpx.AsyncClient(base_url=url, timeout=15) as http,
+    ):
+        yield ApprovalsHarness(bus, http, url, OPERATOR_TOKEN)
 
 
 async def register(
@@ -251,6 +260,64 @@ async def test_a_receiver_down_for_good_is_dead_lettered_listed_and_resendable(
         f"/v1/webhooks/deliveries/{dead['delivery_id']}/retry", headers=auth(hooks.admin_token)
     )
     assert again.status_code == 409, "only a dead delivery is re-sent by hand"
+
+
+async def test_a_delivery_in_flight_when_the_service_dies_is_sent_again(
+    hooks: ApprovalsHarness, hooks_service: Supervisor, hook: tuple[Receiver, str]
+) -> None:
+    """The notice is written with the request; a service killed while the receiver holds
+    the delivery open leaves the row claimed, and the restarted service sends it again
+    once the claim lapses (the same delivery id: the receiver can tell)."""
+    found, endpoint_id = hook
+    found.stalled = True
+    created = await hooks.create()
+    [held] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+    assert held.answered == 0
+    child = hooks_service.child("approvals")
+    hooks_service.kill("approvals")
+    await hooks_service.stop_child(child)
+    found.release()
+    await hooks_service.start_child(child)
+    await hooks_service.wait_ready(timeout=60)
+    row = await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
+    tries = found.of(created.approval_id)
+    assert [t.answered for t in tries] == [0, 204]
+    assert len({t.delivery_id for t in tries}) == 1
+    assert row["attempts"] == 2
+
+
+async def test_replicas_share_the_outbox(
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str], database_url: str
+) -> None:
+    """Four more senders on the same outbox (with the service's own): every notice
+    arrives, and none twice (rows are claimed with FOR UPDATE SKIP LOCKED)."""
+    found, _ = hook
+    engine = make_engine(database_url)
+    published: list[str] = []
+
+    async def publish(subject: str, told: ApprovalNotice) -> None:
+        published.append(told.notice_id)
+
+    settings = WebhookSettings(poll_s=0.01, batch=3, timeout_s=5)
+    senders = [Sender(engine, settings, publish) for _ in range(4)]
+    try:
+        created = [await hooks.create(step=n) for n in range(24)]
+        wanted = {c.approval_id for c in created}
+
+        async def work(sender: Sender) -> None:
+            while not wanted <= {d.json["card"]["approval_id"] for d in found.seen}:
+                if not await sender.tick():
+                    await asyncio.sleep(0.01)
+
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(work(s) for s in senders))
+        for approval_id in wanted:
+            assert len(found.of(approval_id, "approval.requested")) == 1, approval_id
+        assert len(published) == len(set(published))
+    finally:
+        for sender in senders:
+            await sender.aclose()
+        await engine.dispose()
 
 
 async def test_an_unreachable_receiver_is_dead_lettered(hooks: ApprovalsHarness) -> None:

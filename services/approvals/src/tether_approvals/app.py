@@ -71,8 +71,8 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         subject = service.subjects.approval_decided
         await service.bus.js_publish(subject, decided, msg_id=f"{decided.approval_id}:decided")
 
-    async def publish_notice(told: ApprovalNotice) -> None:
-        await service.bus.publish(service.subjects.approval_notices, told)
+    async def publish_notice(subject: str, told: ApprovalNotice) -> None:
+        await service.bus.publish(subject, told)
 
     store = ApprovalStore(service.engine)
     tokens = TokenStore(service.engine, operator_token=common.operator_token, sink=sink)
@@ -84,7 +84,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         approvers=build_approvers(settings.rules, settings.approvers),
         sink=sink,
         key=required_key(common.decision_key),
-        notices=Notices(settings.link_base(), settings.webhooks),
+        notices=Notices(settings.link_base(), settings.webhooks, service.subjects.approval_notices),
     )
     sender = Sender(service.engine, settings.webhooks, publish_notice)
     pending = PendingGauge(service.engine)

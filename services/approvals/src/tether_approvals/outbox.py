@@ -38,16 +38,17 @@ __all__ = ["NoticePublisher", "Notices", "Sender", "backoff_s"]
 
 log = logging.getLogger(__name__)
 
-NoticePublisher = Callable[[ApprovalNotice], Awaitable[None]]
+NoticePublisher = Callable[[str, ApprovalNotice], Awaitable[None]]
 Sink = Literal["webhook", "nats"]
 
 
 class Notices:
     """Writes the outbox rows of one change, inside the caller's transaction."""
 
-    def __init__(self, link_base: str, settings: WebhookSettings) -> None:
+    def __init__(self, link_base: str, settings: WebhookSettings, subject: str) -> None:
         self.link_base = link_base
         self.settings = settings
+        self.subject = subject
 
     async def record(self, conn: AsyncConnection, kind: EventKind, item: ApprovalView) -> None:
         notice_kind = NOTICE_OF[kind]
@@ -74,10 +75,13 @@ class Notices:
             "created_at": now,
         }
         rows: list[dict[str, Any]] = [
-            common | {"delivery_id": _delivery_id(), "sink": "webhook", "endpoint_id": e}
+            common
+            | {"delivery_id": _delivery_id(), "sink": "webhook", "endpoint_id": e}
+            | {"subject": None}
             for (e,) in endpoints
         ]
-        rows.append(common | {"delivery_id": _delivery_id(), "sink": "nats", "endpoint_id": None})
+        nats = {"delivery_id": _delivery_id(), "sink": "nats", "subject": self.subject}
+        rows.append(common | nats | {"endpoint_id": None})
         await conn.execute(notice_outbox.insert(), rows)
 
 
@@ -98,6 +102,7 @@ class Claimed:
     delivery_id: str
     notice_id: str
     sink: str
+    subject: str | None
     kind: str
     endpoint_id: str | None
     body: str
@@ -173,6 +178,7 @@ class Sender:
                 r.delivery_id,
                 r.notice_id,
                 r.sink,
+                r.subject,
                 r.kind,
                 r.endpoint_id,
                 r.body,
@@ -187,8 +193,10 @@ class Sender:
     async def _send(self, item: Claimed) -> str | None:
         """None when delivered, else a short reason (never the URL or the secret)."""
         if item.sink == "nats":
+            if item.subject is None:
+                return "subject_missing"
             try:
-                await self.publish(decode(ApprovalNotice, item.body.encode()))
+                await self.publish(item.subject, decode(ApprovalNotice, item.body.encode()))
             except Exception as exc:
                 return type(exc).__name__
             return None

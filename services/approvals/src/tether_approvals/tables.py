@@ -111,6 +111,8 @@ notice_outbox = Table(
         index=True,
     ),
     Column("sink", String(10), nullable=False),  # webhook | nats
+    # A NATS notice's subject, fixed when written (the writer's prefix, not the sender's).
+    Column("subject", String(200)),
     Column("tenant", String(200), nullable=False),
     Column("kind", String(40), nullable=False),
     Column("approval_id", String(40), nullable=False),

@@ -52,6 +52,9 @@ class Receiver:
     secret: str = ""
     down: bool = False
     failures_left: int = 0  # answer 503 to this many more deliveries, then accept
+    # While stalled, a delivery is recorded on arrival (answered 0) and held unanswered.
+    stalled: bool = False
+    _release: asyncio.Event = field(default_factory=asyncio.Event)
     seen: list[Delivery] = field(default_factory=list)
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -70,15 +73,29 @@ class Receiver:
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         ok = verify(self.secret, body, headers.get(SIGNATURE_HEADER.lower()))
+        if self.stalled:
+            await self._record(Delivery(headers, body, ok, 0))
+            await self._release.wait()
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
         status = 204 if ok else 401
         if self.down or self.failures_left > 0:
             self.failures_left = max(0, self.failures_left - 1)
             status = 503
-        async with self._changed:
-            self.seen.append(Delivery(headers, body, ok, status))
-            self._changed.notify_all()
+        await self._record(Delivery(headers, body, ok, status))
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": b""})
+
+    async def _record(self, delivery: Delivery) -> None:
+        async with self._changed:
+            self.seen.append(delivery)
+            self._changed.notify_all()
+
+    def release(self) -> None:
+        """Stop stalling; held deliveries are answered 503 (their sender is gone)."""
+        self.stalled = False
+        self._release.set()
 
     async def wait_for(
         self, check: Callable[[list[Delivery]], bool], timeout: float = 20.0
@@ -109,6 +126,7 @@ async def receiver() -> AsyncIterator[Receiver]:
     try:
         yield found
     finally:
+        found.release()
         server.should_exit = True
         await task
         sock.close()

@@ -42,6 +42,7 @@ def upgrade() -> None:
             index=True,
         ),
         sa.Column("sink", sa.String(10), nullable=False),
+        sa.Column("subject", sa.String(200)),
         sa.Column("tenant", sa.String(200), nullable=False),
         sa.Column("kind", sa.String(40), nullable=False),
         sa.Column("approval_id", sa.String(40), nullable=False),
