@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ SERVER = Path(__file__).parent / "chaos_mcp_server.py"
 # outage below, far shorter than the 30 s default.
 SERVICE_WAIT_S = 15.0
 OUTAGE_S = 5.0  # a service held down this long, then started again
+HEARTBEAT_S = 0.5  # the runner's beat while a call runs; three missed: the call is lost
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,9 @@ def chaos_extra_env(ledger: Path) -> dict[str, str]:
         "TETHER_RUNNER_MCP_SERVERS": json.dumps([server]),
         "TETHER_BRAIN_CATALOG_TTL_S": "0",
         "TETHER_BRAIN_SERVICE_WAIT_S": str(SERVICE_WAIT_S),
+        # Longer than a settle: a dead runner must be noticed by its missed heartbeats.
+        "TETHER_BRAIN_TOOL_TIMEOUT_S": "90",
+        "TETHER_BRAIN_TOOL_HEARTBEAT_S": str(HEARTBEAT_S),
         "TETHER_BRAIN_ALLOWLIST": json.dumps(
             ["mcp.chaos.slow_read", "mcp.chaos.slow_write", "file_write"]
         ),
@@ -259,3 +264,44 @@ async def test_an_undelivered_write_is_sent_again_not_in_doubt(
     assert run.status == "completed", (run.status, run.stop_reason)
     assert (chaos_logs.parent / "workspace" / name).read_text() == "written once"
     assert len(waits(events, "tools-runner")) == 1
+
+
+@pytest.mark.timeout(120)
+async def test_a_runner_dying_mid_call_is_noticed_by_its_missed_heartbeats(
+    chaos_stack: Supervisor,
+    chaos_postgres: EmbeddedPostgres,
+    chaos_scripts: Path,
+    ledger: Path,
+    start_run: StartRun,
+    settle: Settle,
+) -> None:
+    """The runner is SIGKILLed while a write that takes 60 s runs (the tool timeout is
+    90 s). The run ends within a settle (30 s) only because the brain stops
+    waiting after three missed beats; the write, of unknown outcome, is reported
+    interrupted and not run again."""
+    await mcp_offered(chaos_stack)
+    model = write_script(
+        chaos_scripts,
+        [[call("mcp.chaos.slow_write", seconds=60.0)], say("told it was interrupted")],
+    )
+    writes = started(ledger, "write")
+    run_id = await start_run(model, prompt="run the slow tool")
+    await until(lambda: started(ledger, "write") > writes)
+    runner = chaos_stack.child("tools-runner")
+    restarts = runner.restarts
+    killed = time.time()
+    chaos_stack.kill("tools-runner")
+    run = await settle(run_id)
+    events = await journal(chaos_postgres, run_id)
+    results = of_kind(events, "tool.result")
+    assert [r["error_code"] for r in results] == ["interrupted"], results
+    assert run.status == "completed", (run.status, run.stop_reason)
+    assert started(ledger, "write") == writes + 1
+    noticed = next(e for e in events if e["kind"] == "tool.result")["ts"]
+    print(f"runner death noticed after {_since(noticed, killed):.2f}s")  # noqa: T201
+    await until(lambda: runner.restarts > restarts)
+    await chaos_stack.wait_ready(timeout=30, children=[runner])
+
+
+def _since(ts: str, then: float) -> float:
+    return datetime.fromisoformat(ts).timestamp() - then

@@ -65,6 +65,27 @@ def message_headers() -> Mapping[str, str]:
 
 NO_RESPONDERS_RETRIES = 6
 
+# Heartbeats on a long request (`request_watched`): the requester names an interval in
+# this header; a `serve` handler that reads it sends an empty message carrying the same
+# header to the reply inbox at once and then every interval while the handler runs, so
+# the requester learns of a dead responder after a few missed beats instead of at its
+# timeout. A responder that does not know the header sends none (the requester then
+# waits for its whole timeout, as before): the header is the contract's version.
+HEARTBEAT_HEADER = "Tether-Heartbeat"
+HEARTBEAT_RANGE_S = (0.1, 60.0)
+
+
+def _heartbeat_of(msg: Msg) -> float | None:
+    """The interval a request asks for, clamped; None when it asks for none."""
+    raw = (msg.headers or {}).get(HEARTBEAT_HEADER)
+    try:
+        every = float(raw) if raw else None
+    except ValueError:
+        return None
+    if every is None or every != every:  # absent, or NaN
+        return None
+    return min(max(every, HEARTBEAT_RANGE_S[0]), HEARTBEAT_RANGE_S[1])
+
 
 def _no_responders(msg: Msg) -> bool:
     headers = msg.headers or {}
@@ -221,6 +242,62 @@ class Bus:
             except NatsTimeoutError:
                 bus_errors.add(1, {"service": self.service, "code": "timeout"})
                 raise BusTimeoutError(f"no reply on {subject} within {timeout}s") from None
+
+    async def request_watched(
+        self,
+        route: Route[Req, Rep],
+        body: Req,
+        *,
+        timeout: float,
+        heartbeat_s: float,
+        missed: int = 3,
+    ) -> Rep:
+        """A request whose responder beats while it works (`HEARTBEAT_HEADER`): once a
+        beat has come, `missed` beats of silence end the wait with `BusTimeoutError`, as
+        `timeout` does in any case. "No responders" is retried for the usual grace."""
+        target = route.subject
+        with tracer.start_as_current_span(f"send {target}", kind=SpanKind.CLIENT) as span:
+            span.set_attribute("messaging.system", "nats")
+            span.set_attribute("messaging.destination.name", target)
+            sent = _trace_headers() | {HEARTBEAT_HEADER: f"{heartbeat_s:g}"}
+            data = await self._watched(target, encode(body), sent, timeout, heartbeat_s * missed)
+            return decode_reply(route.reply, data)
+
+    async def _watched(
+        self, target: str, data: bytes, headers: dict[str, str], timeout: float, silence: float
+    ) -> bytes:
+        now = time.monotonic()
+        deadline, grace = now + timeout, now + min(timeout, NO_RESPONDERS_GRACE_S)
+        delay, alive = 0.02, False
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        try:
+            await self._nc.publish(target, data, reply=inbox, headers=headers)
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    if left <= 0:
+                        raise NatsTimeoutError
+                    msg = await sub.next_msg(timeout=min(left, silence) if alive else left)
+                except NatsTimeoutError:
+                    bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                    why = "heartbeats stopped" if alive and left > 0 else "no reply"
+                    raise BusTimeoutError(f"{why} on {target} (limit {timeout}s)") from None
+                if _no_responders(msg):
+                    if time.monotonic() + delay > grace:
+                        bus_errors.add(1, {"service": self.service, "code": "no_responders"})
+                        raise BusError(f"no service answers on {target}", code="no_responders")
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+                    await self._nc.publish(target, data, reply=inbox, headers=headers)
+                    continue
+                if (msg.headers or {}).get(HEARTBEAT_HEADER) and not msg.data:
+                    alive = True
+                    continue
+                return bytes(msg.data)
+        finally:
+            with suppress(Exception):
+                await sub.unsubscribe()
 
     async def stream(
         self,
@@ -440,8 +517,19 @@ class Bus:
 
         async def run(msg: Msg) -> None:
             _message_headers.set(MappingProxyType(dict(msg.headers or {})))
+            every = _heartbeat_of(msg)
+            beating = (
+                asyncio.create_task(self._beat(msg.reply, every))
+                if every is not None and msg.reply
+                else None
+            )
             with self._span(msg) as span:
-                reply = await self._call(route, handler, msg, span)
+                try:
+                    reply = await self._call(route, handler, msg, span)
+                finally:
+                    if beating is not None:
+                        beating.cancel()
+                        await asyncio.gather(beating, return_exceptions=True)
                 if msg.reply:
                     await self._nc.publish(msg.reply, reply)
 
@@ -463,6 +551,13 @@ class Bus:
                     await self._nc.publish(msg.reply, self._error_reply(route, exc, span))
 
         await self._subscribe(route.subject, route.queue, run)
+
+    async def _beat(self, inbox: str, every: float) -> None:
+        """Say "still working" to a requester that asked for heartbeats, until cancelled."""
+        while True:
+            with suppress(Exception):  # a missed beat is the requester's to judge
+                await self._nc.publish(inbox, b"", headers={HEARTBEAT_HEADER: f"{every:g}"})
+            await asyncio.sleep(every)
 
     async def _subscribe(
         self, subject: str, queue: str, run: Callable[[Msg], Coroutine[Any, Any, None]]

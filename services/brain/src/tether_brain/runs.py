@@ -72,6 +72,7 @@ class RunManager:
         self._maintainer: asyncio.Task[None] | None = None
         loop.children.launch = self._launch_child
         loop.actor.service_wait_s = settings.service_wait_s
+        loop.actor.toolbox.heartbeat_s = settings.tool_heartbeat_s or None
 
     async def _launch_child(self, child: RunState) -> None:
         await self.store.create(child, owner=self.owner, lease_s=self.settings.lease_s)

@@ -41,6 +41,13 @@ class BrainSettings(HttpSettings):
     max_calls_per_step: int = Field(default=3, ge=1, le=10)
     model_timeout_s: float = Field(default=300.0, gt=0, description="silence allowed mid-stream")
     tool_timeout_s: float = Field(default=130.0, gt=0)
+    tool_heartbeat_s: float = Field(
+        default=3.0,
+        ge=0,
+        le=60,
+        description="the runner beats this often while a call runs; after 3 missed beats "
+        "the brain treats the call as lost (0: wait for tool_timeout_s)",
+    )
     service_wait_s: float = Field(
         default=30.0,
         ge=0,

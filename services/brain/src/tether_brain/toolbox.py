@@ -75,7 +75,11 @@ class Toolbox:
         timeout_s: float,
         local: Sequence[LocalTool] = (),
         keywords: Mapping[str, Sequence[str]] | None = None,
+        heartbeat_s: float | None = None,
     ) -> None:
+        # The runner beats this often while a call runs; three missed beats mean it died
+        # (the call is lost, as at the timeout, only sooner). None: wait for the timeout.
+        self.heartbeat_s = heartbeat_s
         self.keywords = dict(DEFAULT_KEYWORDS if keywords is None else keywords)
         self.local = {tool.name: tool for tool in local}
         self.bus = bus
@@ -177,10 +181,13 @@ class Toolbox:
             args=call.arguments,
             run_tree=list(run_tree),
         )
+        route = self.bus.subjects.tool_execute
         try:
-            return await self.bus.request(
-                self.bus.subjects.tool_execute, request, timeout=self.timeout_s
-            )
+            if self.heartbeat_s:
+                return await self.bus.request_watched(
+                    route, request, timeout=self.timeout_s, heartbeat_s=self.heartbeat_s
+                )
+            return await self.bus.request(route, request, timeout=self.timeout_s)
         except TetherError as exc:
             # No reply: the runner may have died mid-call, so the outcome is unknown. No
             # responders: NATS delivered the call to nobody, so it certainly did not run.
