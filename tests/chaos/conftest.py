@@ -110,7 +110,8 @@ async def chaos_stack(
         "TETHER_NATS_URL": chaos_nats.url,
         "TETHER_DATABASE_URL": async_database_url(chaos_postgres.url),
         "TETHER_SUBJECT_PREFIX": f"c{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": "chaos-operator-token",
+        # The token the tests' clients send (TETHER_TOKEN, set by tests/conftest.py).
+        "TETHER_OPERATOR_TOKEN": os.environ["TETHER_TOKEN"],
         "TETHER_LOG_LEVEL": "INFO",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(chaos_scripts),
         "TETHER_DB_POOL_SIZE": "5",
