@@ -9,12 +9,13 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from tether_approvals.outbox import Sender
+from tether_approvals.outbox import Claimed, Sender
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
@@ -482,3 +483,46 @@ def test_private_receivers_can_be_refused(url: str) -> None:
 def test_public_receivers_are_taken_when_private_ones_are_not() -> None:
     for url in ("https://hooks.slack.com/services/T/B/X", "https://8.8.8.8/x", "http://a.example/"):
         assert check_url(url, allow_private=False) == url
+
+
+async def test_a_strict_sender_refuses_private_receivers_at_delivery(database_url: str) -> None:
+    """With private receivers refused, each delivery checks the address again (a name
+    may resolve elsewhere since the endpoint was made); a lenient sender delivers."""
+
+    async def publish(subject: str, told: ApprovalNotice) -> None:
+        raise AssertionError("no NATS notice here")
+
+    engine = make_engine(database_url)
+    strict = Sender(engine, WebhookSettings(allow_private=False), publish)
+    lenient = Sender(engine, WebhookSettings(), publish)
+    try:
+        async with receiver() as found:
+            found.secret = "the-secret"
+
+            def item(host: str) -> Claimed:
+                now = datetime.now(UTC)
+                url = f"http://{host}:{found.port}/hook"
+                body = '{"card": {"approval_id": "apr_x"}}'
+                return Claimed(
+                    "dlv_x",
+                    "ntc_x",
+                    "webhook",
+                    None,
+                    "approval.requested",
+                    "whk_x",
+                    body,
+                    1,
+                    now,
+                    url,
+                    found.secret,
+                )
+
+            for host in ("127.0.0.1", "localhost", "[::1]", "127.0.0.2"):
+                assert await strict._send(item(host)) == "private_address", host
+            assert not found.seen
+            assert await lenient._send(item("127.0.0.1")) is None
+            assert [d.verified for d in found.seen] == [True]
+    finally:
+        await strict.aclose()
+        await lenient.aclose()
+        await engine.dispose()

@@ -30,11 +30,12 @@ from tether_approvals.cards import NOTICE_OF, notice
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
 from tether_approvals.tables import notice_outbox, webhook_endpoints
+from tether_approvals.webhooks import resolves_private
 from tether_common.background import FailureLog, every
 from tether_common.messages.approvals import ApprovalNotice, ApprovalView, EventKind
 from tether_common.messages.base import decode
 
-__all__ = ["NoticePublisher", "Notices", "Sender", "backoff_s"]
+__all__ = ["Claimed", "NoticePublisher", "Notices", "Sender", "backoff_s"]
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,10 @@ class Sender:
             return None
         if item.url is None or item.secret is None:
             return "endpoint_missing"
+        if not self.settings.allow_private and await resolves_private(httpx.URL(item.url).host):
+            # The name is checked again here, not only when the endpoint was made: DNS may
+            # have changed since (what httpx then resolves may still differ: rebinding).
+            return "private_address"
         body = item.body.encode()
         headers = {
             "Content-Type": "application/json",

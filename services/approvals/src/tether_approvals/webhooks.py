@@ -12,6 +12,7 @@ endpoints (deliveries never follow redirects).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -32,7 +33,7 @@ from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
 from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
 
-__all__ = ["WebhookStore", "webhooks_router"]
+__all__ = ["WebhookStore", "check_url", "private_host", "resolves_private", "webhooks_router"]
 
 DeliveryStatus = Literal["pending", "delivered", "dead"]
 
@@ -93,7 +94,7 @@ class DeliveryList(WireModel):
     deliveries: list[DeliveryView]
 
 
-def _private(host: str) -> bool:
+def private_host(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
@@ -101,6 +102,19 @@ def _private(host: str) -> bool:
     except ValueError:
         return False  # a name: resolved at delivery, by the receiver's DNS
     return not address.is_global
+
+
+async def resolves_private(host: str) -> bool:
+    """Whether `host` is, or resolves to, an address that is not global (checked at each
+    delivery when private receivers are refused; a name that fails to resolve is left to
+    the delivery, which then fails on its own)."""
+    if private_host(host):
+        return True
+    try:
+        found = await asyncio.get_running_loop().getaddrinfo(host, None)
+    except OSError:
+        return False
+    return any(private_host(str(info[4][0])) for info in found)
 
 
 def check_url(raw: str, allow_private: bool) -> str:
@@ -113,7 +127,7 @@ def check_url(raw: str, allow_private: bool) -> str:
         raise MessageError("only http(s) URLs with a host", code="webhook_url_refused")
     if url.userinfo:
         raise MessageError("no credentials in the URL", code="webhook_url_refused")
-    if not allow_private and _private(url.host):
+    if not allow_private and private_host(url.host):
         raise MessageError(
             "loopback and private receivers are not allowed here", code="webhook_url_refused"
         )
