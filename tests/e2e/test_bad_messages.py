@@ -10,11 +10,13 @@ import pytest
 from pydantic import BaseModel
 
 from tether_common.bus import Bus
+from tether_common.identity import bearer_headers
 from tether_common.messages.base import ErrorReply, decode
 from tether_common.subjects import Route, Subjects
 from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
+ADMIN_TOKEN = "test-operator-token"  # tests/conftest.py
 
 # (service, route of the stack's subjects, a valid body)
 CASES: list[tuple[str, Callable[[Subjects], Route[Any, Any]], dict[str, Any]]] = [
@@ -46,7 +48,9 @@ async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
 
 
 async def ask(bus: Bus, subject: str, data: bytes) -> dict[str, Any]:
-    reply: dict[str, Any] = json.loads(await bus.request_raw(subject, data, timeout=10))
+    """Ask as the fixtures' bootstrap admin (the brain's client subjects need a token)."""
+    raw = await bus.request_raw(subject, data, timeout=10, headers=bearer_headers(ADMIN_TOKEN))
+    reply: dict[str, Any] = json.loads(raw)
     return reply
 
 
