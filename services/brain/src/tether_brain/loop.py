@@ -189,6 +189,7 @@ class Loop:
         hidden: str | None = None
         try:
             if not tools_off:
+                await self._await_catalogue(state)  # a runner restarting is waited for
                 offered, hidden = await self.actor.toolbox.offer(state.options, _recent(state))
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
@@ -477,8 +478,10 @@ class Loop:
         return parked
 
     async def _await_catalogue(self, state: RunState) -> None:
-        """Load the tool catalogue, waiting up to `service_wait_s` for a runner to answer;
-        with none, recovery goes on knowing no tool (each call is reported interrupted)."""
+        """Load the tool catalogue if none is known yet, waiting up to `service_wait_s`
+        for a runner to answer (once known, a failed refresh keeps the last one). With
+        none after the wait the caller goes on without: a step ends `tools_unavailable`,
+        a recovery reports each call interrupted."""
         deadline = time.monotonic() + self.actor.service_wait_s
         told = False
         while True:
@@ -487,7 +490,7 @@ class Loop:
                 return
             except TetherError as exc:
                 if time.monotonic() >= deadline:
-                    log.warning("run %s recovers without a catalogue: %s", state.run_id, exc)
+                    log.warning("run %s: no tool catalogue: %s", state.run_id, exc)
                     return
             if not told:
                 told = True

@@ -413,15 +413,19 @@ class RunManager:
 
     async def events(self, run_id: str, after: int) -> AsyncIterator[RunEvent]:
         """The run's events after `after`, live until `run.end` (the caller has passed
-        `follow` first)."""
+        `follow` first). An ended run whose last events never reached the stream (its
+        publish failed after the committed end) has them read from its journal."""
         async for data in self.bus.replay(self.bus.subjects.run_events(run_id)):
             if data is None:
                 status, _ = await self.store.status(run_id)
                 if status in TERMINAL_STATUSES:
+                    for row in await self.store.events(run_id, after):
+                        yield RunEvent.model_validate(row)
                     return
                 continue
             event = decode(RunEvent, data)
             if event.seq > after:
+                after = event.seq
                 yield event
             if event.kind == "run.end":
                 return
