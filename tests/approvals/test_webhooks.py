@@ -21,6 +21,7 @@ from tether_approvals.signing import sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
 from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
+from tether_client.cli import parser
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import MessageError
@@ -526,3 +527,42 @@ async def test_a_strict_sender_refuses_private_receivers_at_delivery(database_ur
         await strict.aclose()
         await lenient.aclose()
         await engine.dispose()
+
+
+async def test_the_cli_manages_webhooks_and_dead_letters(
+    hooks: ApprovalsHarness, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether webhooks create|list|deliveries|retry|delete` against the real service."""
+    monkeypatch.setenv("TETHER_APPROVALS_URL", hooks.url)
+    monkeypatch.setenv("TETHER_TOKEN", hooks.admin_token)
+
+    async def tether(*argv: str) -> list[str]:
+        args = parser().parse_args(list(argv))
+        assert await args.fn(args) == 0
+        return capsys.readouterr().out.splitlines()
+
+    async with receiver() as found:
+        found.down = True
+        endpoint_line, secret = await tether(
+            "webhooks", "create", found.url, "--events", "requested,withdrawn"
+        )
+        endpoint_id = endpoint_line.split()[0]
+        found.secret = secret
+        assert "requested,withdrawn" in endpoint_line
+        assert any(line.startswith(endpoint_id) for line in await tether("webhooks", "list"))
+        assert secret not in "\n".join(await tether("webhooks", "list"))
+        created = await hooks.create()
+        await delivery_of(hooks, endpoint_id, created.approval_id, "dead")
+        dead = [
+            line
+            for line in await tether("webhooks", "deliveries", "--status", "dead")
+            if created.approval_id in line and endpoint_id in line
+        ]
+        assert len(dead) == 1
+        found.down = False
+        [retried] = await tether("webhooks", "retry", dead[0].split()[0])
+        assert " pending " in retried
+        await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
+        assert found.of(created.approval_id)[-1].verified
+        [deleted] = await tether("webhooks", "delete", endpoint_id)
+        assert deleted.startswith(endpoint_id)

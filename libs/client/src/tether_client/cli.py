@@ -16,6 +16,7 @@ from tether_client.ops_cli import add_tools_run, client_token, offer_approval
 from tether_client.render import render
 from tether_client.skills_cli import add_subcommands as add_skills_commands
 from tether_client.tokens_cli import add_subcommands as add_tokens_commands
+from tether_client.webhooks_cli import add_subcommands as add_webhooks_commands
 from tether_common.errors import TetherError
 from tether_common.messages.runs import RunStatus
 
@@ -140,6 +141,7 @@ def parser() -> argparse.ArgumentParser:
     add_ops_commands(sub, api_url)
     add_tokens_commands(sub, api_url)
     add_agents_commands(sub, api_url)
+    add_webhooks_commands(sub)
     tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
         dest="action", required=True
     )
