@@ -64,8 +64,9 @@ def add_events_route(
         last_event_id: Annotated[str | None, Header()] = None,
         who: Principal = who_dep,
     ) -> EventSourceResponse:
-        """SSE of `created`, `decided`, `expired`, `consumed`; resumable with Last-Event-ID
-        (without it, only events from now on)."""
+        """SSE of `created`, `decided`, `expired`, `consumed`, `withdrawn` (the run was
+        stopped while it waited); resumable with Last-Event-ID (without it, only events
+        from now on)."""
         who.require("approvals.read")
         parsed = parse_last_event_id(last_event_id)
         after = parsed if parsed is not None else await store.last_event_id()
