@@ -11,6 +11,7 @@ list here, so a route added later without authorisation fails this test; only
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from fastapi import FastAPI
 
 from tether_common.bus import Bus
 from tether_common.identity import bearer_headers
+from tether_common.settings import CommonSettings
 from tether_common.subjects import QUEUE_BRAIN
 from tether_common.supervisor import Supervisor
 
@@ -255,3 +257,44 @@ async def test_a_route_without_authorisation_fails_the_table(world: World) -> No
 
         problems = await anonymous_problems(rows, world, send)
     assert len(problems) == 3
+
+
+# FastAPI's own documentation routes: public, and outside the OpenAPI document.
+DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+# Public pages outside the document: the approvals console's static page (it holds no
+# data; it asks for a token, then uses the authenticated API).
+PAGES = {"approvals": {"/"}}
+APPS = {
+    "brain": ("tether_brain", "BrainSettings"),
+    "output-store": ("tether_output_store", "OutputSettings"),
+    "approvals": ("tether_approvals", "ApprovalSettings"),
+}
+
+
+def route_paths(routes: list[Any]) -> set[str]:
+    """Every route's path, through included routers."""
+    found: set[str] = set()
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            found |= route_paths(list(inner.routes))
+        elif isinstance(getattr(route, "path", None), str):
+            found.add(route.path)
+    return found
+
+
+@pytest.mark.parametrize("service", sorted(APPS))
+def test_no_route_hides_from_the_table(
+    service: str, stack: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table walks the OpenAPI document: every route of the app (built here from the
+    stack's settings; building connects to nothing) is in it, or is FastAPI's docs."""
+    for key, value in stack.env.items():
+        monkeypatch.setenv(key, value)
+    package, settings_class = APPS[service]
+    app_module = importlib.import_module(f"{package}.app")
+    settings = getattr(importlib.import_module(f"{package}.settings"), settings_class)()
+    app = app_module.create_app(CommonSettings(), settings)
+    documented = set(app.openapi()["paths"])
+    assert route_paths(list(app.routes)) - documented <= DOCS | PAGES.get(service, set())
+    assert documented - route_paths(list(app.routes)) == set()
