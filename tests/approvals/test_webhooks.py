@@ -566,3 +566,32 @@ async def test_the_cli_manages_webhooks_and_dead_letters(
         assert found.of(created.approval_id)[-1].verified
         [deleted] = await tether("webhooks", "delete", endpoint_id)
         assert deleted.startswith(endpoint_id)
+
+
+async def test_an_endpoint_hears_no_more_than_its_creator_may_read(
+    hooks: ApprovalsHarness,
+) -> None:
+    """An operator limited to some agents or run owners makes an endpoint with the same
+    limits: requests outside them are never written for it (checked in the outbox, which
+    is written with the request)."""
+    limited = await hooks.token("operator", agents=["deployer"], owners=["alice", "bob"])
+    async with receiver() as found:
+        endpoint_id, found.secret = await register(hooks, found.url, token=limited)
+        try:
+            listed = (await hooks.http.get("/v1/webhooks", headers=auth(limited))).json()
+            [view] = [e for e in listed["endpoints"] if e["endpoint_id"] == endpoint_id]
+            assert (view["agents"], view["owners"]) == (["deployer"], ["alice", "bob"])
+            outside = [
+                await hooks.create(agent="other", owner="alice"),
+                await hooks.create(agent=None, owner="alice"),
+                await hooks.create(agent="deployer", owner="carol"),
+                await hooks.create(agent="deployer", owner=None),
+            ]
+            inside = await hooks.create(agent="deployer", owner="bob")
+            rows = await deliveries(hooks)
+            mine = {r["approval_id"] for r in rows if r["endpoint_id"] == endpoint_id}
+            assert inside.approval_id in mine
+            assert not mine & {o.approval_id for o in outside}
+            await found.wait_for(lambda _: bool(found.of(inside.approval_id)))
+        finally:
+            await unregister(hooks, endpoint_id)

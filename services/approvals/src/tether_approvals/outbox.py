@@ -56,12 +56,17 @@ class Notices:
         if notice_kind is None:
             return
         told = notice(notice_kind, item, self.link_base)
-        endpoints = await conn.execute(
-            select(webhook_endpoints.c.endpoint_id).where(
+        found = await conn.execute(
+            select(
+                webhook_endpoints.c.endpoint_id,
+                webhook_endpoints.c.agents,
+                webhook_endpoints.c.owners,
+            ).where(
                 webhook_endpoints.c.tenant == item.tenant,
                 webhook_endpoints.c.events.contains([notice_kind]),
             )
         )
+        endpoints = [row.endpoint_id for row in found if _covers(row, item)]
         now = datetime.now(UTC)
         common = {
             "notice_id": told.notice_id,
@@ -79,11 +84,18 @@ class Notices:
             common
             | {"delivery_id": _delivery_id(), "sink": "webhook", "endpoint_id": e}
             | {"subject": None}
-            for (e,) in endpoints
+            for e in endpoints
         ]
         nats = {"delivery_id": _delivery_id(), "sink": "nats", "subject": self.subject}
         rows.append(common | nats | {"endpoint_id": None})
         await conn.execute(notice_outbox.insert(), rows)
+
+
+def _covers(endpoint: Any, item: ApprovalView) -> bool:
+    """The endpoint's team scope (its creator's) admits this request's agent and owner."""
+    if endpoint.agents is not None and item.agent not in endpoint.agents:
+        return False
+    return endpoint.owners is None or item.owner in endpoint.owners
 
 
 def _delivery_id() -> str:

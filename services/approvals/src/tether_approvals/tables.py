@@ -92,6 +92,9 @@ webhook_endpoints = Table(
     Column("url", Text, nullable=False),
     Column("secret", Text, nullable=False),
     Column("events", JSONB, nullable=False),
+    # The creator's team scope (None: all): an endpoint never hears more than its creator.
+    Column("agents", JSONB),
+    Column("owners", JSONB),
     Column("description", Text),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("created_by", String(200), nullable=False),

@@ -56,6 +56,8 @@ class WebhookView(WireModel):
     tenant: str
     url: str
     events: list[NoticeKind]
+    agents: list[str] | None = None
+    owners: list[str] | None = None
     description: str | None = None
     created_at: datetime
     created_by: str
@@ -156,6 +158,9 @@ class WebhookStore:
             "url": check_url(body.url, self.settings.allow_private),
             "secret": body.secret or new_secret(),
             "events": sorted(set(body.events)),
+            # The endpoint hears what its creator may read, never more.
+            "agents": None if who.agents is None else sorted(who.agents),
+            "owners": None if who.owners is None else sorted(who.owners),
             "description": body.description,
             "created_at": datetime.now(UTC),
             "created_by": who.label,

@@ -27,6 +27,8 @@ def upgrade() -> None:
         sa.Column("url", sa.Text, nullable=False),
         sa.Column("secret", sa.Text, nullable=False),
         sa.Column("events", JSONB, nullable=False),
+        sa.Column("agents", JSONB),
+        sa.Column("owners", JSONB),
         sa.Column("description", sa.Text),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("created_by", sa.String(200), nullable=False),
