@@ -16,11 +16,11 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from brain_world import World, build_world, error_code, leaks, stack_env
 from fastapi import FastAPI
 
 from tether_common.bus import Bus
@@ -28,8 +28,10 @@ from tether_common.identity import bearer_headers
 from tether_common.settings import CommonSettings
 from tether_common.subjects import QUEUE_BRAIN
 from tether_common.supervisor import Supervisor
+from tether_common.testing.authz import World, build_world, error_code, leaks, stack_env
 
 pytestmark = pytest.mark.e2e
+SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills
 
 # Routes that answer anyone, by design: liveness and readiness probes.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
@@ -54,7 +56,7 @@ class Row:
 
 @pytest.fixture(scope="module")
 def stack_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return stack_env(tmp_path_factory.mktemp("skills"))
+    return stack_env(tmp_path_factory.mktemp("skills"), SHIPPED)
 
 
 @pytest.fixture(scope="module")

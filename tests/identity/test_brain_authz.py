@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from brain_world import PRIVILEGED, World, build_world, error_code, leaks, stack_env
 from pydantic import BaseModel
 
 from tether_client import TetherClient
@@ -22,13 +21,15 @@ from tether_common.messages.base import encode
 from tether_common.messages.runs import GetRun, ListRuns, QueueMessage, StartRun, StopRun
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
+from tether_common.testing.authz import PRIVILEGED, World, build_world, error_code, leaks, stack_env
 
 pytestmark = pytest.mark.e2e
+SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills
 
 
 @pytest.fixture(scope="module")
 def stack_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return stack_env(tmp_path_factory.mktemp("skills"))
+    return stack_env(tmp_path_factory.mktemp("skills"), SHIPPED)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A small world of principals and resources in two tenants, made through the real
-services, for the brain's authorisation tests (`test_brain_authz.py`,
-`test_authz_table.py`).
+services, for the authorisation tests (`tests/identity/test_brain_authz.py`,
+`tests/identity/test_authz_table.py`).
 
 Tenant A holds alice's and amy's runs (clients), an operator `opa`, a skill only A's
 runs see, and an output of alice's run; tenant B holds bob (a client) and `opb`. Every
@@ -18,22 +18,20 @@ from typing import Any
 
 import httpx
 
-from tether_client import TetherClient
 from tether_common.bus import Bus
 from tether_common.messages.outputs import PutOutput
 from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 ADMIN_TOKEN = "test-operator-token"  # tests/conftest.py: the bootstrap admin
-SHIPPED_SKILLS = Path(__file__).resolve().parents[2] / "skills"
 PRIVILEGED = "privileged"  # an agent a client's token does not list
 
 
-def stack_env(skills: Path) -> dict[str, str]:
+def stack_env(skills: Path, shipped: Path) -> dict[str, str]:
     """The stack's extra environment: a writable skill folder of its own (then the shipped
     skills), and one agent a client may not choose."""
     return {
-        "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(skills), str(SHIPPED_SKILLS)]),
+        "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(skills), str(shipped)]),
         "TETHER_BRAIN_AGENTS": json.dumps({PRIVILEGED: {"mode": "allow-all"}}),
     }
 
@@ -68,12 +66,17 @@ async def _token(http: httpx.AsyncClient, name: str, role: str, tenant: str) -> 
     return str(response.json()["token"])
 
 
-async def _finished_run(brain: str, token: str, prompt: str) -> str:
-    async with TetherClient(brain, token=token) as client:
-        accepted = await client.start_run(prompt)
-        async for _ in client.events(accepted.run_id):
-            pass
-        return accepted.run_id
+async def _finished_run(http: httpx.AsyncClient, token: str, prompt: str) -> str:
+    """Start a run as `token`'s principal and follow its events to `run.end`."""
+    started = await http.post("/v1/runs", json={"prompt": prompt}, headers=bearer(token))
+    assert started.status_code == 201, started.text
+    run_id = str(started.json()["run_id"])
+    path = f"/v1/runs/{run_id}/events"
+    async with http.stream("GET", path, headers=bearer(token), timeout=None) as events:
+        async for line in events.aiter_lines():
+            if line.strip() == "event: run.end":
+                break
+    return run_id
 
 
 async def build_world(stack: Supervisor, nats_url: str) -> World:
@@ -101,9 +104,9 @@ async def build_world(stack: Supervisor, nats_url: str) -> World:
         world.tokens["admin"] = ADMIN_TOKEN
         for name in ("alice", "amy", "opa"):
             prompt = f"{world.mark_a} {name}: what time is it in Tokyo?"
-            world.runs[name] = await _finished_run(world.brain, world.tokens[name], prompt)
+            world.runs[name] = await _finished_run(http, world.tokens[name], prompt)
         prompt = f"{world.mark_b} bob: what time is it in Tokyo?"
-        world.runs["bob"] = await _finished_run(world.brain, world.tokens["bob"], prompt)
+        world.runs["bob"] = await _finished_run(http, world.tokens["bob"], prompt)
         world.skill_a = f"a-only-{suffix}"
         skill = {
             "name": world.skill_a,
