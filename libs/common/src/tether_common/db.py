@@ -51,11 +51,11 @@ def _upgrade(conn: Connection, script_location: Path, version_table: str) -> Non
     cfg.set_main_option("script_location", str(script_location))
     cfg.attributes["connection"] = conn
     cfg.attributes["version_table"] = version_table
-    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _lock_key(version_table)})
-    try:
-        command.upgrade(cfg, "head")
-    finally:
-        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(version_table)})
+    # A transaction-level lock: released by the commit or the rollback. A session lock
+    # outlived a failed attempt (its unlock cannot run in an aborted transaction), stayed
+    # on the pooled connection, and hung every later replica's migration.
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(version_table)})
+    command.upgrade(cfg, "head")
 
 
 async def migrate(
