@@ -541,7 +541,8 @@ async def stored_limits(database_url: str, run_id: str) -> dict[str, Any]:
     finally:
         await conn.close()
     assert row is not None
-    return {"max_steps": row["max_steps"]} | json.loads(row["limits"])
+    limits: dict[str, Any] = json.loads(row["limits"])
+    return {"max_steps": row["max_steps"]} | limits
 
 
 async def test_a_new_run_uses_the_agent_as_stored(brains: Brains, database_url: str) -> None:
