@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 import uuid
@@ -38,7 +37,7 @@ SERVER = Path(__file__).parent / "chaos_mcp_server.py"
 # Longer than the old give-up (two no-responders graces, about 4.5 s) and than any
 # outage below, far shorter than the 30 s default.
 SERVICE_WAIT_S = 15.0
-OUTAGE_S = 5.0  # a service held down this long, then started again
+OUTAGE_S = 2.0  # a service held down this long after the run says it waits
 HEARTBEAT_S = 0.5  # the runner's beat while a call runs; three missed: the call is lost
 
 
@@ -51,10 +50,10 @@ def ledger(chaos_logs: Path) -> Path:
 def chaos_extra_env(ledger: Path) -> dict[str, str]:
     server = {"name": "chaos", "command": sys.executable, "args": [str(SERVER), str(ledger)]}
     return {
-        # The token the test client sends (tests/conftest.py sets TETHER_TOKEN to it).
-        "TETHER_OPERATOR_TOKEN": os.environ["TETHER_TOKEN"],
         "TETHER_RUNNER_MCP_SERVERS": json.dumps([server]),
-        "TETHER_BRAIN_CATALOG_TTL_S": "0",
+        # The catalogue is kept across an outage (a refresh that meets a dead runner
+        # spends seconds retrying before the call is even sent).
+        "TETHER_BRAIN_CATALOG_TTL_S": "15",
         "TETHER_BRAIN_SERVICE_WAIT_S": str(SERVICE_WAIT_S),
         # Longer than a settle: a dead runner must be noticed by its missed heartbeats.
         "TETHER_BRAIN_TOOL_TIMEOUT_S": "90",
@@ -79,7 +78,7 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
 async def mcp_offered(stack: Supervisor) -> None:
     wanted = {"mcp.chaos.slow_read", "mcp.chaos.slow_write"}
     async with TetherClient(stack.child("brain").url) as client:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 45
         while not wanted <= {t.name for t in await client.tools() if t.available}:
             assert time.monotonic() < deadline, "the MCP tools were never offered"
             await asyncio.sleep(0.2)
@@ -110,13 +109,17 @@ def waits(events: list[dict[str, Any]], service: str) -> list[dict[str, Any]]:
     ]
 
 
-async def outage(stack: Supervisor, name: str, during: Callable[[], Awaitable[str]]) -> str:
-    """Hold `name` down (no restart) while `during` starts a run, for OUTAGE_S; then
-    start it again. Returns the run id."""
+async def outage(
+    stack: Supervisor, logs: Path, name: str, during: Callable[[], Awaitable[str]], said: str
+) -> str:
+    """Hold `name` down (no restart) while `during` starts a run, until the brain logs
+    that the run waits (`said`) and OUTAGE_S more; then start it again. The run id."""
     child = stack.child(name)
     await stack.stop_child(child)
     try:
         run_id = await during()
+        brain_log = logs / "brain.log"
+        await until(lambda: f"run {run_id} {said}" in brain_log.read_text(errors="replace"), 40)
         await asyncio.sleep(OUTAGE_S)
     finally:
         await stack.start_child(child)
@@ -223,6 +226,7 @@ async def test_a_model_turn_waits_for_a_restarting_gateway(
     chaos_stack: Supervisor,
     chaos_postgres: EmbeddedPostgres,
     chaos_scripts: Path,
+    chaos_logs: Path,
     start_run: StartRun,
     settle: Settle,
 ) -> None:
@@ -230,7 +234,9 @@ async def test_a_model_turn_waits_for_a_restarting_gateway(
         chaos_scripts,
         [[call("current_time", timezone="UTC")], say("answered after the restart")],
     )
-    run_id = await outage(chaos_stack, "gateway", lambda: start_run(model))
+    run_id = await outage(
+        chaos_stack, chaos_logs, "gateway", lambda: start_run(model), "waits for a gateway"
+    )
     run = await settle(run_id)
     assert (run.status, run.answer) == ("completed", "answered after the restart"), run
     events = await journal(chaos_postgres, run_id)
@@ -256,7 +262,9 @@ async def test_an_undelivered_write_is_sent_again_not_in_doubt(
         chaos_scripts,
         [[call("file_write", path=name, content="written once")], say("wrote it")],
     )
-    run_id = await outage(chaos_stack, "tools-runner", lambda: start_run(model))
+    run_id = await outage(
+        chaos_stack, chaos_logs, "tools-runner", lambda: start_run(model), "waits for a runner"
+    )
     run = await settle(run_id)
     events = await journal(chaos_postgres, run_id)
     results = of_kind(events, "tool.result")

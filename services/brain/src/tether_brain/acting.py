@@ -5,6 +5,7 @@ run's taint raised by every result of a tool whose output is not declared truste
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
 tracer = trace.get_tracer(__name__)
+log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 WAIT_POLL_S = 0.5  # between sends to a service nobody answers for, within the wait
 
@@ -208,7 +210,7 @@ class Actor:
         tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
         lost = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            result = await self._delivered(state, item, tree)
+            result = await self._delivered(state, item, tree, after_loss=lost)
             # A runner restarted after a loss may not know its MCP tools yet.
             recovering = lost and result.error_code == "unknown_tool"
             if result.error_code != RUNNER_LOST and not recovering:
@@ -223,20 +225,28 @@ class Actor:
                     return refusal(again)
         return result
 
-    async def _delivered(self, state: RunState, item: Planned, tree: list[str]) -> ToolResult:
+    async def _delivered(
+        self, state: RunState, item: Planned, tree: list[str], *, after_loss: bool
+    ) -> ToolResult:
         """One send of the call, repeated while no runner listens (a restart), for at most
         `service_wait_s`: a call nobody received has not run, so sending it again is safe
-        whatever the tool. The run says once that it waits. Still undelivered after the
-        wait, the result says the call did not run (never "outcome unknown")."""
+        whatever the tool. A runner that has just come back may not know its MCP tools
+        yet (`unknown_tool`: not run either), so that is waited out too. The run says
+        once that it waits. Still undelivered after the wait, the result says the call
+        did not run (never "outcome unknown")."""
         assert item.tool is not None
         deadline = time.monotonic() + self.service_wait_s
         told = False
         while True:
             result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
-            if result.error_code != NO_RUNNER or time.monotonic() >= deadline:
+            restarting = result.error_code == NO_RUNNER or (
+                result.error_code == "unknown_tool" and (told or after_loss)
+            )
+            if not restarting or time.monotonic() >= deadline:
                 return result
             if not told:
                 told = True
+                log.info("run %s waits for a runner (up to %ss)", state.run_id, self.service_wait_s)
                 emit(
                     state,
                     "guard",

@@ -303,6 +303,7 @@ class Loop:
                 return turn
             if not told:
                 told = True
+                log.info("run %s waits for a gateway (up to %ss)", state.run_id, left)
                 emit(
                     state,
                     "guard",
