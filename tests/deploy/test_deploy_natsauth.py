@@ -156,6 +156,13 @@ FORBIDDEN_SUBSCRIBE = [
     ("client", SUBJECTS.approval_decided, ""),
     ("output-store", f"{PREFIX}.>", ""),
     ("client", "$JS.API.>", ""),
+    # Run events reach a client only as replies of `runs.follow`, never by subscription.
+    ("client", SUBJECTS.run_events_all, ""),
+    ("client", SUBJECTS.run_events("r1"), ""),
+    ("client", f"{PREFIX}.events.*", ""),
+    ("client", f"{PREFIX}.*.r1", ""),
+    ("client", f"{PREFIX}.>", ""),
+    ("client", f"{PREFIX}.events.>", "brain"),
 ]
 # Every user tries the shared inbox space, wildcards over it, and every other user's own.
 OTHERS_INBOXES = [
@@ -245,22 +252,54 @@ async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, 
     assert not gateway.errors
 
 
-async def test_the_client_hears_live_run_events_from_its_own_account(
+async def test_the_client_hears_no_run_events_published_on_the_bus(
     locked: LockedBus, users: dict[str, Conn]
 ) -> None:
+    """Events published to the stream do not cross into the client's account: each way
+    of subscribing is refused and nothing arrives on any of them."""
     brain = await service_bus(locked, "brain")
     client = users["client"]
+    heard: list[bytes] = []
+
+    async def overheard(msg: Msg) -> None:
+        heard.append(msg.data)
+
     try:
         await brain.ensure_streams()
-        subject = SUBJECTS.run_events("run-1")
-        sub = await client.nc.subscribe(subject)
+        for pattern in (SUBJECTS.run_events("run-1"), SUBJECTS.run_events_all, ">"):
+            await client.nc.subscribe(pattern, cb=overheard)
+            refusal = await client.refused()
+            assert "permissions violation for subscription" in refusal.lower(), pattern
+            client.changed.clear()
+        await brain.js_publish(
+            SUBJECTS.run_events("run-1"), StopRun(run_id="run-1"), msg_id="run-1:1"
+        )
         await client.nc.flush()
-        await brain.js_publish(subject, StopRun(run_id="run-1"), msg_id="run-1:1")
-        heard = await sub.next_msg(timeout=5)
-        assert b"run-1" in heard.data
-        assert not client.errors
+        assert heard == []
     finally:
         await brain.close()
+
+
+async def test_the_client_follows_a_run_through_a_streamed_reply(users: dict[str, Conn]) -> None:
+    """`runs.follow` crosses accounts as a service with streamed responses: many replies
+    to one request reach the client's inbox."""
+    brain, client = users["brain"], users["client"]
+    route = SUBJECTS.run_follow
+
+    async def answer(msg: Msg) -> None:
+        for n in range(5):
+            await msg.respond(str(n).encode())
+
+    await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
+    await brain.nc.flush()
+    await request_until_served(client.nc, route.subject, b"{}")
+    inbox = client.nc.new_inbox()
+    sub = await client.nc.subscribe(inbox)
+    await client.nc.publish(route.subject, b"{}", reply=inbox)
+    got = [(await sub.next_msg(timeout=5)).data for _ in range(5)]
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    assert not brain.errors
+    assert not client.errors
 
 
 async def test_the_client_calls_the_brain_across_accounts(users: dict[str, Conn]) -> None:

@@ -12,8 +12,9 @@ Each user has an inbox prefix of its own (`_INBOX_<user>`, which `Bus.open` hand
 nats-py) and may subscribe only below it: no user reads replies meant for another (tool
 results, model output). The `client` user (NATS clients of the API, password in
 TETHER_HOME) lives in an account of its own, `CLIENT`, which imports exactly the brain's
-client routes (as services) and the live run events (as a stream) from `TETHER`, and
-nothing else: no JetStream at all, so it creates no consumers, durable or not, and the
+client routes (as services) from `TETHER`, and nothing else: no run events subject (a
+client follows a run through `runs.follow`, a streamed reply the brain authorises like
+the HTTP event stream, so no tenant hears another's events), no JetStream at all, so it creates no consumers, durable or not, and the
 account's `limits` bound its connections, subscriptions and payloads. nats-server has no
 per-user limits in a configuration file; an account of its own is how one user gets them.
 
@@ -86,6 +87,7 @@ ROLES: dict[str, Role] = {
         writes=(RUN_EVENTS,),
         reads=(RUN_EVENTS, APPROVAL_DECISIONS),
         broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed"),
+        streamed_replies=True,  # `runs.follow` answers with a run's events
     ),
     # `identity`: served where the identity tables are, called by the services without.
     "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,), streamed_replies=True),
@@ -98,9 +100,9 @@ ROLES: dict[str, Role] = {
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
     # An in-house notifier (chat bridge, pager): hears approval notices, nothing else.
     "notifier": Role(hears=("approval_notices",), manages_streams=False),
+    # Hears nothing: run events reach it only as replies of `runs.follow`.
     CLIENT_USER: Role(
         calls=(QUEUE_BRAIN,),
-        hears=("run_events_all",),
         manages_streams=False,
         account=CLIENT_ACCOUNT,
     ),
@@ -147,6 +149,13 @@ def queue_subjects(subjects: Subjects) -> list[tuple[str, str]]:
     generate = subjects.generate("*")
     found = [(r.subject, r.queue) for r in subjects.routes()]
     return [*found, (generate.subject, generate.queue)]
+
+
+def streamed_subjects(subjects: Subjects) -> set[str]:
+    """The request subjects answered by a streamed reply (many messages)."""
+    found = {r.subject for r in subjects.routes() if r.streamed}
+    generate = subjects.generate("*")
+    return found | ({generate.subject} if generate.streamed else set())
 
 
 def stream(subjects: Subjects, key: str) -> StreamSpec:
@@ -265,13 +274,14 @@ def server_config(
         ]
 
     shared = _client_subjects(subjects)
+    streamed = streamed_subjects(subjects)
     config: dict[str, object] = {
         "accounts": {
             ACCOUNT: {
                 "jetstream": "enabled",
                 "users": users_of(ACCOUNT),
                 "exports": [
-                    *({"service": s, "accounts": [CLIENT_ACCOUNT]} for s in shared.services),
+                    *(_export(s, s in streamed) for s in shared.services),
                     *({"stream": s, "accounts": [CLIENT_ACCOUNT]} for s in shared.streams),
                 ],
             },
@@ -293,6 +303,15 @@ def server_config(
             block["ca_file"] = str(tls.ca)
         config["tls"] = block
     return config
+
+
+def _export(subject: str, streamed: bool) -> dict[str, object]:
+    """A service the client's account imports; a streamed one keeps its reply route open
+    for many messages (nats-server's `stream` response type) for the streamed window."""
+    export: dict[str, object] = {"service": subject, "accounts": [CLIENT_ACCOUNT]}
+    if streamed:
+        export |= {"response_type": "stream", "threshold": STREAMED_REPLY_WINDOW}
+    return export
 
 
 @dataclass(frozen=True, slots=True)

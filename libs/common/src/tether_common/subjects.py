@@ -26,6 +26,7 @@ class Route(Generic[Req, Rep]):
     request: type[Req]
     reply: type[Rep]
     queue: str
+    streamed: bool = False  # many replies to one request, ended by a terminal one
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,13 @@ class Subjects:
         return Route(self._s("runs", "message"), runs.QueueMessage, runs.RunAccepted, QUEUE_BRAIN)
 
     @property
+    def run_follow(self) -> Route[runs.FollowRun, runs.RunEventFrame]:
+        """Streamed reply: a run's events for a caller who may read the run."""
+        return Route(
+            self._s("runs", "follow"), runs.FollowRun, runs.RunEventFrame, QUEUE_BRAIN, True
+        )
+
+    @property
     def run_stopping(self) -> str:
         """Broadcast (no queue group): every brain replica hears which run must stop."""
         return self._s("runs", "stopping")
@@ -105,6 +113,7 @@ class Subjects:
             gateway.GenerateRequest,
             gateway.ModelEventMessage,
             QUEUE_GATEWAY,
+            True,
         )
 
     @property
@@ -256,6 +265,7 @@ class Subjects:
             self.run_list,  # type: ignore[list-item]
             self.run_stop,  # type: ignore[list-item]
             self.run_message,  # type: ignore[list-item]
+            self.run_follow,  # type: ignore[list-item]
             self.tool_catalog,  # type: ignore[list-item]
             self.tool_execute,  # type: ignore[list-item]
             self.approval_create,  # type: ignore[list-item]

@@ -4,6 +4,7 @@ manager with its leases, the HTTP API and the same operations over NATS."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -30,12 +31,15 @@ from tether_common.decisions import required_key
 from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import (
+    TERMINAL_STATUSES,
     ChildEnded,
+    FollowRun,
     GetRun,
     GrantsChanged,
     ListRuns,
     QueueMessage,
     RunAccepted,
+    RunEventFrame,
     RunList,
     RunView,
     StartRun,
@@ -102,6 +106,18 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     async def queue_message(req: QueueMessage) -> RunAccepted:
         return await manager.queue_message(req, await bus_principal(identity))
 
+    async def follow_run(req: FollowRun) -> AsyncIterator[RunEventFrame]:
+        # As the HTTP event stream: `follow` refuses (401/404) before any event is sent.
+        await manager.follow(req.run_id, await bus_principal(identity))
+        last, ended = req.after_seq, False
+        async for event in manager.events(req.run_id, req.after_seq, idle_s=req.idle_s):
+            last, ended = event.seq, event.kind == "run.end"
+            yield RunEventFrame(event=event)
+        if not ended:  # a caller already past `run.end` met none, nor one from the journal
+            status, _ = await store.status(req.run_id)
+            ended = status in TERMINAL_STATUSES
+        yield RunEventFrame(end="run_end" if ended else "idle", last_seq=last)
+
     background: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
@@ -116,6 +132,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await bus.serve(subjects.run_list, list_runs)
         await bus.serve(subjects.run_stop, stop_run)
         await bus.serve(subjects.run_message, queue_message)
+        await bus.serve_stream(subjects.run_follow, follow_run)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
         await bus.listen(subjects.run_child_ended, ChildEnded, manager.on_child_ended)
         await bus.consume(

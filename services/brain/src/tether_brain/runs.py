@@ -411,16 +411,25 @@ class RunManager:
         """Before a stream of the run's events starts: `who` may read the run."""
         await self.authorize(who, "runs.read", run_id)
 
-    async def events(self, run_id: str, after: int) -> AsyncIterator[RunEvent]:
+    async def events(
+        self, run_id: str, after: int, *, idle_s: float | None = None
+    ) -> AsyncIterator[RunEvent]:
         """The run's events after `after`, live until `run.end` (the caller has passed
-        `follow` first). An ended run whose last events never reached the stream (its
-        publish failed after the committed end) has them read from its journal."""
-        async for data in self.bus.replay(self.bus.subjects.run_events(run_id)):
+        `follow` first), or until `idle_s` of silence from a live run when given. An
+        ended run whose last events never reached the stream (its publish failed after
+        the committed end) has them read from its journal."""
+        subject = self.bus.subjects.run_events(run_id)
+        replay = (
+            self.bus.replay(subject) if idle_s is None else self.bus.replay(subject, idle_s=idle_s)
+        )
+        async for data in replay:
             if data is None:
                 status, _ = await self.store.status(run_id)
                 if status in TERMINAL_STATUSES:
                     for row in await self.store.events(run_id, after):
                         yield RunEvent.model_validate(row)
+                    return
+                if idle_s is not None:
                     return
                 continue
             event = decode(RunEvent, data)

@@ -1,4 +1,4 @@
-"""The client API of the brain: start, get, stop, queue a message; and run events."""
+"""The client API of the brain: start, get, stop, queue a message, follow; and run events."""
 
 from __future__ import annotations
 
@@ -158,3 +158,31 @@ class RunEvent(WireModel):
     ts: datetime
     data: dict[str, Any] = Field(default_factory=dict)
     tenant: str | None = None  # the run's tenant (whose events these are)
+
+
+# The idle bound of a followed run: a live run silent this long ends the stream (`idle`),
+# and the client follows again from its last `seq`. Below nats-server's reply windows.
+FOLLOW_IDLE_S = 30.0
+FOLLOW_IDLE_MAX_S = 60.0
+
+
+class FollowRun(WireRequest):
+    """Follow a run's events over NATS (what `GET /v1/runs/{id}/events` is over HTTP):
+    its events after `after_seq`, live until the run ends or `idle_s` of silence."""
+
+    run_id: str
+    after_seq: int = Field(default=0, ge=0, le=MAX_BIGINT)
+    idle_s: float = Field(default=FOLLOW_IDLE_S, ge=0.1, le=FOLLOW_IDLE_MAX_S)
+
+
+class RunEventFrame(WireModel):
+    """One message of a followed run's streamed reply: an event, or the terminal frame
+    (`end`: `run_end` when the run ended, `idle` after the idle bound)."""
+
+    event: RunEvent | None = None
+    end: Literal["run_end", "idle"] | None = None
+    last_seq: int = 0  # the terminal frame: the last `seq` sent (follow again after it)
+
+    @property
+    def terminal(self) -> bool:
+        return self.end is not None
