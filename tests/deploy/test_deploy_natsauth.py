@@ -30,10 +30,11 @@ from tether_common.natsauth import (
     main,
     queue_subjects,
     render_config,
+    server_config,
     write_config,
 )
 from tether_common.objects import BlobBucket
-from tether_common.subjects import Subjects
+from tether_common.subjects import QUEUE_BRAIN, Subjects
 
 PREFIX = f"p{uuid.uuid4().hex[:8]}"
 SUBJECTS = Subjects(PREFIX)
@@ -519,3 +520,24 @@ def test_roles_cover_every_route_and_stream() -> None:
     assert served == {queue for _subject, queue in queue_subjects(SUBJECTS)}
     written = {key for role in ROLES.values() for key in role.writes}
     assert {s.name.removeprefix(f"{PREFIX.upper()}_") for s in SUBJECTS.streams} == written
+
+
+def test_the_client_account_imports_services_only_streamed_ones_as_streams() -> None:
+    """No stream crosses into the client's account (run events above all); `runs.follow`
+    is among the brain's client routes (so the authorisation table walks it) and is
+    exported with streamed responses, the unary routes as single replies."""
+    config = server_config(SUBJECTS, generate_passwords())
+    accounts = config["accounts"]
+    assert isinstance(accounts, dict)
+    imports = accounts["CLIENT"]["imports"]
+    assert all(set(item) == {"service"} for item in imports)
+    imported = {item["service"]["subject"] for item in imports}
+    brain_routes = {r.subject for r in SUBJECTS.routes() if r.queue == QUEUE_BRAIN}
+    assert SUBJECTS.run_follow.subject in brain_routes
+    assert imported == brain_routes
+    exports = {e["service"]: e for e in accounts["TETHER"]["exports"]}
+    assert set(exports) == imported
+    for subject, export in exports.items():
+        streamed = subject == SUBJECTS.run_follow.subject
+        assert (export.get("response_type") == "stream") == streamed, subject
+    assert ROLES["client"].hears == ()
