@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from tether_approvals.auth import Principal
 from tether_approvals.tables import approval_events, approvals
 from tether_common.errors import NotFoundError
+from tether_common.identity import Action
 from tether_common.messages.approvals import (
     ApprovalEvent,
     ApprovalView,
@@ -38,14 +39,29 @@ async def add_event(
     )
 
 
+def in_scope(
+    who: Principal | None,
+    tenant: str,
+    agent: str | None,
+    owner: str | None,
+    action: Action = "approvals.read",
+) -> bool:
+    """Whether `who` reaches an approval: its tenant (or, for an owner, its own agents'
+    requests) by the permission table, and within the token's team scope. None is the
+    service itself."""
+    if who is None:
+        return True
+    return who.sees(action, tenant, owner, agent_owner=owner) and who.covers(agent, owner)
+
+
 async def locked_row(conn: AsyncConnection, approval_id: str, who: Principal | None) -> Any:
-    """The row, locked for a transition; a request out of `who`'s scope does not exist."""
+    """The row, locked for a decision; a request out of `who`'s reach does not exist."""
     row = (
         await conn.execute(
             select(approvals).where(approvals.c.approval_id == approval_id).with_for_update()
         )
     ).first()
-    if row is None or (who is not None and not who.covers(row.agent, row.owner)):
+    if row is None or not in_scope(who, row.tenant, row.agent, row.owner, "approvals.decide"):
         raise NotFoundError(f"no approval '{approval_id}'")
     return row
 
@@ -59,7 +75,7 @@ class ApprovalStore:
             row = (
                 await conn.execute(select(approvals).where(approvals.c.approval_id == approval_id))
             ).first()
-        if row is None or (who is not None and not who.covers(row.agent, row.owner)):
+        if row is None or not in_scope(who, row.tenant, row.agent, row.owner):
             raise NotFoundError(f"no approval '{approval_id}'")
         return view(row)
 
@@ -73,6 +89,12 @@ class ApprovalStore:
         ):
             if wanted is not None:
                 stmt = stmt.where(column == wanted)
+        if who is not None:
+            reach = who.reach("approvals.read")
+            if reach.tenant is not None:
+                stmt = stmt.where(approvals.c.tenant == reach.tenant)
+            if reach.owner is not None:
+                stmt = stmt.where(approvals.c.owner == reach.owner)
         if who is not None and who.agents is not None:
             stmt = stmt.where(approvals.c.agent.in_(sorted(who.agents)))
         if who is not None and who.owners is not None:
@@ -104,7 +126,12 @@ class ApprovalStore:
             for r in rows
         ]
         last = rows[-1].event_id if rows else after
-        return [e for e in events if who.covers(e.approval.agent, e.approval.owner)], last
+        seen = [
+            e
+            for e in events
+            if in_scope(who, e.approval.tenant, e.approval.agent, e.approval.owner)
+        ]
+        return seen, last
 
     async def prune_events(self, retention_s: float) -> None:
         """Drop operator events older than the retention (resuming past it starts fresh)."""
