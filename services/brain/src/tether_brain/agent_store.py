@@ -125,11 +125,28 @@ class AgentStore(GrantOverrides):
                 rows = await conn.execute(
                     select(agents_table).where(agents_table.c.deleted.is_(False))
                 )
-                agents = {a.agent_id: a.config for r in rows if (a := _agent(r)) is not None}
+                stored = [a for r in rows if (a := _agent(r)) is not None]
                 docs = (await conn.execute(select(policy_documents))).all()
-        guardrails = {d.scope: dict(d.body) for d in docs if d.kind == "guardrails"}
-        allowlist = {d.scope: list(d.body) for d in docs if d.kind == "allowlist"}
+        agents = {a.agent_id: self._own_seed(a) for a in stored}
+        guardrails = {d.scope: dict(self._own_body(d)) for d in docs if d.kind == "guardrails"}
+        allowlist = {d.scope: list(self._own_body(d)) for d in docs if d.kind == "allowlist"}
         return PolicySnapshot(int(generation or 0), agents, guardrails, allowlist)
+
+    # A row still from the settings (never changed through the API) follows this
+    # replica's own settings: replicas configured alike agree anyway, and one started
+    # with other settings (a rolling restart, or another stack on a shared database)
+    # is never silently switched to its neighbour's seed.
+    def _own_seed(self, stored: StoredAgent) -> AgentConfig:
+        if stored.source != SETTINGS:
+            return stored.config
+        return self.agents.seeds.get(stored.agent_id, stored.config)
+
+    def _own_body(self, doc: Any) -> Any:
+        if doc.source != SETTINGS or doc.scope != GLOBAL:
+            return doc.body
+        if doc.kind == "guardrails":
+            return dict(self.agents.seed_guardrails)
+        return list(self.agents.seed_allowlist)
 
     async def load(self) -> None:
         """Put what is stored in force here (never an older snapshot over a newer one)."""
