@@ -17,6 +17,7 @@ from tether_approvals.lifecycle import Lifecycle
 from tether_approvals.pending import PendingGauge
 from tether_approvals.rules import build_approvers
 from tether_approvals.settings import ApproverRule
+from tether_common import identity
 from tether_common.db import make_engine, migrate
 from tether_common.messages.approvals import ApprovalDecided, ApprovalView, CreateApproval
 
@@ -30,6 +31,7 @@ OPERATOR = Principal(name="op", role="approver")
 @pytest.fixture(scope="module")
 async def engine(own_database_url: str) -> AsyncIterator[AsyncEngine]:
     db = make_engine(own_database_url, pool_size=2)
+    await identity.migrate(db)  # first, as every service does: approvals moved its tokens there
     await migrate(db, Path(tether_approvals.__file__).parent / "migrations", "alembic_approvals")
     try:
         yield db
