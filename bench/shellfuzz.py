@@ -4,10 +4,13 @@ deterministic for a seed) is classified; every command classified `allow` is run
 bubblewrap sandbox, in a fresh copy of a watched workspace, and must change nothing:
 
 - the watched tree: every file's path, kind, mode, size and sha256, before and after;
-- canary programs (`./canary`, `bin/canary` on PATH, `bare.git/canary`) that record their
+- canary programs (`./canary`, `bin/canary`, `bare.git/canary`) that record their
   own start in `.canary/record`; the payloads try to start them;
 - an exec trace (`strace -f -e trace=execve` around the worker, from outside the
-  sandbox): no program may start that the command line does not name.
+  sandbox): no program may start that the command line does not name, and no program
+  named canary may even be tried. The sandbox's PATH is fixed to system folders, so a
+  bare `canary` payload finds nothing to run; the trace still shows the execve attempts
+  (`find -exec canary`, `env canary`, ...), which is what the classifier let through.
 
     python -m bench.shellfuzz [--size N] [--seed S]   # exit 1 when an allowed command had effects
 
@@ -183,11 +186,15 @@ def worker(plan: Path, out: Path) -> None:
 # ------------------------------------------------------------------- the exec trace
 
 _EXECVE = re.compile(r'^(\d+)\s+(?:execve\("([^"]*)", \[(.*?)\]|<\.\.\. execve resumed>)')
-_RESULT = re.compile(r"= (-?\d+)")
+# The return value, then an errno name and its text when the exec failed.
+_RESULT = re.compile(r"\) = (-?\d+)(?: [A-Z0-9]+ \([^()]*\))?$")
+TRIED = "tried "  # prefix of a failed exec of a canary in `traced_programs`
 
 
 def traced_programs(trace: str) -> dict[int, list[str]]:
-    """Programs that started, per command index (after its marker `/bin/true`)."""
+    """Programs that started, per command index (after its marker `/bin/true`); a failed
+    exec of a canary is kept too, as `tried <path>`: with the sandbox's fixed PATH a bare
+    `canary` is never found, and the attempt is the only trace of it."""
     pending: dict[str, str] = {}
     segments: dict[int, list[str]] = {}
     current: int | None = None
@@ -207,9 +214,13 @@ def traced_programs(trace: str) -> dict[int, list[str]]:
                 continue
         else:
             path = pending.pop(pid, "")
-        result = _RESULT.search(line.rsplit(")", 1)[-1])
-        if current is not None and path and result and result.group(1) == "0":
+        result = _RESULT.search(line)
+        if current is None or not path or result is None:
+            continue
+        if result.group(1) == "0":
             segments[current].append(path)
+        elif "canary" in os.path.basename(path):
+            segments[current].append(TRIED + path)
     return segments
 
 
@@ -225,7 +236,9 @@ def unexpected(command: str, programs: list[str], workspace_hint: str) -> list[s
     odd = []
     for path in programs:
         name = os.path.basename(path)
-        if "canary" in path or workspace_hint in path:
+        if path.startswith(TRIED):
+            odd.append(f"tried to start {path.removeprefix(TRIED)} (a canary's name)")
+        elif "canary" in path or workspace_hint in path:
             odd.append(f"started {path}")
         elif name in allowed or (
             "git" in tokens and ("git-core" in path or name.startswith("git"))
@@ -322,10 +335,7 @@ def run(
                     str(root / f"trace{number}"),
                     *argv,
                 ]
-            env = {**os.environ, "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":bin"}
-            procs.append(
-                subprocess.Popen(argv, cwd=Path(__file__).resolve().parent.parent, env=env)
-            )
+            procs.append(subprocess.Popen(argv, cwd=Path(__file__).resolve().parent.parent))
         failed = [code for code in (proc.wait() for proc in procs) if code != 0]
         for number, chunk in enumerate(chunks):
             out = root / f"out{number}.json"

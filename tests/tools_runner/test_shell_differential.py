@@ -60,7 +60,10 @@ def test_no_allowed_command_of_the_corpus_has_an_effect(attestation: Attestation
 REFUSED = {
     "sed -ee notes.txt": "canary started",  # sed's e runs ./canary, a line of notes.txt
     "echo x | sort --output=written.txt": "created written.txt",
-    "find . -name notes.txt -exec canary {} +": "canary started",  # found through PATH
+    "find . -name notes.txt -exec ./canary {} +": "canary started",
+    # The sandbox's PATH is fixed to system folders: a bare name finds no canary, and
+    # only the exec trace shows that find tried to start one.
+    "find . -name notes.txt -exec canary {} +": "tried to start /usr/bin/canary",
     "awk 'BEGIN{system(\"id\")}'": "started /bin/sh, which the command does not name",
 }
 
