@@ -20,6 +20,7 @@ from tether_common.errors import TetherError
 from tether_common.messages.outputs import OutputPage, PutOutput, QueryOutput
 from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, Supervisor
+from tether_tools_runner.offload import upload
 
 CATASTROPHIC = [
     r"(a+)+$",
@@ -90,6 +91,14 @@ async def put(bus: Bus, run_id: str, text: str) -> str:
     return stored.ref
 
 
+def random_ab_lines(count: int, width: int) -> bytes:
+    """`count` lines of `width` random a/b characters (no `c`: SLOW never matches)."""
+    rng = random.Random(3)
+    # One random byte per character, its low bit choosing a or b: fast for megabytes.
+    to_ab = bytes(b"ab"[i & 1] for i in range(256))
+    return b"".join(rng.randbytes(width).translate(to_ab) + b"\n" for _ in range(count))
+
+
 async def grep(bus: Bus, ref: str, run_id: str, pattern: str, **extra: Any) -> OutputPage:
     query = QueryOutput(ref=ref, run_id=run_id, mode="grep", pattern=pattern, **extra)
     # A generous bound: a hang detector, not a speed assertion.
@@ -132,9 +141,10 @@ async def test_health_and_other_queries_answer_while_a_long_grep_runs(
     gbus: Bus, grep_store: Supervisor
 ) -> None:
     run_id = f"run_{uuid.uuid4().hex[:8]}"
-    rng = random.Random(3)
-    lines = ("".join(rng.choice("ab") for _ in range(4000)) for _ in range(100))
-    ref = await put(gbus, run_id, "\n".join(lines) + "\n")
+    # Far more work than the 4 s budget on any machine: 2,500 lines of 4,000 random a/b
+    # (10 MB, uploaded in chunks) at ~35 ms a line on a quiet core is ~90 s, so even a
+    # machine twenty times faster is still searching when the budget stops it.
+    ref = (await upload(gbus, run_id, random_ab_lines(2500, 4000))).ref
     slow = asyncio.create_task(grep(gbus, ref, run_id, SLOW))
     url = grep_store.child("output-store").url
     answered_during = 0
@@ -149,4 +159,4 @@ async def test_health_and_other_queries_answer_while_a_long_grep_runs(
     result = await slow
     assert answered_during >= 3, "health and queries waited for the grep"
     assert result.note is not None
-    assert "budget" in result.note  # 100 lines at ~90 ms each: stopped at 4 s
+    assert "budget" in result.note, result.note  # stopped at 4 s, far from the end
