@@ -18,6 +18,13 @@ the HTTP event stream, so no tenant hears another's events), no JetStream at all
 account's `limits` bound its connections, subscriptions and payloads. nats-server has no
 per-user limits in a configuration file; an account of its own is how one user gets them.
 
+Client users per tenant (`--client-tenants a,b`): `client-a`, `client-b` … in the same
+`CLIENT` account, with the `client` user's rights but each its own inbox prefix
+(`_INBOX_client-a`), so a client connection of one tenant cannot subscribe to the replies
+of another's. `client` stays for the default tenant and single-tenant installs. The bearer
+token still decides, per request, what a caller may do; the NATS user only keeps replies
+apart. The account's limits are shared by all its users.
+
 Also used by compose and Kubernetes: `python -m tether_common.natsauth --env-passwords`
 prints the same configuration with passwords read from the server's environment
 (`$NATS_PASSWORD_BRAIN` …); `deploy/nats/nats-server.conf` is that output.
@@ -27,13 +34,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import ssl
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether_common.messages.base import ID_PATTERN
 from tether_common.secretfiles import write_secret
 from tether_common.subjects import (
     QUEUE_APPROVALS,
@@ -108,6 +117,43 @@ ROLES: dict[str, Role] = {
     ),
 }
 USERS: tuple[str, ...] = tuple(ROLES)
+# A tenant's name becomes part of a user name, an inbox prefix (one subject token: no `.`,
+# or tenant `a` could read `_INBOX_client-a.b.>`) and an environment variable name (no
+# `:` or `@`), on top of the identity model's ID pattern.
+TENANT_USER_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,62}")
+
+
+class TenantNameError(ValueError):
+    """A tenant name that cannot name a client user safely."""
+
+
+def client_user(tenant: str) -> str:
+    """The NATS user of one tenant's client connections."""
+    if not (re.fullmatch(ID_PATTERN, tenant) and TENANT_USER_PATTERN.fullmatch(tenant)):
+        raise TenantNameError(
+            f"tenant name {tenant!r} must match {TENANT_USER_PATTERN.pattern} for a NATS user"
+        )
+    return f"{CLIENT_USER}-{tenant}"
+
+
+def all_users(tenants: Sequence[str] = ()) -> tuple[str, ...]:
+    """The service users, `client`, and one client user per tenant (validated, distinct
+    also by password variable: `a-b` and `a_b`, `a` and `A` would share one)."""
+    tenant_users = [client_user(t) for t in tenants]
+    envs = [password_env(u) for u in (*USERS, *tenant_users)]
+    if len(set(envs)) != len(envs):
+        raise TenantNameError(f"tenant names collide as NATS users: {list(tenants)}")
+    return (*USERS, *tenant_users)
+
+
+def role_of(user: str) -> Role:
+    """A tenant's client user has the `client` role; only its inbox differs."""
+    if user in ROLES:
+        return ROLES[user]
+    if user.startswith(f"{CLIENT_USER}-"):
+        client_user(user.removeprefix(f"{CLIENT_USER}-"))  # refuses a forged name
+        return ROLES[CLIENT_USER]
+    raise KeyError(user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +181,12 @@ def password_env(user: str) -> str:
     return "NATS_PASSWORD_" + user.upper().replace("-", "_")
 
 
-def generate_passwords() -> dict[str, str]:
-    return {user: secrets.token_urlsafe(24) for user in USERS}
+def generate_passwords(tenants: Sequence[str] = ()) -> dict[str, str]:
+    return {user: secrets.token_urlsafe(24) for user in all_users(tenants)}
+
+
+def env_passwords(tenants: Sequence[str] = ()) -> dict[str, str | EnvRef]:
+    return {user: EnvRef(password_env(user)) for user in all_users(tenants)}
 
 
 def service_env(user: str, password: str) -> dict[str, str]:
@@ -241,7 +291,7 @@ def _subscribe_allow(subjects: Subjects, user: str, role: Role) -> list[str]:
 
 def permissions(subjects: Subjects, user: str) -> dict[str, object]:
     """The nats-server `permissions` block for one user."""
-    role = ROLES[user]
+    role = role_of(user)
     publish = _publish_allow(subjects, role)
     perms: dict[str, object] = {
         # An empty allow list would let nats-server admit every subject: deny them all.
@@ -262,15 +312,18 @@ def server_config(
     passwords: Mapping[str, str | EnvRef],
     *,
     tls: TlsFiles | None = None,
+    tenants: Sequence[str] = (),
 ) -> dict[str, object]:
     """The whole server configuration as data: Tether's account (JetStream on) with the
-    services, and the client's account importing what the client may use."""
+    services, and the client's account importing what the client may use (with one
+    client user per tenant in `tenants`)."""
+    users = all_users(tenants)
 
     def users_of(account: str) -> list[dict[str, object]]:
         return [
             {"user": user, "password": passwords[user], "permissions": permissions(subjects, user)}
-            for user in USERS
-            if ROLES[user].account == account
+            for user in users
+            if role_of(user).account == account
         ]
 
     shared = _client_subjects(subjects)
@@ -345,9 +398,13 @@ def render(value: object, indent: int = 0) -> str:
 
 
 def render_config(
-    subjects: Subjects, passwords: Mapping[str, str | EnvRef], *, tls: TlsFiles | None = None
+    subjects: Subjects,
+    passwords: Mapping[str, str | EnvRef],
+    *,
+    tls: TlsFiles | None = None,
+    tenants: Sequence[str] = (),
 ) -> str:
-    body = server_config(subjects, passwords, tls=tls)
+    body = server_config(subjects, passwords, tls=tls, tenants=tenants)
     lines = [f"{key}: {render(value)}" for key, value in body.items()]
     return (
         "# Generated by tether_common.natsauth from subjects.py; do not edit.\n"
@@ -373,13 +430,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--env-passwords", action="store_true", help="read passwords from $NATS_PASSWORD_*"
     )
-    args = parser.parse_args(argv)
-    passwords: Mapping[str, str | EnvRef] = (
-        {user: EnvRef(password_env(user)) for user in USERS}
-        if args.env_passwords
-        else generate_passwords()
+    parser.add_argument(
+        "--client-tenants",
+        default="",
+        help="comma-separated tenants, each with a client user `client-<tenant>` of its own",
     )
-    sys.stdout.write(render_config(Subjects(args.prefix), passwords))
+    args = parser.parse_args(argv)
+    tenants = [t for t in args.client_tenants.split(",") if t]
+    try:
+        passwords: Mapping[str, str | EnvRef] = (
+            env_passwords(tenants) if args.env_passwords else generate_passwords(tenants)
+        )
+    except TenantNameError as exc:
+        parser.error(str(exc))
+    sys.stdout.write(render_config(Subjects(args.prefix), passwords, tenants=tenants))
     return 0
 
 
