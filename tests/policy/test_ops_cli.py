@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,18 @@ async def test_run_offers_the_card_inline(
     stack: Supervisor,
     scripts_dir: Path,
 ) -> None:
-    monkeypatch.setenv("TETHER_API_URL", stack.child("brain").url)
+    brain = stack.child("brain").url
+    monkeypatch.setenv("TETHER_API_URL", brain)
+    # The organisation's guardrails are one stored document shared by every stack on the
+    # test database (other suites change it through the API): set the rule this test
+    # relies on, as an operator would, instead of trusting this stack's seed.
+    async with httpx.AsyncClient(base_url=brain, timeout=30) as http:
+        put = await http.put(
+            "/v1/policy/guardrails",
+            json={"rules": {"convert_time": "confirm"}},
+            headers={"Authorization": f"Bearer {os.environ['TETHER_TOKEN']}"},
+        )
+    assert put.status_code == 200, put.text
     monkeypatch.setattr(sys, "stdin", Terminal("o\n"))
     model = write_script(scripts_dir, [[call("convert_time", **CONVERT)], say("converted")])
     code, out = await tether(
