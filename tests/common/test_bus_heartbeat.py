@@ -103,6 +103,7 @@ async def test_a_strange_interval_never_breaks_the_answer(
             return RunAccepted(run_id=req.run_id, status="running")
 
         await server.serve(server.subjects.run_stop, fast)
+        await server._nc.flush()  # the subscription is at the server before the raw request
         msg = await bus._nc.request(
             bus.subjects.run_stop.subject,
             encode(StopRun(run_id="r1")),
