@@ -105,6 +105,7 @@ async def test_the_notifier_hears_what_approvals_announces(locked: Locked) -> No
         await notifier.nc.flush()
         told = a_notice()
         await approvals.publish(SUBJECTS.approval_notices, told)
+        await approvals._nc.flush()  # out of the client's buffer before the wait starts
         heard = decode(ApprovalNotice, (await sub.next_msg(timeout=5)).data)
         assert heard == told
         assert not notifier.errors

@@ -141,7 +141,8 @@ async def test_killed_mid_upload_leaves_nothing_visible(
         await until_parts(pg, started.upload_id, 8)
         store_process.kill("output-store")
         sent = await sender
-        assert 8 <= sent < started.chunks
+        # The kill may land between the 8th part's commit and its answer: 7 answered.
+        assert 7 <= sent < started.chunks
 
         child = store_process.child("output-store")
         await store_process.start_child(child)
