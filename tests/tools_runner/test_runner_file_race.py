@@ -175,6 +175,7 @@ async def test_writes_and_edits_never_land_outside(
     raced: Path, executor: Executor, call: Call
 ) -> None:
     writes, edits = Tally(), Tally()
+    outside = snapshot(raced.parent)
     async with swapping(raced):
         for attempt in range(250):
             args: list[dict[str, Any]] = [
@@ -189,6 +190,8 @@ async def test_writes_and_edits_never_land_outside(
             edits.add(await call(executor, "file_edit", change))
     writes.raced_both_ways()
     edits.raced_both_ways()
+    assert writes.ok + writes.refused == 750
+    assert snapshot(raced.parent) == outside, "a write or an edit landed outside"
 
 
 @pytest.mark.e2e
