@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
@@ -16,10 +15,8 @@ import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
-from nats.errors import NoRespondersError
 
 from tether_common.bus import Bus
-from tether_common.embedded import NatsServer
 from tether_common.messages.runs import StopRun
 from tether_common.natsauth import (
     CLIENT_LIMITS,
@@ -35,63 +32,28 @@ from tether_common.natsauth import (
 )
 from tether_common.objects import BlobBucket
 from tether_common.subjects import QUEUE_BRAIN, Subjects
+from tether_common.testing.locked_nats import (
+    Conn,
+    LockedNats,
+    connect,
+    connected,
+    locked_nats,
+    request_until_served,
+)
 
 PREFIX = f"p{uuid.uuid4().hex[:8]}"
 SUBJECTS = Subjects(PREFIX)
 
 
-@dataclass
-class LockedBus:
-    url: str
-    passwords: dict[str, str]
-
-
-@dataclass
-class Conn:
-    """A raw connection that records every error the server reports."""
-
-    nc: Client
-    errors: list[str] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def refused(self, timeout: float = 5.0) -> str:
-        await self.nc.flush()
-        await asyncio.wait_for(self.changed.wait(), timeout)
-        return self.errors[-1]
-
-
 @pytest.fixture(scope="module")
-def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedBus]:
-    base = tmp_path_factory.mktemp("locked-nats")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedNats]:
     passwords = generate_passwords()
-    config = write_config(base / "nats.conf", render_config(SUBJECTS, passwords))
-    server = NatsServer(base / "data", config_file=config).start()
-    try:
-        yield LockedBus(server.url, passwords)
-    finally:
-        server.stop()
+    text = render_config(SUBJECTS, passwords)
+    with locked_nats(tmp_path_factory.mktemp("locked-nats"), text, passwords) as server:
+        yield server
 
 
-async def connect(locked: LockedBus, user: str) -> Conn:
-    conn: Conn | None = None
-
-    async def on_error(exc: Exception) -> None:
-        assert conn is not None
-        conn.errors.append(str(exc))
-        conn.changed.set()
-
-    nc = await nats.connect(
-        locked.url,
-        user=user,
-        password=locked.passwords[user],
-        error_cb=on_error,
-        inbox_prefix=inbox_prefix(user),
-    )
-    conn = Conn(nc)
-    return conn
-
-
-async def service_bus(locked: LockedBus, user: str) -> Bus:
+async def service_bus(locked: LockedNats, user: str) -> Bus:
     """A `Bus` logged in as `user` with its generated password."""
     return await Bus.connect(
         locked.url,
@@ -102,25 +64,10 @@ async def service_bus(locked: LockedBus, user: str) -> Bus:
     )
 
 
-async def request_until_served(nc: Client, subject: str, data: bytes) -> Msg:
-    """A request that rides out the moment in which a fresh queue subscription is not yet
-    seen by the server's no-responders check (the same grace `Bus.request_raw` gives)."""
-    for _attempt in range(40):
-        try:
-            return await nc.request(subject, data, timeout=5)
-        except NoRespondersError:
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"nobody answers on {subject}")
-
-
 @pytest.fixture
-async def users(locked: LockedBus) -> AsyncIterator[dict[str, Conn]]:
-    conns = {user: await connect(locked, user) for user in locked.passwords}
-    try:
+async def users(locked: LockedNats) -> AsyncIterator[dict[str, Conn]]:
+    async with connected(locked, list(locked.passwords)) as conns:
         yield conns
-    finally:
-        for conn in conns.values():
-            await conn.nc.close()
 
 
 FORBIDDEN_PUBLISH = [
@@ -205,7 +152,7 @@ async def test_forbidden_subscribe_is_refused(
 
 @pytest.mark.parametrize(("user", "password"), [(None, None), ("brain", "wrong")])
 async def test_a_stranger_or_a_wrong_password_cannot_connect(
-    locked: LockedBus, user: str | None, password: str | None
+    locked: LockedNats, user: str | None, password: str | None
 ) -> None:
     nc = Client()
     try:
@@ -254,7 +201,7 @@ async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, 
 
 
 async def test_the_client_hears_no_run_events_published_on_the_bus(
-    locked: LockedBus, users: dict[str, Conn]
+    locked: LockedNats, users: dict[str, Conn]
 ) -> None:
     """Events published to the stream do not cross into the client's account: each way
     of subscribing is refused and nothing arrives on any of them."""
@@ -319,7 +266,7 @@ async def test_the_client_calls_the_brain_across_accounts(users: dict[str, Conn]
 
 
 async def test_no_user_reads_a_reply_to_another_users_request(
-    locked: LockedBus, users: dict[str, Conn]
+    locked: LockedNats, users: dict[str, Conn]
 ) -> None:
     """A tool result travels from the runner to the brain's inbox: every other user tries
     to listen in, with every pattern it might, and hears nothing."""
@@ -356,7 +303,7 @@ async def test_no_user_reads_a_reply_to_another_users_request(
 
 
 async def test_the_client_creates_no_jetstream_consumers(
-    locked: LockedBus, users: dict[str, Conn]
+    locked: LockedNats, users: dict[str, Conn]
 ) -> None:
     """Its account has no JetStream: neither a durable nor an ephemeral consumer on any
     stream, whatever API subject it tries."""
@@ -380,7 +327,7 @@ async def test_the_client_creates_no_jetstream_consumers(
 
 
 async def test_the_client_account_hits_its_connection_limit_with_a_clear_error(
-    locked: LockedBus,
+    locked: LockedNats,
 ) -> None:
     held: list[Client] = []
     try:
@@ -416,7 +363,7 @@ async def test_the_client_account_hits_its_connection_limit_with_a_clear_error(
 
 
 async def test_the_client_account_hits_its_subscription_limit_with_a_clear_error(
-    locked: LockedBus,
+    locked: LockedNats,
 ) -> None:
     """The server closes a connection that goes over the account's subscriptions, saying
     why; Tether's own users are not held back."""
@@ -453,7 +400,7 @@ async def test_the_client_account_hits_its_subscription_limit_with_a_clear_error
 
 
 async def test_brain_consumes_approval_decisions_that_approvals_publishes(
-    locked: LockedBus, users: dict[str, Conn]
+    locked: LockedNats, users: dict[str, Conn]
 ) -> None:
     approvals, brain = users["approvals"], users["brain"]
     declaring = await service_bus(locked, "approvals")
@@ -474,7 +421,7 @@ async def test_brain_consumes_approval_decisions_that_approvals_publishes(
     assert not approvals.errors
 
 
-async def test_every_service_may_declare_the_streams(locked: LockedBus) -> None:
+async def test_every_service_may_declare_the_streams(locked: LockedNats) -> None:
     for user in ("gateway", "tools-runner", "approvals", "output-store"):
         bus = await service_bus(locked, user)
         try:
@@ -484,7 +431,7 @@ async def test_every_service_may_declare_the_streams(locked: LockedBus) -> None:
             await bus.close()
 
 
-async def test_the_output_store_owns_its_object_bucket(locked: LockedBus) -> None:
+async def test_the_output_store_owns_its_object_bucket(locked: LockedNats) -> None:
     """The JetStream backend's whole life on the locked bus: create the bucket, write,
     look up, read, list, delete, sweep; a permissions violation would raise here."""
     bus = await service_bus(locked, "output-store")

@@ -6,18 +6,12 @@ configuration (subject tokens, wildcards, variable syntax, collisions) is refuse
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
 
-import nats
 import pytest
-from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
 
-from tether_common.embedded import NatsServer
 from tether_common.natsauth import (
     TenantNameError,
     client_user,
@@ -25,85 +19,33 @@ from tether_common.natsauth import (
     inbox_prefix,
     main,
     render_config,
-    write_config,
 )
 from tether_common.subjects import Subjects
+from tether_common.testing.locked_nats import (
+    Conn,
+    LockedNats,
+    connected,
+    locked_nats,
+    request_until_served,
+)
 
 PREFIX = f"t{uuid.uuid4().hex[:8]}"
 SUBJECTS = Subjects(PREFIX)
 TENANTS = ("a", "b")
 
 
-@dataclass
-class Conn:
-    """A raw connection that records every error the server reports."""
-
-    nc: Client
-    errors: list[str] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def refused(self, timeout: float = 5.0) -> str:
-        await self.nc.flush()
-        await asyncio.wait_for(self.changed.wait(), timeout)
-        self.changed.clear()
-        return self.errors[-1]
-
-
-@dataclass
-class Server:
-    url: str
-    passwords: dict[str, str]
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    base = tmp_path_factory.mktemp("tenant-nats")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LockedNats]:
     passwords = generate_passwords(TENANTS)
     text = render_config(SUBJECTS, passwords, tenants=TENANTS)
-    config = write_config(base / "nats.conf", text)
-    nats_server = NatsServer(base / "data", config_file=config).start()
-    try:
-        yield Server(nats_server.url, passwords)
-    finally:
-        nats_server.stop()
-
-
-async def connect(server: Server, user: str) -> Conn:
-    conn: Conn | None = None
-
-    async def on_error(exc: Exception) -> None:
-        assert conn is not None
-        conn.errors.append(str(exc))
-        conn.changed.set()
-
-    nc = await nats.connect(
-        server.url,
-        user=user,
-        password=server.passwords[user],
-        error_cb=on_error,
-        inbox_prefix=inbox_prefix(user),
-    )
-    conn = Conn(nc)
-    return conn
+    with locked_nats(tmp_path_factory.mktemp("tenant-nats"), text, passwords) as server:
+        yield server
 
 
 @pytest.fixture
-async def users(server: Server) -> AsyncIterator[dict[str, Conn]]:
-    conns = {u: await connect(server, u) for u in ("brain", "client", *map(client_user, TENANTS))}
-    try:
+async def users(server: LockedNats) -> AsyncIterator[dict[str, Conn]]:
+    async with connected(server, ["brain", "client", *map(client_user, TENANTS)]) as conns:
         yield conns
-    finally:
-        for conn in conns.values():
-            await conn.nc.close()
-
-
-async def request_until_served(nc: Client, subject: str, data: bytes) -> Msg:
-    for _attempt in range(40):
-        try:
-            return await nc.request(subject, data, timeout=5)
-        except NoRespondersError:
-            await asyncio.sleep(0.05)
-    raise AssertionError(f"nobody answers on {subject}")
 
 
 async def echo_brain(brain: Conn) -> None:
@@ -176,7 +118,7 @@ async def test_a_tenant_client_cannot_subscribe_to_another_inbox(
 
 
 async def test_a_tenant_client_hears_nothing_of_another_tenants_replies(
-    server: Server, users: dict[str, Conn]
+    server: LockedNats, users: dict[str, Conn]
 ) -> None:
     """`client-b` and `client` call the brain; `client-a` listens with every pattern it
     might (each refused) and also on its own inbox space, and hears nothing of theirs."""
