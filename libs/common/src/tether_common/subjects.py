@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from tether_common.messages import approvals, gateway, identity, outputs, runs, tools
+from tether_common.messages import approvals, gateway, identity, outputs, profiles, runs, tools
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -119,6 +119,43 @@ class Subjects:
     @property
     def generate_all(self) -> str:
         return self._s("gateway", "generate", "*")
+
+    # gateway: model profiles (see messages/profiles.py)
+    @property
+    def model_profile(self) -> Route[profiles.ProfileQuery, profiles.ModelProfile]:
+        return Route(
+            self._s("gateway", "profiles", "get"),
+            profiles.ProfileQuery,
+            profiles.ModelProfile,
+            QUEUE_GATEWAY,
+        )
+
+    @property
+    def model_profiles(self) -> Route[profiles.ListProfiles, profiles.ProfileList]:
+        return Route(
+            self._s("gateway", "profiles", "list"),
+            profiles.ListProfiles,
+            profiles.ProfileList,
+            QUEUE_GATEWAY,
+        )
+
+    @property
+    def model_profile_put(self) -> Route[profiles.PutProfile, profiles.ModelProfile]:
+        return Route(
+            self._s("gateway", "profiles", "put"),
+            profiles.PutProfile,
+            profiles.ModelProfile,
+            QUEUE_GATEWAY,
+        )
+
+    @property
+    def model_probe(self) -> Route[profiles.ProbeModel, profiles.ProbeReport]:
+        return Route(
+            self._s("gateway", "profiles", "probe"),
+            profiles.ProbeModel,
+            profiles.ProbeReport,
+            QUEUE_GATEWAY,
+        )
 
     # tools-runner
     @property
@@ -266,6 +303,10 @@ class Subjects:
             self.run_stop,  # type: ignore[list-item]
             self.run_message,  # type: ignore[list-item]
             self.run_follow,  # type: ignore[list-item]
+            self.model_profile,  # type: ignore[list-item]
+            self.model_profiles,  # type: ignore[list-item]
+            self.model_profile_put,  # type: ignore[list-item]
+            self.model_probe,  # type: ignore[list-item]
             self.tool_catalog,  # type: ignore[list-item]
             self.tool_execute,  # type: ignore[list-item]
             self.approval_create,  # type: ignore[list-item]
