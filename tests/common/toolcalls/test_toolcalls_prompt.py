@@ -23,6 +23,7 @@ from tether_common.toolcalls import (
 def test_public_surface_is_explicit() -> None:
     assert sorted(toolcalls.__all__) == sorted(
         [
+            "ANSWER_KEY",
             "CALL_MARKERS",
             "DEFAULT_ALIASES",
             "KEY_SYNONYMS",
@@ -32,8 +33,11 @@ def test_public_surface_is_explicit() -> None:
             "ParsedCall",
             "ToolSpec",
             "find_call_marker",
+            "fit_call",
             "parse_tool_calls",
+            "read_reply",
             "render_tool_prompt",
+            "reply_schema",
         ]
     )
     assert all(hasattr(toolcalls, name) for name in toolcalls.__all__)

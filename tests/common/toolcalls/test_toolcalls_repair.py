@@ -274,7 +274,7 @@ BEYOND_REPAIR = [
     ("whitespace-fence", "```tool\n   \n```"),
     ("empty-tag", "<tool_call></tool_call>"),
     ("only-a-key", '<tool_call>{"name"}</tool_call>'),
-    ("no-name", '<tool_call>{"args": {"command": "ls"}}</tool_call>'),
+    ("no-name", '<tool_call>{"args": {"colour": "red"}}</tool_call>'),
     ("blank-name", '<tool_call>{"name": " ", "args": {}}</tool_call>'),
     ("name-not-string", '<tool_call>{"name": 5, "args": {}}</tool_call>'),
     ("string-call", '<tool_call>"shell"</tool_call>'),

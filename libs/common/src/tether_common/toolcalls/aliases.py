@@ -7,6 +7,7 @@ resolves when its target is offered.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
@@ -64,6 +65,10 @@ KEY_SYNONYMS: Final[Mapping[str, str]] = _table(
     }
 )
 
+# How alike a raw name must be to one offered tool's name (difflib's ratio) to be read as
+# it: "calculator" → "calculate" (0.84), "file_reader" → "file_read" (0.9). Only when
+# exactly one tool is that close; "file" (close to nothing) stays unknown.
+NEAR_NAME_RATIO: Final = 0.8
 _SEPARATORS: Final = re.compile(r"[\s\-]+")
 _CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Prefixes some chat templates put before a tool name (`functions.shell`).
@@ -106,7 +111,14 @@ class NameResolver:
     def resolve(self, raw: str) -> str | None:
         name = normalize_name(raw)
         found = self._exact.get(name) or self._aliases.get(name)
-        return found or self._squashed.get(name.replace("_", ""))
+        return found or self._squashed.get(name.replace("_", "")) or self._near(name)
+
+    def _near(self, name: str) -> str | None:
+        """The one offered tool whose name is nearly `name` (a typo, a suffix), or None."""
+        if len(name) < 4:
+            return None
+        close = difflib.get_close_matches(name, self._exact, n=2, cutoff=NEAR_NAME_RATIO)
+        return self._exact[close[0]] if len(close) == 1 else None
 
 
 def _own_aliases(tool: OfferedTool) -> tuple[str, ...]:

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tether_common.toolcalls.aliases import NameResolver
-from tether_common.toolcalls.coerce import coerce_args
+from tether_common.toolcalls.aliases import NameResolver, normalize_name
+from tether_common.toolcalls.coerce import coerce_args, coerce_args_noted
 from tether_common.toolcalls.model import OfferedTool, ParsedCall
 from tether_common.toolcalls.repair import read_json
 
@@ -23,6 +23,7 @@ __all__ = [
     "Outcome",
     "call_from_parts",
     "calls_from_value",
+    "nameless_call",
     "problem",
 ]
 
@@ -73,6 +74,22 @@ class Catalog:
             return f"unknown tool {raw_name.strip()!r}: no tools are offered right now"
         return f"unknown tool {raw_name.strip()!r}; the tools are: {', '.join(self._tools)}"
 
+    def fitting(self, args: Mapping[str, object]) -> list[OfferedTool]:
+        """The tools whose parameters take every key of `args` (synonyms applied) and
+        whose required parameters are all among them."""
+        return [tool for tool in self._tools.values() if _fits(tool, args)]
+
+
+def _fits(tool: OfferedTool, args: Mapping[str, object]) -> bool:
+    props = tool.parameters.get("properties")
+    if not isinstance(props, Mapping) or not args:
+        return False
+    kept, notes = coerce_args_noted(args, tool.parameters)
+    if any(note.startswith("unknown") for note in notes) or len(kept) != len(args):
+        return False
+    required = tool.parameters.get("required")
+    return all(key in kept for key in required) if isinstance(required, list) else True
+
 
 def calls_from_value(value: object, catalog: Catalog, *, explicit: bool) -> Outcome:
     """The calls in a parsed JSON value: one object, or a list of them."""
@@ -90,7 +107,32 @@ def call_from_parts(
     tool = catalog.resolve(raw_name)
     if tool is None:
         return problem(catalog.unknown(raw_name))
-    return _build(tool, raw_args, positional)
+    return _build(tool, raw_args, positional, _name_repairs(raw_name, tool))
+
+
+def nameless_call(value: object, catalog: Catalog) -> Outcome:
+    """A call written as its arguments alone (`{"expression": "2+2"}`, or under an
+    `args` key), when those keys fit exactly one offered tool; else nothing. The caller
+    decides where a bare object may be read so (behind a marker, or as a whole reply)."""
+    named = isinstance(value, dict) and any(
+        isinstance(value.get(key), str) and value[key].strip() for key in NAME_KEYS
+    )
+    if not isinstance(value, dict) or named:
+        return Outcome()
+    args = _bare_args(value)
+    fitting = catalog.fitting(args)
+    if len(fitting) != 1:
+        return Outcome()
+    tool = fitting[0]
+    keys = ", ".join(sorted(args))
+    note = f"no tool name: the arguments ({keys}) fit only {tool.name!r}"
+    return _build(tool, args, (), (note,))
+
+
+def _name_repairs(raw_name: str, tool: OfferedTool) -> tuple[str, ...]:
+    if normalize_name(raw_name) == normalize_name(tool.name):
+        return ()
+    return (f"tool name {raw_name.strip()!r} read as {tool.name!r}",)
 
 
 def _from_object(obj: dict[str, object], catalog: Catalog, *, explicit: bool) -> Outcome:
@@ -102,7 +144,16 @@ def _from_object(obj: dict[str, object], catalog: Catalog, *, explicit: bool) ->
         return _from_object(function, catalog, explicit=explicit)
     raw_name = next((obj[key] for key in NAME_KEYS if isinstance(obj.get(key), str)), None)
     if not isinstance(raw_name, str) or not raw_name.strip():
-        return problem('a tool call needs a "name"') if explicit else Outcome()
+        if not explicit:
+            return Outcome()
+        found = nameless_call(obj, catalog)
+        if found.calls:
+            return found
+        fitting = catalog.fitting(_bare_args(obj))
+        if len(fitting) > 1:
+            names = ", ".join(repr(tool.name) for tool in fitting)
+            return problem(f'a tool call needs a "name": these arguments fit {names}')
+        return problem('a tool call needs a "name"')
     tool = catalog.resolve(raw_name)
     if tool is None:
         return problem(catalog.unknown(raw_name)) if explicit else Outcome()
@@ -112,7 +163,16 @@ def _from_object(obj: dict[str, object], catalog: Catalog, *, explicit: bool) ->
         extra.pop(arg_key)
     if not explicit and not _plainly_a_call(tool, obj.get(arg_key) if arg_key else None, extra):
         return Outcome()
-    return _build(tool, obj[arg_key] if arg_key is not None else extra, ())
+    args = obj[arg_key] if arg_key is not None else extra
+    return _build(tool, args, (), _name_repairs(raw_name, tool))
+
+
+def _bare_args(obj: dict[str, object]) -> dict[str, object]:
+    arg_key = next((key for key in ARG_KEYS if isinstance(obj.get(key), dict)), None)
+    raw = obj[arg_key] if arg_key is not None else obj
+    return (
+        {str(k): v for k, v in raw.items() if k not in _ENVELOPE} if isinstance(raw, dict) else {}
+    )
 
 
 def _plainly_a_call(tool: OfferedTool, args: object, extra: dict[str, object]) -> bool:
@@ -135,7 +195,9 @@ def _looks_like_schema(args: dict[str, object], props: Mapping[str, Any]) -> boo
     return args.get("type") == "object" and "properties" in args and "properties" not in props
 
 
-def _build(tool: OfferedTool, raw_args: object, positional: Sequence[object]) -> Outcome:
+def _build(
+    tool: OfferedTool, raw_args: object, positional: Sequence[object], repairs: tuple[str, ...]
+) -> Outcome:
     args = _args_object(tool, raw_args)
     if args is None:
         return problem(
@@ -144,7 +206,8 @@ def _build(tool: OfferedTool, raw_args: object, positional: Sequence[object]) ->
         )
     free = [key for key in _properties(tool) if key not in args]
     args.update(zip(free, positional, strict=False))
-    return Outcome(calls=(ParsedCall(tool.name, coerce_args(args, tool.parameters)),))
+    coerced, notes = coerce_args_noted(args, tool.parameters)
+    return Outcome(calls=(ParsedCall(tool.name, coerced, (*repairs, *notes)),))
 
 
 def _args_object(tool: OfferedTool, raw: object) -> dict[str, object] | None:

@@ -13,7 +13,7 @@ from typing import Any, Final
 from tether_common.toolcalls.aliases import KEY_SYNONYMS, normalize_key
 from tether_common.toolcalls.repair import parse_number, read_json
 
-__all__ = ["coerce_args", "coerce_value"]
+__all__ = ["coerce_args", "coerce_args_noted", "coerce_value"]
 
 _TRUE: Final = frozenset({"true", "yes", "y", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "n", "off", "0"})
@@ -30,18 +30,27 @@ _Converter = Callable[[object, Mapping[str, Any]], object]
 
 def coerce_args(args: Mapping[str, object], schema: Mapping[str, Any]) -> dict[str, Any]:
     """Rename synonym keys, drop unknown ones, convert each value to its property's type."""
+    return coerce_args_noted(args, schema)[0]
+
+
+def coerce_args_noted(
+    args: Mapping[str, object], schema: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """`coerce_args`, and what it changed beyond value types: keys renamed or dropped."""
     props = schema.get("properties")
     if not isinstance(props, Mapping):
-        return dict(args)
+        return dict(args), []
     # Strict schemas say `additionalProperties: false`; keep extras only when told to.
     extras = schema.get("additionalProperties")
     keep_unknown = extras is True or isinstance(extras, Mapping)
-    renamed = _rename_keys(args, props, keep_unknown=keep_unknown)
-    return {
+    notes: list[str] = []
+    renamed = _rename_keys(args, props, keep_unknown=keep_unknown, notes=notes)
+    coerced = {
         key: coerce_value(value, props.get(key))
         for key, value in renamed.items()
         if value is not None or _allows_null(props.get(key))
     }
+    return coerced, notes
 
 
 def _allows_null(schema: object) -> bool:
@@ -50,9 +59,14 @@ def _allows_null(schema: object) -> bool:
 
 
 def _rename_keys(
-    args: Mapping[str, object], props: Mapping[str, Any], *, keep_unknown: bool
+    args: Mapping[str, object],
+    props: Mapping[str, Any],
+    *,
+    keep_unknown: bool,
+    notes: list[str] | None = None,
 ) -> dict[str, object]:
     out = {key: value for key, value in args.items() if key in props}
+    said = notes if notes is not None else []
     for key, value in args.items():
         if key in props:
             continue
@@ -60,10 +74,13 @@ def _rename_keys(
         for target in (normal, KEY_SYNONYMS.get(normal)):
             if target is not None and target in props and target not in args and target not in out:
                 out[target] = value
+                said.append(f"argument {key!r} read as {target!r}")
                 break
         else:
             if keep_unknown:
                 out[key] = value
+            else:
+                said.append(f"unknown argument {key!r} dropped")
     return out
 
 

@@ -33,10 +33,16 @@ class ToolSpec:
 
 @dataclass(frozen=True, slots=True)
 class ParsedCall:
-    """One usable call: the offered tool's own name, arguments coerced to its schema."""
+    """One usable call: the offered tool's own name, arguments coerced to its schema.
+
+    `repairs` says, in words for the step's record, what was changed to get there beyond
+    syntax (a name read as another tool's, a key renamed or dropped, a missing name
+    inferred from the argument keys); empty when the call was written as it stands.
+    """
 
     name: str
     args: dict[str, Any]
+    repairs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from tether_common.toolcalls.calls import Catalog
+from tether_common.toolcalls.calls import Catalog, call_from_parts, nameless_call
 from tether_common.toolcalls.formats import Block, scan_blocks
-from tether_common.toolcalls.model import OfferedTool, ParseResult
+from tether_common.toolcalls.model import OfferedTool, ParsedCall, ParseResult
 from tether_common.toolcalls.reasoning import split_reasoning
+from tether_common.toolcalls.repair import read_json
 
-__all__ = ["CALL_MARKERS", "find_call_marker", "parse_tool_calls"]
+__all__ = ["CALL_MARKERS", "find_call_marker", "fit_call", "parse_tool_calls"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +51,28 @@ def parse_tool_calls(
         return ParseResult(calls=(), retry=marked, text=shown, reasoning="", problems=problems)
 
 
+def fit_call(
+    name: str,
+    args: object,
+    tools: Sequence[OfferedTool],
+    *,
+    aliases: Mapping[str, str] | None = None,
+) -> ParsedCall | None:
+    """A call the provider delivered natively, fitted to the offered tools the way a text
+    call is: the name resolved (aliases, a near name), keys renamed, values coerced, and a
+    missing name inferred from the keys when they fit one tool. None when it cannot be
+    fitted (the caller passes it on as it is, and the brain's gate names the problem)."""
+    catalog = Catalog(tools, aliases)
+    outcome = call_from_parts(name, args, catalog) if name.strip() else nameless_call(args, catalog)
+    return outcome.calls[0] if len(outcome.calls) == 1 else None
+
+
 def _parse(
     text: str, tools: Sequence[OfferedTool], aliases: Mapping[str, str] | None
 ) -> ParseResult:
     visible, reasoning = split_reasoning(text)
-    blocks = scan_blocks(visible, Catalog(tools, aliases))
+    catalog = Catalog(tools, aliases)
+    blocks = scan_blocks(visible, catalog) or _whole_reply_call(visible, catalog)
     calls = tuple(call for block in blocks for call in block.outcome.calls)
     return ParseResult(
         calls=calls,
@@ -63,6 +81,23 @@ def _parse(
         reasoning=reasoning,
         problems=tuple(problem for block in blocks for problem in block.outcome.problems),
     )
+
+
+def _whole_reply_call(text: str, catalog: Catalog) -> list[Block]:
+    """A reply that is nothing but one JSON object naming no tool, whose keys fit exactly
+    one offered tool (`{"expression": "2+2"}`), is that tool's call: small models write
+    the arguments and forget the name. Inside other text such an object stays data."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return []
+    read = read_json(stripped)
+    if read is None or read[1] != len(stripped):
+        return []
+    outcome = nameless_call(read[0], catalog)
+    if not outcome.calls:
+        return []
+    start = text.index("{")
+    return [Block(start, start + len(stripped), outcome, explicit=False)]
 
 
 def _without(text: str, blocks: Sequence[Block]) -> str:

@@ -1,7 +1,12 @@
 """The one call format we teach: the fence marker and the tool list for the system prompt.
 
 The parser accepts many formats, but the prompt teaches exactly one, so well-behaved
-models converge on it and the others stay a fallback.
+models converge on it and the others stay a fallback. Under grammar-constrained decoding
+(`grammar.reply_schema`) the model can only write one JSON object, so the prompt teaches
+that object instead (`json_reply=True`).
+
+The text depends only on the tools offered, never on the run or the time, so a server's
+prompt cache can reuse it from one step and one run to the next.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ _EXAMPLE_VALUES: Final[dict[str, object]] = {
 }
 
 
-def render_tool_prompt(tools: Sequence[OfferedTool]) -> str:
-    """System-prompt text that lists `tools` and teaches the fenced call format."""
+def render_tool_prompt(tools: Sequence[OfferedTool], *, json_reply: bool = False) -> str:
+    """System-prompt text that lists `tools` and teaches the fenced call format (or, with
+    `json_reply`, the one-JSON-object reply of grammar-constrained decoding)."""
     if not tools:
         return ""
     example = json.dumps({"name": tools[0].name, "args": _example_args(tools[0])})
+    if json_reply:
+        return "\n".join([*_json_reply_rules(example), *(_describe(tool) for tool in tools)])
     lines = [
         "## Tools",
         f"To call a tool, write a fenced block opened with {TOOL_FENCE} holding one JSON object:",
@@ -46,6 +54,19 @@ def render_tool_prompt(tools: Sequence[OfferedTool]) -> str:
     ]
     lines.extend(_describe(tool) for tool in tools)
     return "\n".join(lines)
+
+
+def _json_reply_rules(example: str) -> list[str]:
+    return [
+        "## Tools",
+        "Reply with exactly one JSON object. To call a tool:",
+        example,
+        "To answer the user (when a tool result already holds what they asked, or no tool "
+        'is needed): {"answer": "your answer in plain words"}',
+        "After a tool result, answer from it; do not call a tool on its own result.",
+        "",
+        "Available tools (parameters marked ? are optional):",
+    ]
 
 
 def _describe(tool: OfferedTool) -> str:
