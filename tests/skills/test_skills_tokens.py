@@ -33,7 +33,7 @@ def shipped_skills(shipped: Path) -> dict[str, Skill]:
 
 
 def system(skills: dict[str, Skill]) -> ChatMessage:
-    content = system_prompt(NOW) + "\n\n" + skill_index(skills.values())
+    content = system_prompt("full") + "\n\n" + skill_index(skills.values())
     return ChatMessage(role="system", content=content)
 
 
@@ -43,7 +43,7 @@ def body_in(messages: list[ChatMessage], skill: Skill) -> bool:
 
 def test_baseline_turn_carries_the_index_only(shipped: Path) -> None:
     skills = shipped_skills(shipped)
-    bare = [ChatMessage(role="system", content=system_prompt(NOW))]
+    bare = [ChatMessage(role="system", content=system_prompt("full"))]
     baseline = [system(skills), ChatMessage(role="user", content="fix the login bug")]
     assert not any(body_in(baseline, s) for s in skills.values())
     index_cost = estimate_tokens(baseline[:1]) - estimate_tokens(bare)

@@ -18,13 +18,15 @@ from tether_brain.acting import Actor, Planned
 from tether_brain.approval import ApprovalClient, Decision, in_doubt
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
+from tether_brain.finishing import ToolLoop, looks_like_call, loop_in
 from tether_brain.fitting import Fitter, estimate, reserve
 from tether_brain.local_tools import SkillLibrary
 from tether_brain.model import ModelClient, ModelTurn
-from tether_brain.offering import RECENT_MESSAGES
+from tether_brain.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.parking import Parking
+from tether_brain.profiles import Profiles
 from tether_brain.prompting import SKILL_NOTE, build_request
-from tether_brain.prompts import STEP_LIMIT_ANSWER
+from tether_brain.prompts import STEP_LIMIT_ANSWER, answer_from_results
 from tether_brain.recording import record_answer, record_result
 from tether_brain.results import interrupted, not_run
 from tether_brain.skills import invoke
@@ -76,7 +78,9 @@ class Loop:
         windows: dict[str, int] | None = None,
         default_window: int = DEFAULT_WINDOW,
         prices: dict[str, dict[str, float]] | None = None,
+        profiles: Profiles | None = None,
     ) -> None:
+        self.profiles = profiles or Profiles(bus)
         self.prices = dict(prices or {})
         self.parking = Parking(actor, approvals)
         self.children = Children(store)
@@ -184,19 +188,27 @@ class Loop:
         state.step += 1
         steps.add(1)
         last = state.step == state.max_steps
-        tools_off = last or state.max_steps == 1 or bool(state.options.get("guide_only"))
-        offered: list[OfferedToolSpec] = []
-        hidden: str | None = None
+        # After a loop (finishing.py) the step offers no tools and asks for the answer.
+        looping = None if last else loop_in(state.messages)
+        if looping is not None:
+            emit(
+                state,
+                "guard",
+                step=state.step,
+                kind="loop_broken",
+                trigger=looping.kind,
+                name=looping.tool,
+            )
+        tools_off = (
+            last
+            or looping is not None
+            or state.max_steps == 1
+            or bool(state.options.get("guide_only"))
+        )
         try:
-            if not tools_off:
-                await self._await_catalogue(state)  # a runner restarting is waited for
-                offered, hidden = await self.actor.toolbox.offer(state.options, _recent(state))
+            request = await self._request(state, last, tools_off, looping)
         except TetherError as exc:
             return await self._end(state, "failed", f"tools_unavailable: {exc.message}", None)
-        request = build_request(
-            state, offered, last, (await self.skills.refresh(state.tenant)).values(), hidden
-        )
-        request = await self._fit(state, request)
         if self._would_overspend(state, request):
             emit(
                 state,
@@ -206,22 +218,17 @@ class Loop:
                 why="the next call could exceed max_cost",
             )
             return await self._end(state, "stopped", "budget_exhausted", state.answer)
-        turn = await self._generate(state, request, control)
-        if turn is None and control.handback.is_set():
-            return (
-                True  # shutting down: nothing of this step was committed; another replica redoes it
-            )
+        turn = await self._turn(state, request, control)
         if turn is None:
-            return await self._end(state, "stopped", "stop_requested", None)
-        state.usage = add_usage(state.usage, turn.usage)
-        emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
-        if turn.thinking:
-            emit(state, "step", step=state.step, kind="model", text="", thinking=turn.thinking)
+            # Shutting down: nothing of this step was committed; another replica redoes it.
+            return control.handback.is_set() or await self._end(
+                state, "stopped", "stop_requested", None
+            )
         if turn.error is not None:
             reason = f"model_error: {turn.error.code}: {turn.error.message}"
             return await self._end(state, "failed", reason, None)
-        if turn.calls and tools_off:
-            return await self._tools_refused(state, turn, last)
+        if tools_off and (turn.calls or self._written_call(state, turn.text)):
+            return await self._tools_refused(state, turn, last, control)
         if turn.calls or turn.finish_reason == "unusable_call":
             return await self._calls(state, turn)
         return await self._answer(state, turn)
@@ -236,6 +243,52 @@ class Loop:
             state.prompt,
         )
         if not fitter.over(request.messages, request.tools):
+    async def _request(
+        self, state: RunState, last: bool, tools_off: bool, looping: ToolLoop | None
+    ) -> GenerateRequest:
+        """The step's request in the model's prompt tier, fitted to its window. The
+        compact tier offers only what the request plausibly needs, as one-line cards."""
+        tier = await self.profiles.tier(state.provider, state.model)
+        offered: list[OfferedToolSpec] = []
+        hidden: str | None = None
+        if not tools_off:
+            await self._await_catalogue(state)  # a runner restarting is waited for
+            toolbox = self.actor.toolbox
+            if tier == "compact":
+                every = await toolbox.offered(state.options)
+                offered, hidden = compact_offer(
+                    every, state.prompt, _recent(state), toolbox.keywords
+                )
+            else:
+                offered, hidden = await toolbox.offer(state.options, _recent(state))
+        skills = (await self.skills.refresh(state.tenant)).values()
+        request = build_request(
+            state, offered, last, skills, hidden, tier=tier, finishing=looping is not None
+        )
+        return await self._fit(state, request)
+
+    async def _turn(
+        self, state: RunState, request: GenerateRequest, control: Control
+    ) -> ModelTurn | None:
+        """One model turn with its usage and reasoning recorded; None when a stop came."""
+        turn = await self._generate(state, request, control)
+        if turn is None:
+            return None
+        state.usage = add_usage(state.usage, turn.usage)
+        emit(state, "usage", **state.usage.model_dump(exclude={"version"}))
+        if turn.thinking:
+            emit(state, "step", step=state.step, kind="model", text="", thinking=turn.thinking)
+        return turn
+
+    def _written_call(self, state: RunState, text: str) -> bool:
+        """A tool call written out as text (a tools-off step's text is not parsed for
+        calls by the gateway). A guide-only run's text is its answer, whatever it holds."""
+        if state.options.get("guide_only") or not text.strip():
+            return False
+        toolbox = self.actor.toolbox
+        known = [d for n in toolbox.names() if (d := toolbox.descriptor(n)) is not None]
+        return looks_like_call(text, known)
+
             return request
         fitted = fitter.fit(request.messages, request.tools)
         summary = await self._summarise(request, fitted.dropped) if fitted.dropped else None
@@ -330,7 +383,11 @@ class Loop:
         await asyncio.gather(generation, return_exceptions=True)
         return None
 
-    async def _tools_refused(self, state: RunState, turn: ModelTurn, last: bool) -> bool:
+    async def _tools_refused(
+        self, state: RunState, turn: ModelTurn, last: bool, control: Control
+    ) -> bool:
+        """A call in a step that offered no tools. A guide-only run answers with its
+        text; any other run gets one more tools-off round (`_final_round`)."""
         answer = turn.text.strip()
         if last:
             record_answer(state, answer or STEP_LIMIT_ANSWER)
@@ -342,6 +399,8 @@ class Loop:
     async def _calls(self, state: RunState, turn: ModelTurn) -> bool:
         names = self.actor.toolbox.names()
         usable = [c for c in turn.calls if self.actor.descriptor(c.name) is not None]
+        if not state.options.get("guide_only"):
+            return await self._final_round(state, turn, control)
         if usable:
             return await self._act(state, turn, turn.calls)
         if state.counters.corrections == 0:
@@ -349,6 +408,32 @@ class Loop:
             state.counters.low_effort = False
             emit(
                 state,
+    async def _final_round(self, state: RunState, turn: ModelTurn, control: Control) -> bool:
+        """A final step never returns a tool call as its answer: the call goes into the
+        history as text, and one more tools-off round asks for the answer from the
+        results. A call (or nothing) again ends the run `no_answer`, with no answer."""
+        emit(state, "guard", step=state.step, kind="call_rejected", reason="tools_off")
+        text = turn.text.strip()
+        said = _describe_calls(text, turn.calls) if turn.calls else text
+        state.add_message(ChatMessage(role="assistant", content=said))
+        state.add_message(ChatMessage(role="user", content=answer_from_results(state.prompt)))
+        request = await self._request(state, False, True, None)
+        again = await self._turn(state, request, control)
+        if again is None:
+            return control.handback.is_set() or await self._end(
+                state, "stopped", "stop_requested", None
+            )
+        if again.error is not None:
+            reason = f"model_error: {again.error.code}: {again.error.message}"
+            return await self._end(state, "failed", reason, None)
+        answer = again.text.strip()
+        if answer and not again.calls and not self._written_call(state, answer):
+            record_answer(state, answer)
+            return await self._complete(state, answer)
+        said = _describe_calls(answer, again.calls) if again.calls else answer
+        state.add_message(ChatMessage(role="assistant", content=said or "(no answer)"))
+        return await self._end(state, "stopped", "no_answer", None)
+
                 "guard",
                 step=state.step,
                 kind="unusable_call",

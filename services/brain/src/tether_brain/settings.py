@@ -11,6 +11,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tether_brain.agents import AgentConfig
 from tether_brain.skills import default_skill_folders
+from tether_common.messages.profiles import PromptTier
 from tether_common.settings import HttpSettings
 
 STEP_CEILING = 20
@@ -92,4 +93,9 @@ class BrainSettings(HttpSettings):
     )
     allowlist: list[str] = Field(
         default_factory=list, description="project allowlist: grant entries that need no approval"
+    prompt_tiers: dict[str, PromptTier] = Field(
+        default_factory=dict,
+        description="per model or provider: full|compact, over the model's profile from the gateway",
+    )
+    profile_ttl_s: float = Field(default=30.0, ge=0, description="how long a profile is kept")
     )
