@@ -153,7 +153,9 @@ class Bus:
 
         try:
             self._conn = await nats.connect(
-                servers=[url],
+                # A cluster is several URLs, comma-separated; the client also learns the
+                # others from the server it reaches, but needs one of these to be up.
+                servers=[part.strip() for part in url.split(",") if part.strip()],
                 name=f"tether-{self.service}",
                 user=user,
                 password=password,
@@ -182,6 +184,23 @@ class Bus:
         if self._js is None:
             return self._nc.jetstream()  # raises: not connected yet
         return self._js
+
+    async def round_trip(self, timeout: float) -> None:
+        """A JetStream API request answered within `timeout` (BusError otherwise): proof
+        that the bus, and the stream store behind it, can be reached now. `connected`
+        cannot give that: a silent partition leaves the client connected until its pings
+        go unanswered, minutes later. (Not `flush(timeout)`: nats-py leaves the timed-out
+        PONG's future behind, and the late PONG then stops the client's reader.)"""
+        try:
+            await asyncio.wait_for(
+                self.jetstream.find_stream_name_by_subject(self.subjects.run_events_all), timeout
+            )
+        except JsNotFoundError:
+            return  # answered: the stream is just not declared yet
+        except BusError:
+            raise
+        except Exception as exc:
+            raise BusError(f"no round trip to NATS: {exc!r}", code="unreachable") from exc
 
     @property
     def max_payload(self) -> int:
@@ -397,6 +416,7 @@ class Bus:
             max_age=spec.max_age_s,
             storage=js_api.StorageType.FILE,
             duplicate_window=120.0,
+            num_replicas=spec.replicas,
         )
         try:
             await js.stream_info(spec.name)

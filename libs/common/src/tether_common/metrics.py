@@ -55,6 +55,12 @@ class InstrumentSpec:
 SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec("tether.runs.started", "counter", "{run}", "Runs started, by provider"),
     InstrumentSpec("tether.runs.ended", "counter", "{run}", "Runs ended, by status"),
+    InstrumentSpec(
+        "tether.runs.fenced",
+        "counter",
+        "{run}",
+        "Runs a replica stopped acting on (lease unproven)",
+    ),
     InstrumentSpec("tether.steps", "counter", "{step}", "Loop steps taken, by kind"),
     InstrumentSpec(
         "tether.step.duration", "histogram", "s", "Step wall time, by kind", LATENCY_BUCKETS_S
@@ -127,6 +133,7 @@ def _histogram(name: str) -> metrics.Histogram:
 
 runs_started = _counter("tether.runs.started")
 runs_ended = _counter("tether.runs.ended")
+runs_fenced = _counter("tether.runs.fenced")
 steps = _counter("tether.steps")
 step_duration = _histogram("tether.step.duration")
 tool_calls = _counter("tether.tool.calls")

@@ -45,7 +45,9 @@ class Service:
     ) -> None:
         self.name = name
         self.settings = settings
-        self.subjects = Subjects(settings.subject_prefix)
+        self.subjects = Subjects(
+            settings.subject_prefix, stream_replicas=settings.nats_stream_replicas
+        )
         self.migrations = migrations
         self.uses_db = uses_db
         self.bus = Bus(self.subjects, name)

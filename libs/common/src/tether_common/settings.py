@@ -34,6 +34,9 @@ class CommonSettings(BaseSettings):
 
     nats_url: str = DEFAULT_NATS_URL
     nats_user: str | None = None
+    # Copies of each JetStream stream: 1 on a single server; 3 on a 3-node cluster (a
+    # node lost then loses no event or decision). Changing it rescales existing streams.
+    nats_stream_replicas: int = Field(default=1, ge=1, le=5)
     nats_password: str | None = None
     # TLS on the bus (see deploy/README.md): the server's certificate and key (used where
     # Tether starts the server itself, `tether up`) and the CA that clients trust.

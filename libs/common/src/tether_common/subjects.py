@@ -36,6 +36,9 @@ class StreamSpec:
     name: str
     subjects: tuple[str, ...]
     max_age_s: float
+    # Copies kept by a JetStream cluster (1 on a single server; 3 on a 3-node cluster, so
+    # losing one node loses no event or decision).
+    replicas: int = 1
 
 
 QUEUE_BRAIN = "brain"
@@ -52,6 +55,7 @@ class Subjects:
     """All subjects under `prefix` (default `tether`)."""
 
     prefix: str = "tether"
+    stream_replicas: int = 1  # TETHER_NATS_STREAM_REPLICAS: see StreamSpec.replicas
 
     def _s(self, *parts: str) -> str:
         return ".".join((self.prefix, *parts))
@@ -285,8 +289,18 @@ class Subjects:
     def streams(self) -> tuple[StreamSpec, ...]:
         stream_base = self.prefix.replace(".", "_").upper()
         return (
-            StreamSpec(f"{stream_base}_RUN_EVENTS", (self.run_events_all,), max_age_s=7 * 86400),
-            StreamSpec(f"{stream_base}_APPROVAL_DECISIONS", (self.approval_decided,), 7 * 86400),
+            StreamSpec(
+                f"{stream_base}_RUN_EVENTS",
+                (self.run_events_all,),
+                max_age_s=7 * 86400,
+                replicas=self.stream_replicas,
+            ),
+            StreamSpec(
+                f"{stream_base}_APPROVAL_DECISIONS",
+                (self.approval_decided,),
+                7 * 86400,
+                replicas=self.stream_replicas,
+            ),
         )
 
     @property

@@ -1,5 +1,15 @@
 """Starting, reading, stopping and messaging runs; owns the tasks that advance them, the
-leases that say which replica advances which run, and the takeover of orphaned runs."""
+leases that say which replica advances which run, and the takeover of orphaned runs.
+
+Fencing: a replica acts on a run only while it can prove its lease. Each lease is counted
+from the moment the request that set it was sent (`leases.Leases`); once
+`lease_s * (1 - lease_margin)` has passed without a renewal, the run's task is cancelled
+and the run dropped from memory (nothing more is committed or published for it), before
+any other replica may claim it. A replica that cannot reach NATS for `bus_loss_s` stops
+renewing (it could not move its runs anyway), so they pass to one that can. The commit
+itself is conditional on the lease in the database (`store.COMMIT_STEP`), so a replica
+that was paused and wakes up late writes nothing.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +27,12 @@ from sqlalchemy.exc import DBAPIError
 from tether_brain.agents import BUDGET_FIELDS, DEFAULT_AGENT
 from tether_brain.approval import Decision, decision_problem
 from tether_brain.control import Control
+from tether_brain.leases import Leases
 from tether_brain.loop import Loop
 from tether_brain.settings import BrainSettings
 from tether_brain.state import Limits, RunState
 from tether_brain.store import RunStore
+from tether_common.background import FailureLog, every
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionKey
 from tether_common.errors import AuthError, MessageError, NotFoundError, TetherError
@@ -42,7 +54,7 @@ from tether_common.messages.runs import (
     StartRun,
     StopRun,
 )
-from tether_common.metrics import bus_errors, runs_started
+from tether_common.metrics import bus_errors, runs_fenced, runs_started
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +82,18 @@ class RunManager:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._controls: dict[str, Control] = {}
         self._maintainer: asyncio.Task[None] | None = None
+        self.leases = Leases(settings.lease_s, settings.lease_margin)
+        self._fenced: set[asyncio.Task[None]] = set()  # cancelled, still winding down
+        self._bus_seen = self.leases.clock()  # the last NATS round trip's send time
         loop.children.launch = self._launch_child
         loop.actor.service_wait_s = settings.service_wait_s
         loop.actor.toolbox.heartbeat_s = settings.tool_heartbeat_s or None
 
     async def _launch_child(self, child: RunState) -> None:
+        sent = self.leases.clock()
         await self.store.create(child, owner=self.owner, lease_s=self.settings.lease_s)
         runs_started.add(1, {"provider": child.provider, "depth": child.depth})
-        self._spawn(child)
+        self._spawn(child, leased_at=sent)
 
     # ---- starting and advancing --------------------------------------------------
 
@@ -176,9 +192,10 @@ class RunManager:
             tenant=who.tenant,
             owner=who.name,
         )
+        sent = self.leases.clock()
         await self.store.create(state, owner=self.owner, lease_s=self.settings.lease_s)
         runs_started.add(1, {"provider": state.provider})
-        self._spawn(state)
+        self._spawn(state, leased_at=sent)
         return RunAccepted(run_id=state.run_id, status=state.status)
 
     def _spawn(
@@ -186,9 +203,13 @@ class RunManager:
         state: RunState,
         decision: Decision | None = None,
         *,
+        leased_at: float,
         helpers_done: bool = False,
         stopping: bool = False,
     ) -> None:
+        """Advance the run in a task of its own; `leased_at` is when the request that gave
+        us its lease was sent (the fence counts from there)."""
+        self.leases.taken(state.run_id, leased_at)
         control = self._controls.setdefault(state.run_id, Control())
         if stopping:
             control.stop.set()
@@ -202,6 +223,7 @@ class RunManager:
                 return  # the run was resumed by a newer task (a decision already there)
             self._tasks.pop(state.run_id, None)
             self._controls.pop(state.run_id, None)
+            self.leases.forget(state.run_id)
             if not task.cancelled() and (exc := task.exception()) is not None:
                 log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
 
@@ -216,6 +238,9 @@ class RunManager:
         dropped by `on_decision`; it is applied here, verified like any other. Either
         order ends in exactly one resume: both go through the same `claim_parked`."""
         await self.loop.run(state, control, decision, helpers_done)
+        # Parked, ended or handed back: the lease went with that commit, so there is no
+        # hold left to fence (what follows claims the run afresh if it needs it).
+        self.leases.forget(state.run_id)
         if state.status != "awaiting_approval":
             return
         try:
@@ -224,27 +249,85 @@ class RunManager:
             log.warning("run %s: no look at an early decision: %s", state.run_id, exc)
 
     async def run_maintenance(self) -> None:
-        """Renew our leases and adopt orphaned runs, forever (until cancelled)."""
+        """Probe NATS, renew our leases, fence the runs whose lease we cannot prove, and
+        adopt orphaned runs, forever (until cancelled). Separate loops, so a renewal stuck
+        on a partition never delays the fence, nor a slow adoption the renewal."""
+        lease_s = self.settings.lease_s
+        async with asyncio.TaskGroup() as group:
+            group.create_task(every(lease_s / 4, self._probe_bus, FailureLog(log, "NATS probe")))
+            group.create_task(every(lease_s / 4, self._renew, FailureLog(log, "lease renewal")))
+            group.create_task(self._fencing())
+            group.create_task(every(lease_s / 3, self._adopt, FailureLog(log, "run adoption")))
+
+    def bus_usable(self) -> bool:
+        """NATS answered a round trip within `bus_loss_s`: runs held here can still move."""
+        return self.leases.clock() - self._bus_seen < self.settings.bus_loss_s
+
+    async def _probe_bus(self) -> None:
+        sent = self.leases.clock()
+        await self.bus.round_trip(timeout=self.settings.bus_loss_s)
+        self._bus_seen = max(self._bus_seen, sent)
+
+    async def _renew(self) -> None:
+        """Extend the leases of the runs advancing here; none while NATS is lost (their
+        leases lapse, they are fenced here and taken over by a replica that reaches it)."""
+        if not self._tasks or not self.bus_usable():
+            return
+        sent = self.leases.clock()
+        renewed = await asyncio.wait_for(
+            self.store.renew(self.owner, self.settings.lease_s, list(self._tasks)),
+            self.settings.lease_s,
+        )
+        self.leases.renewed(renewed, sent)
+
+    async def _fencing(self) -> None:
+        """Fence every run whose hold may have lapsed, checked a few times per margin."""
+        tick = self.settings.lease_s * self.settings.lease_margin / 4
         while True:
-            try:
-                await self.store.renew(self.owner, self.settings.lease_s, list(self._tasks))
-                await self.adopt_orphans()
-                for parent_id in await self.store.parents_ready():
-                    await self.resume_parent(parent_id)
-            except TetherError as exc:
-                log.warning("lease maintenance failed: %s", exc.message)
-            except (OSError, DBAPIError) as exc:
-                log.warning("lease maintenance failed: %s", exc)
-            await asyncio.sleep(self.settings.lease_s / 3)
+            if lapsed := self.leases.lapsed():
+                self.fence(lapsed)
+            await asyncio.sleep(tick)
+
+    def fence(self, run_ids: list[str]) -> None:
+        """Stop acting on these runs at once: cancel their tasks (a commit in flight is
+        refused by the database once the lease is out) and forget them, so nothing more
+        is committed or published for them here."""
+        for run_id in run_ids:
+            age = self.leases.age(run_id)
+            self.leases.forget(run_id)
+            self._controls.pop(run_id, None)
+            task = self._tasks.pop(run_id, None)
+            if task is None:
+                continue
+            task.cancel()
+            self._fenced.add(task)
+            task.add_done_callback(self._fenced.discard)
+            runs_fenced.add(1)
+            log.warning(
+                "fenced run %s: its lease was last set %.2f s ago (NATS %s); left to another replica",
+                run_id,
+                age or 0.0,
+                "reachable" if self.bus_usable() else "lost",
+            )
+
+    async def _adopt(self) -> None:
+        if not self.bus_usable():
+            return
+        await self.adopt_orphans()
+        for parent_id in await self.store.parents_ready():
+            await self.resume_parent(parent_id)
 
     async def adopt_orphans(self) -> int:
+        sent = self.leases.clock()
         run_ids = await self.store.claim_orphans(self.owner, self.settings.lease_s, limit=50)
         for run_id in run_ids:
             if run_id in self._tasks:
-                continue
+                # Our own task outlived its lease (a stall): the claim moved the fence, so
+                # it could not commit again anyway; start afresh from what is stored.
+                self.fence([run_id])
             state = await self.store.load(run_id)
             log.info("taking over run %s at step %s", run_id, state.step)
-            self._spawn(state)
+            self._spawn(state, leased_at=sent)
         return len(run_ids)
 
     def begin_maintenance(self) -> None:
@@ -304,11 +387,12 @@ class RunManager:
             return RunAccepted(run_id=req.run_id, status=status)
         for child_id in await self.store.live_children(req.run_id):
             await self._stop(StopRun(run_id=child_id))
+        sent = self.leases.clock()
         if status in (
             "awaiting_approval",
             "awaiting_agents",
         ) and await self.store.claim_parked_to_stop(req.run_id, self.owner, self.settings.lease_s):
-            self._spawn(await self.store.load(req.run_id), stopping=True)
+            self._spawn(await self.store.load(req.run_id), leased_at=sent, stopping=True)
         else:
             await self.bus.publish(self.bus.subjects.run_stopping, req)
         return RunAccepted(run_id=req.run_id, status=status)
@@ -324,13 +408,15 @@ class RunManager:
     async def resume_parent(self, parent_id: str) -> None:
         """Resume a parent parked for its sub-agents, if they have all ended (exactly one
         replica wins the claim)."""
+        sent = self.leases.clock()
         if await self.store.claim_waiting(parent_id, self.owner, self.settings.lease_s):
-            self._spawn(await self.store.load(parent_id), helpers_done=True)
+            self._spawn(await self.store.load(parent_id), leased_at=sent, helpers_done=True)
 
     async def on_decision(self, decided: ApprovalDecided) -> None:
         """A decision arrived (any replica may get it): resume the parked run here, but
         only with a decision the approvals service signed for the approval the run waits
         on (`approval.decision_problem`); any other is refused and the run stays parked."""
+        sent = self.leases.clock()
         if not await self.store.claim_parked(decided.run_id, self.owner, self.settings.lease_s):
             return
         state = await self.store.load(decided.run_id)
@@ -339,7 +425,7 @@ class RunManager:
             await self._refuse_decision(state, decided, problem)
             return
         decision = Decision(decided.approval_id, decided.decision, decided.note, decided.decided_by)
-        self._spawn(state, decision)
+        self._spawn(state, decision, leased_at=sent)
 
     async def _refuse_decision(
         self, state: RunState, decided: ApprovalDecided, problem: str
@@ -447,7 +533,7 @@ class RunManager:
         then expires and it is taken over)."""
         if self._maintainer is not None:
             self._maintainer.cancel()
-            await asyncio.gather(self._maintainer, return_exceptions=True)
+            await asyncio.gather(self._maintainer, *self._fenced, return_exceptions=True)
         held = dict(self._tasks)
         for control in self._controls.values():
             control.handback.set()

@@ -60,6 +60,19 @@ class BrainSettings(HttpSettings):
     lease_s: float = Field(
         default=10.0, gt=0, description="a replica's hold on a run; another takes over after it"
     )
+    lease_margin: float = Field(
+        default=0.2,
+        gt=0,
+        lt=0.5,
+        description="share of lease_s kept in hand: a replica stops acting on a run (fences "
+        "it) once lease_s * (1 - lease_margin) has passed since its last successful renewal",
+    )
+    bus_loss_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="after this long without a NATS round trip a replica stops renewing its "
+        "leases and adopting runs (it cannot move them): they pass to a replica that can",
+    )
     drain_s: float = Field(default=20.0, ge=0, description="graceful shutdown: time to hand back")
     workspace: Path = Field(
         default_factory=lambda: Path.home() / ".tether" / "workspace",

@@ -108,6 +108,12 @@ LISTED_PROMPT_CHARS = 200
 AUDIT_COLUMNS = ("seq", "event", "data", "prev_digest", "nonce", "ts", "digest")
 # A step's whole write. The inserts join the fenced update's result, so they happen only
 # if the fence held; the statement answers how many run rows it updated (0 or 1).
+# Held means: the fence is still ours (every claim moves it on, so it names the holder
+# better than the owner column, which a hand-back clears without a new fence) AND the
+# lease has not run out by the database's clock, in this very statement. A replica that
+# was paused or cut off past its lease therefore writes nothing even if nobody has
+# claimed the run yet; the row lock orders this against a claim (`claim_orphans` waits
+# for `lease_expires_at < now()`), so two holders never both commit.
 COMMIT_STEP = text(
     """
     WITH fenced AS (
@@ -120,7 +126,7 @@ COMMIT_STEP = text(
             audit_head = CAST(:audit_head AS varchar),
             lease_owner = CASE WHEN :release THEN NULL ELSE lease_owner END,
             lease_expires_at = CASE WHEN :release THEN NULL ELSE lease_expires_at END
-        WHERE run_id = :run_id AND fence = :fence
+        WHERE run_id = :run_id AND fence = :fence AND lease_expires_at > now()
         RETURNING run_id
     ), journaled AS (
         INSERT INTO run_journal (run_id, seq, kind, data, created_at)
@@ -277,7 +283,9 @@ class RunStore:
         }
         try:
             if (await conn.execute(COMMIT_STEP, params)).scalar_one() != 1:
-                raise ConflictError(f"run {state.run_id} is no longer ours (fence {state.fence})")
+                raise ConflictError(
+                    f"run {state.run_id} is no longer ours (fence {state.fence}, or its lease ran out)"
+                )
         except BaseException:
             state.journal_seq = seq_before
             raise
@@ -432,21 +440,23 @@ class RunStore:
             raise NotFoundError(f"no run '{run_id}'")
         return str(row.status)
 
-    async def renew(self, owner: str, lease_s: float, held: list[str]) -> int:
+    async def renew(self, owner: str, lease_s: float, held: list[str]) -> list[str]:
         """Renew the leases of the runs this replica is still advancing (a run whose task
-        died lets its lease lapse, so it is taken over)."""
+        died lets its lease lapse, so it is taken over); the runs renewed. Only a lease
+        still running is extended: one that ran out stays out, even if nobody has
+        claimed the run yet, since its holder may already have been fenced."""
         if not held:
-            return 0
+            return []
         async with self.engine.begin() as conn:
-            result = await conn.execute(
+            rows = await conn.execute(
                 text(
                     "UPDATE runs SET lease_expires_at = now() + make_interval(secs => :s) "
                     "WHERE lease_owner = :owner AND status IN ('queued', 'running') "
-                    "AND run_id = ANY(:held)"
+                    "AND lease_expires_at > now() AND run_id = ANY(:held) RETURNING run_id"
                 ),
                 {"s": lease_s, "owner": owner, "held": held},
             )
-        return int(result.rowcount)
+            return [r.run_id for r in rows]
 
     async def claim_orphans(self, owner: str, lease_s: float, limit: int) -> list[str]:
         """Take over live runs whose lease expired (their replica died or froze)."""
