@@ -92,7 +92,7 @@ async def test_expiry_is_applied_by_the_sweeper(approvals: ApprovalsHarness) -> 
     assert (decided.decision, decided.decided_by) == ("expired", "expiry")
     assert decided.action_digest == created.action_digest
     late = await approvals.decide(created.approval_id, "allow_once")
-    assert late.status_code == 409
+    assert late.status_code == 410  # Gone: tether_common.errors.CODES
     assert late.json()["error"]["code"] == "expired"
     result = await consume(approvals, created.approval_id, created.action_digest)
     assert result.outcome == "approval_expired"

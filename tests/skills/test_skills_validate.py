@@ -69,8 +69,8 @@ def test_render_then_parse_round_trips_punctuation() -> None:
         ("no front matter", "must start"),
         ("---\nname: a\n", "never closed"),
         ("---\nname a\n---\n", "not 'key: value'"),
-        ("---\n  indented: x\n---\n", "belongs to no key"),
-        ('---\ndescription: "bad \\q"\n---\n', "malformed"),
+        ("---\nname: a\n  indented: x\n---\n", "line 3: mapping values are not allowed"),
+        ('---\ndescription: "bad \\q"\n---\n', "not valid YAML: line 2: found unknown escape"),
     ],
 )
 def test_unreadable_front_matter_is_refused(text: str, fragment: str) -> None:

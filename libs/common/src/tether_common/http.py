@@ -1,5 +1,6 @@
 """What every service's HTTP side shares: `/healthz`, `/readyz`, the error body
-`{"error": {"code", "message"}}` for every failure, the request body limits, the shapes
+`{"error": {"code", "message", "retryable"}}` for every failure (status and code from
+`tether_common.errors.CODES`), the request body limits, the shapes
 of path ids and `Last-Event-ID`, bearer-token checks, and serving under uvicorn with
 graceful shutdown."""
 
@@ -20,14 +21,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tether_common.errors import (
-    AuthError,
-    ConflictError,
-    MessageError,
-    NotFoundError,
-    SafetyError,
-    TetherError,
-)
+from tether_common.errors import AuthError, ErrorCode, MessageError, TetherError, spec_for
 from tether_common.messages.base import ID_PATTERN
 from tether_common.metrics import http_errors
 
@@ -57,70 +51,63 @@ def parse_last_event_id(value: str | None) -> int | None:
     if not _EVENT_ID.fullmatch(value.strip()):
         raise MessageError(
             "Last-Event-ID must be the decimal id of an event this stream sent (at most 18 digits)",
-            code="invalid_last_event_id",
+            code=ErrorCode.INVALID_LAST_EVENT_ID,
         )
     return int(value)
 
 
-_STATUS: tuple[tuple[type[TetherError], int], ...] = (
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (MessageError, 422),
-    (SafetyError, 403),
-)
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def error_response(
+    status: int, code: str, message: str, *, retryable: bool = False
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "retryable": retryable}}
+    return JSONResponse(body, status_code=status)
 
 
 def status_for(exc: TetherError) -> int:
-    if isinstance(exc, AuthError):
-        return 403 if exc.code == "forbidden" else 401
-    for cls, status in _STATUS:
-        if isinstance(exc, cls):
-            return status
-    return 503 if exc.retryable else 500
+    """The HTTP status of `exc`: its code's row in `tether_common.errors.CODES`."""
+    return spec_for(exc).status
 
 
+# The framework's refusals (routing, methods, body size) by status; others: `http_error`.
 _HTTP_CODES = {
-    400: "bad_request",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "body_too_large",
+    400: ErrorCode.BAD_REQUEST,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.BODY_TOO_LARGE,
 }
 
 
 def install_error_handlers(app: FastAPI, service: str) -> None:
-    """Every error, ours or the framework's, leaves as `{"error": {code, message}}`."""
+    """Every error, ours or the framework's, leaves as `{"error": {code, message, ...}}`."""
 
     async def on_tether(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, TetherError)
         http_errors.add(1, {"service": service, "code": exc.code})
-        headers = {"WWW-Authenticate": "Bearer"} if status_for(exc) == 401 else None
-        response = error_response(status_for(exc), exc.code, exc.message)
+        status = status_for(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        response = error_response(status, exc.code, exc.message, retryable=exc.retryable)
         if headers:
             response.headers.update(headers)
         return response
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        http_errors.add(1, {"service": service, "code": "invalid_request"})
+        http_errors.add(1, {"service": service, "code": ErrorCode.INVALID_REQUEST})
         parts = [
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
         ]
-        return error_response(422, "invalid_request", "; ".join(parts))
+        return error_response(422, ErrorCode.INVALID_REQUEST, "; ".join(parts))
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(exc.status_code, ErrorCode.HTTP_ERROR)
         http_errors.add(1, {"service": service, "code": code})
         return error_response(exc.status_code, code, str(exc.detail))
 
     async def on_other(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        http_errors.add(1, {"service": service, "code": "internal"})
-        return error_response(500, "internal", "internal error; see the service log")
+        http_errors.add(1, {"service": service, "code": ErrorCode.INTERNAL})
+        return error_response(500, ErrorCode.INTERNAL, "internal error; see the service log")
 
     app.add_exception_handler(TetherError, on_tether)
     app.add_exception_handler(RequestValidationError, on_validation)

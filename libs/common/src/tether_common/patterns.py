@@ -20,7 +20,7 @@ from typing import Literal, Protocol, cast
 
 import re2
 
-from tether_common.errors import TetherError
+from tether_common.errors import ErrorCode, TetherError
 
 # The longest pattern accepted, in characters (tool schemas may say less).
 MAX_PATTERN_CHARS = 1000
@@ -54,7 +54,7 @@ class PatternProblem:
 
     kind: PatternKind
     message: str
-    code: str = "invalid_pattern"
+    code: str = ErrorCode.INVALID_PATTERN
 
 
 class _Program(Protocol):
@@ -64,7 +64,7 @@ class _Program(Protocol):
 class PatternBudgetError(TetherError):
     """A search ran past its time budget (the pattern is valid; the text is too large)."""
 
-    default_code = "pattern_budget"
+    default_code = ErrorCode.PATTERN_BUDGET
 
 
 @dataclass(slots=True)

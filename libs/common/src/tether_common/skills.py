@@ -3,14 +3,15 @@
 A skill is a folder holding `SKILL.md`: a front matter block (`name`, `description` with
 a "Use when …" trigger) and a body of principles. This module is pure: it reads files
 it is pointed at and keeps no state, so the brain's store and the `tether skills
-validate` command share one definition of a good skill. The front matter is read by a
-small reader of our own rather than PyYAML, which no runtime distribution declares; it
-understands `key: value` lines, quoted values, indented continuations and `>`/`|` blocks,
-which is all a skill's front matter needs.
+validate` command share one definition of a good skill. The front matter is YAML, read
+with PyYAML's safe loader (so comments, lists and block scalars mean what YAML says),
+minus anchors and aliases, which a skill never needs and which let a few bytes expand
+into a huge document.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -19,13 +20,18 @@ from itertools import combinations
 from pathlib import Path
 from typing import Literal
 
-from tether_common.errors import MessageError
+import yaml
+
+from tether_common.errors import ErrorCode, MessageError
 from tether_common.settings import tether_home
 
 SKILL_FILE = "SKILL.md"
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 MAX_BODY_LINES = 500
+# The front matter holds a name, a description and a few short fields; anything larger
+# is refused before PyYAML reads it.
+MAX_FRONT_MATTER_CHARS = 16 * 1024
 # The brain injects at most this much of a body per `/name`; longer bodies are cut there.
 INVOKE_CHAR_CAP = 4000
 # Jaccard similarity of description words at which two skills would trigger on the
@@ -35,7 +41,6 @@ OPTIONAL_SECTIONS = ("anti-rationalization", "red flags", "evidence required")
 
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _TRIGGER = re.compile(r"\buse when\b\s*\S", re.IGNORECASE)
-_KEY_LINE = re.compile(r"([A-Za-z_][\w-]*)\s*:(.*)")
 _HEADING = re.compile(r"#{1,6}\s+(.*?)\s*#*\s*")
 _EXAMPLE_HEADING = re.compile(r"(worked\s+)?examples?\b", re.IGNORECASE)
 _TRANSCRIPT_LINE = re.compile(r"(user|assistant|human|ai|input|output)\s*:", re.IGNORECASE)
@@ -53,6 +58,8 @@ _STOPWORDS = frozenset(
 )
 
 Severity = Literal["error", "warning"]
+# A front matter value as YAML gives it, with dates turned into ISO text.
+FieldValue = str | int | float | bool | None | list["FieldValue"] | dict[str, "FieldValue"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +69,7 @@ class SkillDocument:
     name: str
     description: str
     body: str
-    fields: dict[str, str] = field(default_factory=dict)
+    fields: dict[str, FieldValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +86,7 @@ class Problem:
 
 
 def _invalid(message: str) -> MessageError:
-    return MessageError(message, code="skill_invalid")
+    return MessageError(message, code=ErrorCode.SKILL_INVALID)
 
 
 def user_skills() -> Path:
@@ -108,53 +115,68 @@ def parse_skill(text: str) -> SkillDocument:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
     if end is None:
         raise _invalid("the front matter block is never closed by a '---' line")
-    fields = _parse_fields(lines[1:end])
+    fields = read_front_matter("\n".join(lines[1:end]))
     return SkillDocument(
-        name=fields.pop("name", ""),
-        description=fields.pop("description", ""),
+        name=_text_field(fields.pop("name", "")),
+        description=_text_field(fields.pop("description", "")),
         body="\n".join(lines[end + 1 :]).strip("\n"),
         fields=fields,
     )
 
 
-def _parse_fields(lines: list[str]) -> dict[str, str]:
-    raw: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for number, line in enumerate(lines, start=2):
-        if not line.strip() or line.lstrip().startswith("#"):
-            if current is not None:
-                current.append("")
-            continue
-        if line[0] in " \t":
-            if current is None:
-                raise _invalid(f"front matter line {number} is indented but belongs to no key")
-            current.append(line)
-            continue
-        match = _KEY_LINE.fullmatch(line.rstrip())
-        if match is None:
-            raise _invalid(f"front matter line {number} is not 'key: value': {line[:60]!r}")
-        current = raw.setdefault(match[1], [])
-        current[:] = [match[2].strip()]
-    return {key: _scalar(parts) for key, parts in raw.items()}
+class _NoAliasLoader(yaml.SafeLoader):
+    """The safe loader, refusing anchors and aliases (a "billion laughs" document)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases are not allowed here", mark
+            )
+        return super().compose_node(parent, index)
 
 
-def _scalar(parts: list[str]) -> str:
-    head, rest = parts[0], [p.strip() for p in parts[1:]]
-    while rest and not rest[-1]:
-        rest.pop()
-    if head in ("|", "|-", "|+"):
-        return "\n".join(rest)
-    if head in (">", ">-", ">+"):
-        return " ".join(p for p in rest if p)
-    value = " ".join(p for p in [head, *rest] if p)
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        try:
-            return str(json.loads(value))
-        except json.JSONDecodeError as exc:
-            raise _invalid(f"a double-quoted front matter value is malformed: {exc}") from None
-    if len(value) >= 2 and value[0] == value[-1] == "'":
-        return value[1:-1].replace("''", "'")
-    return value
+def read_front_matter(block: str) -> dict[str, FieldValue]:
+    """The fields of a front matter block (the text between the `---` lines)."""
+    if len(block) > MAX_FRONT_MATTER_CHARS:
+        raise _invalid(f"the front matter is over {MAX_FRONT_MATTER_CHARS} characters")
+    try:
+        data = yaml.load(block, Loader=_NoAliasLoader)  # a SafeLoader: no Python objects
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        # +2: the block starts on the file's second line, and marks count from 0.
+        where = f"line {mark.line + 2}: " if mark is not None else ""
+        raise _invalid(f"the front matter is not valid YAML: {where}{exc.problem}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise _invalid(f"the front matter is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise _invalid("the front matter is not 'key: value' lines (a YAML mapping)")
+    return {str(key): _plain(value) for key, value in data.items()}
+
+
+def _plain(value: object) -> FieldValue:
+    """`value` as JSON-shaped data: YAML's dates become ISO text, other keys text."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)  # e.g. bytes from `!!binary`
+
+
+def _text_field(value: FieldValue) -> str:
+    """`name` and `description` are text; a number or a list there is a mistake. The
+    newline a `>` or `|` block keeps at its end means nothing in a one-line index."""
+    if isinstance(value, str):
+        return value.strip()
+    if value is None:
+        return ""
+    raise _invalid(f"'name' and 'description' must be text, not {json.dumps(value)[:60]}")
 
 
 def render_skill(name: str, description: str, body: str) -> str:
