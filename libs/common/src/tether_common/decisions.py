@@ -21,14 +21,13 @@ from datetime import UTC, datetime, timedelta
 from pydantic import SecretStr
 
 from tether_common.errors import ConfigError
+from tether_common.placeholders import is_placeholder
 
 VERSION = "v1"
 # Bound into every proof, so a MAC made for something else under the same key never
 # passes as a decision.
 DOMAIN = "tether.approval.decision"
 MIN_KEY_CHARS = 32
-# Values that deploy templates ship: a service refuses to start with one of them.
-PLACEHOLDERS = ("change-me", "replace-me")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -96,8 +95,7 @@ def new_key() -> str:
 
 def check_key(secret: str) -> None:
     """Refuse a missing, short or template key: a guessable key is a forgeable decision."""
-    lowered = secret.strip().lower()
-    if any(p in lowered for p in PLACEHOLDERS) or len(secret) < MIN_KEY_CHARS:
+    if is_placeholder(secret) or len(secret) < MIN_KEY_CHARS:
         raise ConfigError(
             "TETHER_DECISION_KEY must be a random secret of at least "
             f"{MIN_KEY_CHARS} characters (not a template value); `tether up` makes one",

@@ -25,6 +25,7 @@ from tether_common.http import (
     install_error_handlers,
     serve_http,
 )
+from tether_common.placeholders import EX_CONFIG, placeholder_secrets
 from tether_common.settings import CommonSettings, HttpSettings
 from tether_common.subjects import Subjects
 from tether_common.telemetry import setup_telemetry
@@ -141,7 +142,17 @@ def run_main(
     factory: Callable[[CommonSettings, Any], FastAPI],
 ) -> None:
     """The body of every `python -m tether_<service>`: read settings once, set up
-    telemetry, serve until SIGTERM (uvicorn drains through the app's lifespan)."""
+    telemetry, serve until SIGTERM (uvicorn drains through the app's lifespan). A secret
+    left at a deploy template's value stops it here, before it reaches the bus."""
     common, settings = CommonSettings(), settings_cls()
     setup_telemetry(name, common)
+    if refused := placeholder_secrets(common, settings):
+        for problem in refused:
+            log.critical(
+                "%s refuses to start: %s",
+                name,
+                problem.message(),
+                extra={"code": "placeholder_secret", "setting": problem.setting},
+            )
+        raise SystemExit(EX_CONFIG)
     asyncio.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))
