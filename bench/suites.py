@@ -5,9 +5,11 @@ closing summary (ratios are only taken between figures of the same invocation)."
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bench.chaos import Partitions, chaos_env, measure_chaos
 from bench.floor import measure_floor
 from bench.loop import LONG_ENV, measure_concurrency, measure_long, measure_resume
 from bench.outputs import measure_outputs
@@ -40,9 +42,11 @@ class Counts:
     outputs_mib: int = 100
     scaling_runs: int = 100
     shellfuzz_commands: int = 10_000
+    chaos_kills: int = 100
+    partition_rounds: int = 10
 
 
-QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50, 3000)
+QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50, 3000, 10, 2)
 
 
 async def floor(counts: Counts, results: Results) -> None:
@@ -153,6 +157,32 @@ async def shellfuzz(counts: Counts, results: Results) -> None:
         raise RuntimeError(f"{len(report.effects)} allowed commands had effects")
 
 
+async def chaos(counts: Counts, results: Results) -> None:
+    """Brain replicas SIGKILLed under load (issue 15), then network partitions."""
+    async with servers("chaos") as srv:
+        ledger = srv[0] / "effects-ledger.txt"
+        async with services(srv, chaos_env(ledger)) as s:
+            await measure_chaos(s, ledger, counts.chaos_kills, results)
+    if (partitions := partitions_suite()) is None:
+        print("partitions: bench/partitions.py is not there; skipped")
+        return
+    print("\n-- network partitions --", flush=True)
+    await partitions(counts.partition_rounds, results)
+
+
+def partitions_suite() -> Partitions | None:
+    """`bench.partitions.measure_partitions` when that module exists (it needs root for
+    network namespaces and is written apart from the kills)."""
+    try:
+        module = importlib.import_module("bench.partitions")
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench.partitions":
+            raise
+        return None
+    found: Partitions = module.measure_partitions
+    return found
+
+
 Suite = Callable[[Counts, Results], Awaitable[None]]
 
 SUITES: dict[str, Suite] = {
@@ -168,6 +198,7 @@ SUITES: dict[str, Suite] = {
     "outputs": outputs,
     "scaling": scaling,
     "shellfuzz": shellfuzz,
+    "chaos": chaos,
 }
 
 # What `all` (and `make bench`) runs: `loop` covers concurrency, long and resume.

@@ -1,6 +1,7 @@
 """A stdio MCP server for the service-kill chaos test: two slow tools, one read-only
 (idempotent) and one that writes; each appends a line to a ledger file as it starts, so
-the test can count how many times a call really ran across a runner's SIGKILL."""
+the test can count how many times a call really ran across a runner's SIGKILL. A third,
+`tagged_write`, names its call in the ledger for the chaos benchmark."""
 
 from __future__ import annotations
 
@@ -38,6 +39,19 @@ def slow_write(seconds: float) -> str:
     _started("write")
     time.sleep(seconds)
     return f"written after {seconds}s"
+
+
+@server.tool(
+    annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+)
+def tagged_write(tag: str, seconds: float) -> str:
+    """Wait `seconds`, then say so; the ledger line names `tag`, so a counter outside
+    the system can tell which call ran how often (`python -m bench chaos`)."""
+    _started(f"effect {tag}")
+    time.sleep(seconds)
+    return f"wrote {tag}"
 
 
 if __name__ == "__main__":
