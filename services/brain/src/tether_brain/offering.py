@@ -67,7 +67,7 @@ BUILTIN_KEYWORDS: dict[str, tuple[str, ...]] = {
     "load_skill": ("skill", "skills"),
 }  # fmt: skip
 BUILTIN_PATTERNS: dict[str, re.Pattern[str]] = {
-    "calculate": re.compile(r"\d\s*[-+*/^%×x]\s*\(?\d"),
+    "calculate": re.compile(r"\d\s*[-+*/^×x]\s*\(?\d|\d\s*%"),
     "convert_time": re.compile(r"\b\d{1,2}(:\d{2})?\s*(am|pm)\b|\b\d{1,2}:\d{2}\b"),
     "file_read": re.compile(
         r"[\w/-]\.(txt|md|json|ya?ml|toml|ini|cfg|conf|csv|py|js|ts|log|html|xml|sh)\b"
