@@ -21,7 +21,7 @@ from tether_approvals.signing import sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
 from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
-from tether_client.cli import parser
+from tether_client.cli import main
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import MessageError
@@ -537,8 +537,8 @@ async def test_the_cli_manages_webhooks_and_dead_letters(
     monkeypatch.setenv("TETHER_TOKEN", hooks.admin_token)
 
     async def tether(*argv: str) -> list[str]:
-        args = parser().parse_args(list(argv))
-        assert await args.fn(args) == 0
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, list(argv)) == 0
         return capsys.readouterr().out.splitlines()
 
     async with receiver() as found:

@@ -86,7 +86,8 @@ async def cli_run(
 async def test_tether_runs_list(cli_run: RunAccepted, capsys: pytest.CaptureFixture[str]) -> None:
     run = cli_run
     assert await asyncio.to_thread(main, ["runs", "list", "--limit", "3"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
+    header, first, *_ = capsys.readouterr().out.splitlines()
+    assert header.split() == ["RUN", "STATUS", "STEP", "CREATED", "PROMPT"]
     assert first.startswith(f"{run.run_id}  completed")
     assert "what time is it in Tokyo?" in first
     assert await asyncio.to_thread(main, ["runs", "list", "--status", "awaiting_agents"]) == 0

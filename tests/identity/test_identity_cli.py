@@ -140,11 +140,11 @@ async def test_only_an_admin_creates_tokens(
         ("tokens", "revoke", "tok_anything"),
     ):
         code, out, err = await tether(capsys, *argv)
-        assert code == 2
+        assert code == 4  # auth
         assert "forbidden" in err
     monkeypatch.setenv("TETHER_TOKEN", "tth_not_a_token")
     code, _, err = await tether(capsys, "tokens", "list")
-    assert code == 2
+    assert code == 4
     assert "unauthenticated" in err
 
 

@@ -197,6 +197,6 @@ async def test_tether_outputs_download(
     target = tmp_path / "out.log"
     assert await asyncio.to_thread(main, ["outputs", "download", ref, "-o", str(target)]) == 0
     assert target.read_bytes() == data
-    assert await asyncio.to_thread(main, ["outputs", "download", "out_missing"]) == 2
+    assert await asyncio.to_thread(main, ["outputs", "download", "out_missing"]) == 5  # not found
     monkeypatch.setenv("TETHER_OPERATOR_TOKEN", "wrong")
-    assert await asyncio.to_thread(main, ["outputs", "download", ref, "-o", str(target)]) == 2
+    assert await asyncio.to_thread(main, ["outputs", "download", ref, "-o", str(target)]) == 4

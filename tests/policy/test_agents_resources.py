@@ -508,7 +508,7 @@ async def test_cli_apply_show_list_delete(
     )
     code, out = await tether(capsys, "agents", "apply", "-f", str(first))
     assert (code, out.split(":")[0]) == (0, "created"), out
-    code, out = await tether(capsys, "agents", "show", name)
+    code, out = await tether(capsys, "agents", "show", name, "-o", "json")
     shown = json.loads(out)
     assert (shown["mode"], shown["budgets"]["max_steps"], shown["version"]) == ("read-only", 3, 1)
 
@@ -523,7 +523,7 @@ async def test_cli_apply_show_list_delete(
     stale = tmp_path / "stale.yaml"
     stale.write_text(f"id: {name}\nversion: 1\ngrants: []\n")
     code, _ = await tether(capsys, "agents", "apply", "-f", str(stale))
-    assert code == 2
+    assert code == 6  # conflict: a stale version
     broken = tmp_path / "broken.yaml"
     broken.write_text(f"id: {name}\ngrants: ['app.*?x=1']\n")
     code, _ = await tether(capsys, "agents", "apply", "-f", str(broken))
@@ -531,7 +531,7 @@ async def test_cli_apply_show_list_delete(
     code, out = await tether(capsys, "agents", "delete", name)
     assert code == 0
     code, _ = await tether(capsys, "agents", "show", name)
-    assert code == 2
+    assert code == 5  # not found
 
 
 async def stored_limits(database_url: str, run_id: str) -> dict[str, Any]:

@@ -79,7 +79,7 @@ async def test_tools_run_runs_through_the_gates(capsys: pytest.CaptureFixture[st
     assert (code, "calculate: ok" in out, "42" in out) == (0, True, True)
     code, out = await tether(capsys, "tools", "run", "calculate", '{"expression": "1"}',
                              "--agent", "locked")  # fmt: skip
-    assert code == 2  # refused by the gates: nothing ran
+    assert code == 8  # refused by the gates: nothing ran
     code, out = await tether(capsys, "tools", "run", "calculate", "[1]")
     assert code == 2
 
@@ -89,7 +89,7 @@ async def test_tools_run_asks_then_spends_the_approval(
     capsys: pytest.CaptureFixture[str], stack: Supervisor, auth: dict[str, str]
 ) -> None:
     code, out = await tether(capsys, "tools", "run", "convert_time", json.dumps(CONVERT))
-    assert code == 3
+    assert code == 7  # waiting for an approval
     approval_id = out.split("approval needed: ")[1].split()[0]
     code, _ = await tether(capsys, "approvals", "approve", approval_id)
     assert code == 0
@@ -134,14 +134,14 @@ async def test_approvals_list_show_approve_deny(
     assert code == 0
     assert first["approval_id"] in out
     assert second["approval_id"] in out
-    code, out = await tether(capsys, "approvals", "show", first["approval_id"])
+    code, out = await tether(capsys, "approvals", "show", first["approval_id"], "-o", "json")
     assert json.loads(out)["tool"] == "convert_time"
     code, out = await tether(capsys, "approvals", "approve", first["approval_id"])
     assert (code, "granted (allow_once)" in out) == (0, True)
     code, out = await tether(capsys, "approvals", "deny", second["approval_id"], "--note", "no")
     assert (code, "denied (deny)" in out) == (0, True)
     code, _ = await tether(capsys, "approvals", "approve", second["approval_id"])
-    assert code == 2  # already decided
+    assert code == 6  # conflict: already decided
 
 
 async def test_commands_need_an_operator_token(
@@ -151,7 +151,7 @@ async def test_commands_need_an_operator_token(
     monkeypatch.delenv("TETHER_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     capsys.readouterr()
-    assert await asyncio.to_thread(main, ["approvals", "list"]) == 2
+    assert await asyncio.to_thread(main, ["approvals", "list"]) == 4  # auth
     assert "no_token" in capsys.readouterr().err
 
 

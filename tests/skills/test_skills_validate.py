@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tether_client.skills_cli import add_subcommands, validate_main
+from tether_client.cli import main
+from tether_client.skills_cli import validate_main
 from tether_common.errors import MessageError
 from tether_common.skills import (
     MAX_BODY_LINES,
@@ -164,10 +164,7 @@ def test_validate_command_exit_codes(write_skill: WriteSkill, shipped: Path) -> 
     assert validate_main([warned], strict=True, out=io.StringIO()) == 1
 
 
-async def test_subcommands_parse_and_run(shipped: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = argparse.ArgumentParser(prog="tether")
-    add_subcommands(root.add_subparsers(dest="command", required=True), lambda: "http://unused")
-    args = root.parse_args(["skills", "validate", str(shipped), "--strict"])
-    assert await args.fn(args) == 0
+def test_subcommands_parse_and_run(shipped: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["skills", "validate", str(shipped), "--strict"]) == 0
     assert "4 skill(s) checked" in capsys.readouterr().out
-    assert root.parse_args(["skills", "list"]).fn is not None
+    assert main(["skills", "list", "--help"]) == 0

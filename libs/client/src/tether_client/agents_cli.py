@@ -4,59 +4,54 @@ the brain's `/v1/agents` (the caller's token: `TETHER_TOKEN`, else the operator 
 `apply` reads one agent (`id` plus its definition) from a YAML or JSON file (`-` is
 standard input) and creates it, or replaces it as it stands: at the file's `version`
 if it has one (a stale file is refused with 409), else at the version just read.
-YAML needs PyYAML; without it, only JSON files are read (JSON is YAML too).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
+import yaml
 
 from tether_client.client import TetherClient, raise_for_error
-from tether_client.ops_cli import client_token, say
+from tether_client.console import Format, OutputOption, emit, rows_table, say
+from tether_client.session import blocking, connect
 from tether_common.errors import MessageError, NotFoundError
+
+__all__ = ["AgentsApi", "app", "read_document"]
+
+app = typer.Typer(help="Agents as resources: list, show, apply, delete.", no_args_is_help=True)
+AgentId = Annotated[str, typer.Argument(help="The agent's id.", show_default=False)]
 
 _META = ("id", "version", "source", "changed_by", "changed_at")
 
 
 def read_document(path: str) -> dict[str, Any]:
-    """The agent in the file: a mapping, from YAML if PyYAML is installed, else JSON."""
+    """The agent in the file (YAML, which JSON is too): a mapping with an `id`."""
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     try:
-        import yaml
-    except ImportError:  # the client does not depend on PyYAML: JSON then
-        try:
-            found = json.loads(text)
-        except ValueError as exc:
-            raise MessageError(
-                f"{path}: not JSON ({exc}); install PyYAML to apply YAML files",
-                code="invalid_request",
-            ) from None
-    else:
-        try:
-            found = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise MessageError(f"{path}: not YAML: {exc}", code="invalid_request") from None
+        found = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MessageError(f"{path}: not YAML: {exc}", code="invalid_request") from None
     if not isinstance(found, dict) or not isinstance(found.get("id"), str):
         raise MessageError(f"{path}: expected a mapping with an 'id'", code="invalid_request")
     return found
 
 
-def line(agent: dict[str, Any]) -> str:
-    return "  ".join(
-        [
-            f"{agent['id']:20}",
-            f"v{agent['version']:<4}",
-            f"{agent.get('tenant', ''):12}",
-            f"owner={agent.get('owner') or '-':10}",
-            f"{agent.get('mode', ''):11}",
-            f"{len(agent.get('grants', []))} grants",
-        ]
+def row(agent: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        agent["id"],
+        f"v{agent['version']}",
+        agent.get("tenant", ""),
+        agent.get("owner") or "-",
+        agent.get("mode", ""),
+        len(agent.get("grants", [])),
     )
+
+
+COLUMNS = ["AGENT", "VERSION", "TENANT", "OWNER", "MODE", "GRANTS"]
 
 
 class AgentsApi:
@@ -97,65 +92,56 @@ class AgentsApi:
         raise_for_error(response)
 
 
-async def agents_list(_args: argparse.Namespace, api_url: str) -> int:
-    async with TetherClient(api_url, token=client_token()) as client:
+@app.command("list")
+@blocking
+async def agents_list(output: OutputOption = Format.table) -> int:
+    """The agents you may read.
+
+    Example: tether agents list -o json
+    """
+    async with connect() as client:
         found = await AgentsApi(client).list()
-    for agent in found:
-        say(line(agent))
-    if not found:
-        say("no agents")
+    emit(found, output, rows_table(COLUMNS, map(row, found)) if found else "no agents")
     return 0
 
 
-async def agents_show(args: argparse.Namespace, api_url: str) -> int:
-    async with TetherClient(api_url, token=client_token()) as client:
-        found = await AgentsApi(client).get(args.agent_id)
-    say(json.dumps(found, indent=2, sort_keys=True))
+@app.command("show")
+@blocking
+async def agents_show(agent_id: AgentId, output: OutputOption = Format.yaml) -> int:
+    """One agent's whole definition (YAML by default: edit it and `apply` it back).
+
+    Example: tether agents show writer > writer.yaml
+    """
+    async with connect() as client:
+        emit(await AgentsApi(client).get(agent_id), output)
     return 0
 
 
-async def agents_apply(args: argparse.Namespace, api_url: str) -> int:
-    document = read_document(args.file)
-    async with TetherClient(api_url, token=client_token()) as client:
+@app.command("apply")
+@blocking
+async def agents_apply(
+    file: Annotated[str, typer.Option("--file", "-f", help="YAML or JSON; '-' for stdin.")],
+) -> int:
+    """Create an agent, or replace it as it stands: at the file's `version` if it has one
+    (a stale file is refused, exit 6), else at the version just read.
+
+    Example: tether agents apply -f writer.yaml
+    """
+    document = read_document(file)
+    async with connect() as client:
         outcome, stored = await AgentsApi(client).apply(document)
-    say(f"{outcome}: {line(stored)}")
+    say(f"{outcome}: " + "  ".join(str(v) for v in row(stored)))
     return 0
 
 
-async def agents_delete(args: argparse.Namespace, api_url: str) -> int:
-    async with TetherClient(api_url, token=client_token()) as client:
-        await AgentsApi(client).delete(args.agent_id)
-    say(f"deleted: {args.agent_id}")
+@app.command("delete")
+@blocking
+async def agents_delete(agent_id: AgentId) -> int:
+    """Delete an agent.
+
+    Example: tether agents delete writer
+    """
+    async with connect() as client:
+        await AgentsApi(client).delete(agent_id)
+    say(f"deleted: {agent_id}")
     return 0
-
-
-def add_subcommands(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], api_url: Callable[[], str]
-) -> None:
-    """Register `agents list|show|apply|delete` on the `tether` parser."""
-    agents = sub.add_parser("agents", help="agents as resources").add_subparsers(
-        dest="action", required=True
-    )
-
-    async def run_list(args: argparse.Namespace) -> int:
-        return await agents_list(args, api_url())
-
-    async def run_show(args: argparse.Namespace) -> int:
-        return await agents_show(args, api_url())
-
-    async def run_apply(args: argparse.Namespace) -> int:
-        return await agents_apply(args, api_url())
-
-    async def run_delete(args: argparse.Namespace) -> int:
-        return await agents_delete(args, api_url())
-
-    agents.add_parser("list", help="the agents you may read").set_defaults(fn=run_list)
-    show = agents.add_parser("show", help="one agent's whole definition, as JSON")
-    show.add_argument("agent_id")
-    show.set_defaults(fn=run_show)
-    apply = agents.add_parser("apply", help="create or replace an agent from a file")
-    apply.add_argument("-f", "--file", required=True, help="YAML or JSON; '-' for stdin")
-    apply.set_defaults(fn=run_apply)
-    delete = agents.add_parser("delete", help="delete an agent")
-    delete.add_argument("agent_id")
-    delete.set_defaults(fn=run_delete)

@@ -1,167 +1,120 @@
-"""The `tether` command line: up, run, runs list|follow|show|stop, tools list, skills, approvals,
-audit verify, policy explain, tokens create|list|revoke, agents list|show|apply|delete."""
+"""The `tether` command line (Typer + Rich): the root app, its sub-apps, and `main`, which
+turns every expected failure into one line, a hint and an exit code (the table is in
+`tether_client.exits` and at the end of `tether --help`).
+
+    tether up | status | run PROMPT
+    tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
+    tether tools list|run    tether policy explain    tether audit verify    tether outputs download
+    tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
+"""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
+import importlib.metadata
 import sys
-from typing import get_args
+from typing import Annotated, Literal
 
-from tether_client.agents_cli import add_subcommands as add_agents_commands
-from tether_client.client import DEFAULT_API_URL, TetherClient
-from tether_client.ops_cli import add_subcommands as add_ops_commands
-from tether_client.ops_cli import add_tools_run, client_token, offer_approval
-from tether_client.render import render
-from tether_client.skills_cli import add_subcommands as add_skills_commands
-from tether_client.tokens_cli import add_subcommands as add_tokens_commands
-from tether_client.webhooks_cli import add_subcommands as add_webhooks_commands
-from tether_common.errors import TetherError
-from tether_common.messages.runs import RunStatus
+import typer
 
+from tether_client import (
+    agents_cli,
+    runs_cli,
+    skills_cli,
+    status,
+    tokens_cli,
+    tools_cli,
+    webhooks_cli,
+)
+from tether_client.console import err
+from tether_client.exits import EXIT_CODES_HELP, ExitCode
+from tether_client.ops_cli import approvals_app, audit_app
 
-def api_url() -> str:
-    return os.environ.get("TETHER_API_URL", DEFAULT_API_URL)
+__all__ = ["app", "main"]
 
-
-def connect() -> TetherClient:
-    """The brain's API as this user: `TETHER_TOKEN`, else the operator token."""
-    return TetherClient(api_url(), token=client_token())
-
-
-async def run_prompt(args: argparse.Namespace) -> int:
-    options = {
-        k: v
-        for k, v in (
-            ("provider", args.provider),
-            ("model", args.model),
-            ("max_steps", args.max_steps),
-        )
-        if v
-    }
-    async with connect() as client:
-        accepted = await client.start_run(args.prompt, **options)
-        return await follow(client, accepted.run_id)
+app = typer.Typer(
+    name="tether",
+    help="Drive a Tether system: start it, run prompts, watch runs, decide approvals.\n\n"
+    'Example: tether up, then in another terminal: tether run "what time is it in Tokyo?"',
+    epilog=EXIT_CODES_HELP,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
 
-async def follow(client: TetherClient, run_id: str, after: int = 0) -> int:
-    """Print the run's events (after `after`) to its end, offering approval cards on a
-    terminal; exit 0 when it completed."""
-    status = None
-    async for event in client.events(run_id, after=after):
-        line = render(event)
-        if line:
-            print(line, flush=True)
-        if event.kind == "tool.approval_needed":
-            await offer_approval(event.data)
-        if event.kind == "run.end":
-            status = str(event.data.get("status"))
-    if status is None:  # its end was at or before `after`
-        status = (await client.get_run(run_id)).status
-    return 0 if status == "completed" else 1
+def version() -> str:
+    return importlib.metadata.version("tether-client")
 
 
-async def runs_follow(args: argparse.Namespace) -> int:
-    async with connect() as client:
-        return await follow(client, args.run_id, args.after)
+def show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tether {version()}")
+        raise typer.Exit()
 
 
-async def runs_list(args: argparse.Namespace) -> int:
-    async with connect() as client:
-        found = await client.list_runs(status=args.status, limit=args.limit)
-    for run in found.runs:
-        prompt = " ".join(run.prompt.split())[:60]
-        print(
-            f"{run.run_id}  {run.status:17} step {run.step:<3} "
-            f"{run.created_at:%Y-%m-%d %H:%M:%S}  {prompt}"
-        )
-    if not found.runs:
-        print("no runs" + (f" with status {args.status}" if args.status else ""))
-    return 0
+@app.callback()
+def root(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=show_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Drive a Tether system."""
 
 
-async def runs_show(args: argparse.Namespace) -> int:
-    async with connect() as client:
-        run = await client.get_run(args.run_id)
-    print(run.model_dump_json(indent=2))
-    return 0
+@app.command("up")
+def up(
+    log_format: Annotated[
+        Literal["auto", "text", "json"],
+        typer.Option(
+            help="Service logs: text for people, json for machines; auto: text on a terminal.",
+        ),
+    ] = "auto",
+) -> None:
+    """Start NATS, PostgreSQL, every service (and the local model with
+    TETHER_PROVIDER=local) on this machine; Ctrl-C stops everything it started.
+
+    Example: tether up --log-format json > tether.log
+    """
+    from tether_client.up import run_up  # the embedded servers load only for `up`
+
+    if code := run_up(log_format):
+        raise typer.Exit(code)
 
 
-async def runs_stop(args: argparse.Namespace) -> int:
-    async with connect() as client:
-        accepted = await client.stop_run(args.run_id)
-    print(f"{accepted.run_id}: {accepted.status}")
-    return 0
-
-
-async def tools_list(_args: argparse.Namespace) -> int:
-    async with connect() as client:
-        for tool in await client.tools():
-            print(
-                f"{tool.name:16} scope={tool.scope:7} reach={tool.reach:9} {tool.description[:70]}"
-            )
-    return 0
-
-
-async def up(_args: argparse.Namespace) -> int:
-    from tether_client.up import up as start_everything
-
-    return await start_everything()
-
-
-def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="tether", description="Drive a Tether system.")
-    sub = root.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start NATS, PostgreSQL and every service").set_defaults(fn=up)
-    run = sub.add_parser("run", help="start a run and stream its events")
-    run.add_argument("prompt")
-    run.add_argument("--provider")
-    run.add_argument("--model")
-    run.add_argument("--max-steps", type=int)
-    run.set_defaults(fn=run_prompt)
-    runs = sub.add_parser("runs", help="inspect or stop runs").add_subparsers(
-        dest="action", required=True
-    )
-    listing = runs.add_parser("list", help="the newest runs first")
-    listing.add_argument("--status", choices=get_args(RunStatus))
-    listing.add_argument("--limit", type=int, default=20)
-    listing.set_defaults(fn=runs_list)
-    follow_run = runs.add_parser("follow", help="print a run's events to its end")
-    follow_run.add_argument("run_id")
-    follow_run.add_argument("--after", type=int, default=0, help="skip events up to this seq")
-    follow_run.set_defaults(fn=runs_follow)
-    show = runs.add_parser("show")
-    show.add_argument("run_id")
-    show.set_defaults(fn=runs_show)
-    stop = runs.add_parser("stop")
-    stop.add_argument("run_id")
-    stop.set_defaults(fn=runs_stop)
-    add_skills_commands(sub, api_url)
-    add_ops_commands(sub, api_url)
-    add_tokens_commands(sub, api_url)
-    add_agents_commands(sub, api_url)
-    add_webhooks_commands(sub)
-    tools = sub.add_parser("tools", help="the tool catalogue").add_subparsers(
-        dest="action", required=True
-    )
-    tools.add_parser("list").set_defaults(fn=tools_list)
-    add_tools_run(tools, api_url)
-    return root
+app.command("run")(runs_cli.run_command)
+app.command("status")(status.status_command)
+app.add_typer(runs_cli.app, name="runs")
+app.add_typer(approvals_app, name="approvals")
+app.add_typer(tools_cli.tools_app, name="tools")
+app.add_typer(tools_cli.policy_app, name="policy")
+app.add_typer(audit_app, name="audit")
+app.add_typer(tools_cli.outputs_app, name="outputs")
+app.add_typer(skills_cli.app, name="skills")
+app.add_typer(agents_cli.app, name="agents")
+app.add_typer(tokens_cli.app, name="tokens")
+app.add_typer(webhooks_cli.app, name="webhooks")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    """Run `tether` with `argv` (default: the process's) and return its exit code.
+    Typer's standalone mode shows usage errors (exit 2) and turns Ctrl-C into 130; every
+    command ends in `typer.Exit` with its code (`session.blocking`)."""
+    command = typer.main.get_command(app)
     try:
-        return int(asyncio.run(args.fn(args)))
-    except TetherError as exc:
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    except OSError as exc:
-        print(f"error: cannot reach Tether at {api_url()}: {exc}", file=sys.stderr)
-        return 2
+        command.main(args=argv, prog_name="tether", standalone_mode=True)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        err(str(exc.code))
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

@@ -14,12 +14,35 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from tether_common.errors import TetherError, from_wire
+from tether_common.errors import (
+    AuthError,
+    ConflictError,
+    MessageError,
+    NotFoundError,
+    RemoteError,
+    SafetyError,
+    TetherError,
+    from_wire,
+)
 from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 from tether_common.messages.runs import ListRuns, RunAccepted, RunEvent, RunList, RunView, StartRun
 from tether_common.messages.tools import ToolDescriptor
 
 DEFAULT_API_URL = "http://127.0.0.1:8700"
+
+
+# A code the wire table does not know is classed by its HTTP status, so a caller (the
+# CLI's exit codes) can still tell a refusal from a missing thing from a conflict.
+_BY_STATUS: dict[int, type[TetherError]] = {
+    400: MessageError,
+    401: AuthError,
+    403: SafetyError,
+    404: NotFoundError,
+    409: ConflictError,
+    410: NotFoundError,
+    412: ConflictError,
+    422: MessageError,
+}
 
 
 def raise_for_error(response: httpx.Response) -> None:
@@ -28,9 +51,16 @@ def raise_for_error(response: httpx.Response) -> None:
         return
     try:
         error = response.json()["error"]
-        raise from_wire(error["code"], error["message"])
+        code, message = str(error["code"]), str(error["message"])
+        # The server's word on this one error; unsaid, the code's row in errors.CODES.
+        retryable = error.get("retryable") if isinstance(error.get("retryable"), bool) else None
     except (ValueError, KeyError, TypeError):
-        raise TetherError(f"HTTP {response.status_code}: {response.text[:500]}") from None
+        cls = _BY_STATUS.get(response.status_code, TetherError)
+        raise cls(f"HTTP {response.status_code}: {response.text[:500]}") from None
+    found = from_wire(code, message, retryable=retryable)
+    if isinstance(found, RemoteError) and response.status_code in _BY_STATUS:
+        found = _BY_STATUS[response.status_code](message, code=code, retryable=retryable)
+    raise found
 
 
 class TetherClient:

@@ -1,4 +1,4 @@
-"""Run events as readable terminal lines."""
+"""Run events as readable terminal lines, and the style each kind is shown in."""
 
 from __future__ import annotations
 
@@ -7,6 +7,25 @@ import json
 from tether_common.messages.runs import RunEvent
 
 RULES_NOTE = "(rules: a deterministic planner, not a language model)"
+
+_STYLES = {
+    "run.start": "bold",
+    "tool.call": "cyan",
+    "tool.approval_needed": "bold yellow",
+    "tool.approved": "green",
+    "tool.denied": "red",
+    "guard": "yellow",
+}
+
+
+def style(event: RunEvent) -> str:
+    if event.kind == "tool.result":
+        return "green" if event.data.get("ok") else "red"
+    if event.kind == "run.end":
+        return "bold green" if event.data.get("status") == "completed" else "bold red"
+    if event.kind == "step":
+        return "dim"
+    return _STYLES.get(event.kind, "")
 
 
 def render(event: RunEvent) -> str | None:

@@ -3,16 +3,18 @@ locally (no server needed; exit 1 when any error is found, 2 when there is nothi
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import httpx
+import typer
 
 from tether_client.client import raise_for_error
-from tether_client.ops_cli import client_token
+from tether_client.console import Format, OutputOption, emit, rows_table
+from tether_client.endpoints import api_url
+from tether_client.session import blocking, client_token
 from tether_common.settings import tether_home
 from tether_common.skills import skill_folders, validate_paths
 
@@ -42,23 +44,31 @@ def validate_main(
     return 1 if errors or (strict and warnings) else 0
 
 
+async def fetch_skills(
+    api: str, *, transport: httpx.AsyncBaseTransport | None = None, token: str | None = None
+) -> list[dict[str, Any]]:
+    """The skills the brain at `api` has (`transport` lets a test serve the API
+    in-process; `token` is the caller's bearer token)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with httpx.AsyncClient(
+        base_url=api, timeout=30.0, transport=transport, headers=headers
+    ) as http:
+        response = await http.get("/v1/skills")
+        raise_for_error(response)
+        found: list[dict[str, Any]] = response.json()
+    return found
+
+
 async def list_main(
-    api_url: str,
+    api: str,
     *,
     out: TextIO | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     token: str | None = None,
 ) -> int:
-    """Print the skills the brain at `api_url` has, one line each (`transport` lets a
-    test serve the API in-process; `token` is the caller's bearer token)."""
+    """Print the brain's skills, one line each, to `out`."""
     out = out or sys.stdout
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with httpx.AsyncClient(
-        base_url=api_url, timeout=30.0, transport=transport, headers=headers
-    ) as http:
-        response = await http.get("/v1/skills")
-        raise_for_error(response)
-        skills: list[dict[str, Any]] = response.json()
+    skills = await fetch_skills(api, transport=transport, token=token)
     for skill in skills:
         out.write(f"{skill['name']:24} {str(skill['description'])[:90]}\n")
     if not skills:
@@ -66,26 +76,36 @@ async def list_main(
     return 0
 
 
-def add_subcommands(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], api_url: Callable[[], str]
+app = typer.Typer(help="List the brain's skills, or validate skill folders.", no_args_is_help=True)
+
+
+@app.command("list")
+@blocking
+async def skills_list(output: OutputOption = Format.table) -> int:
+    """The brain's skills (the index the model sees).
+
+    Example: tether skills list -o json
+    """
+    skills = await fetch_skills(api_url(), token=client_token())
+    rows = [(s["name"], str(s["description"])[:90]) for s in skills]
+    emit(skills, output, rows_table(["SKILL", "DESCRIPTION"], rows) if rows else "no skills")
+    return 0
+
+
+@app.command("validate")
+def skills_validate(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Skill folders or folders of skills (default: ~/.tether/skills, ./skills)."
+        ),
+    ] = None,
+    strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
 ) -> None:
-    """Add `skills list|validate` to the `tether` parser's subcommands; each sets `fn`
-    to an async function of the parsed arguments, like the other commands. `api_url`
-    is called when `list` runs (it reads the environment then)."""
-    skills = sub.add_parser("skills", help="list or validate skills").add_subparsers(
-        dest="action", required=True
-    )
+    """Check skill folders: format, trigger, size, collisions (no server needed); exit 1
+    on errors, 2 when there is nothing to check.
 
-    async def run_list(_args: argparse.Namespace) -> int:
-        return await list_main(api_url(), token=client_token())
-
-    async def run_validate(args: argparse.Namespace) -> int:
-        return validate_main(args.paths, strict=args.strict)
-
-    skills.add_parser("list", help="the brain's skills").set_defaults(fn=run_list)
-    check = skills.add_parser(
-        "validate", help="check skill folders: format, trigger, size, collisions"
-    )
-    check.add_argument("paths", nargs="*", help="skill folders or folders of skills")
-    check.add_argument("--strict", action="store_true", help="fail on warnings too")
-    check.set_defaults(fn=run_validate)
+    Example: tether skills validate skills/ --strict
+    """
+    if code := validate_main(paths or [], strict=strict):
+        raise typer.Exit(code)

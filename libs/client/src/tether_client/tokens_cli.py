@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
-import argparse
 import re
-from collections.abc import Callable
-from typing import get_args
+from typing import Annotated, Any
 
-from tether_client.client import TetherClient
-from tether_client.ops_cli import client_token, say
+import typer
+
+from tether_client.console import Format, OutputOption, emit, say, to_data
+from tether_client.session import blocking, connect
 from tether_common.errors import MessageError
 from tether_common.messages.identity import DEFAULT_TENANT, CreateToken, Role, TokenView
+
+__all__ = ["app", "duration_s"]
+
+app = typer.Typer(help="Principals' bearer tokens (admin).", no_args_is_help=True)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -60,19 +64,41 @@ def line(token: TokenView) -> str:
     )
 
 
-async def tokens_create(args: argparse.Namespace, api_url: str) -> int:
+def limit_option(kind: str) -> Any:
+    return typer.Option(help=f"Comma-separated {kind} it may use (default: all).")
+
+
+@app.command("create")
+@blocking
+async def tokens_create(
+    name: Annotated[str, typer.Option(help="The principal (a run's owner).")],
+    role: Annotated[Role, typer.Option(help="What it may do.")],
+    tenant: Annotated[str, typer.Option(help="Its team.")] = DEFAULT_TENANT,
+    expires: Annotated[
+        str | None, typer.Option(help="Lifetime: 90s, 45m, 12h, 30d, 2w (default: none).")
+    ] = None,
+    agents: Annotated[str | None, limit_option("agents")] = None,
+    owners: Annotated[str | None, limit_option("owners")] = None,
+    providers: Annotated[str | None, limit_option("providers")] = None,
+    models: Annotated[str | None, limit_option("models")] = None,
+    modes: Annotated[str | None, limit_option("modes")] = None,
+) -> int:
+    """Issue a token; it is printed once, on a line of its own.
+
+    Example: tether tokens create --name alice --role client --expires 30d
+    """
     body = CreateToken(
-        name=args.name,
-        role=args.role,
-        tenant=args.tenant,
-        agents=names(args.agents),
-        owners=names(args.owners),
-        providers=names(args.providers),
-        models=names(args.models),
-        modes=names(args.modes),
-        expires_in_s=None if args.expires is None else duration_s(args.expires),
+        name=name,
+        role=role,
+        tenant=tenant,
+        agents=names(agents),
+        owners=names(owners),
+        providers=names(providers),
+        models=names(models),
+        modes=names(modes),
+        expires_in_s=None if expires is None else duration_s(expires),
     )
-    async with TetherClient(api_url, token=client_token()) as client:
+    async with connect() as client:
         created = await client.create_token(body)
     say(line(created.info))
     # The only time the token is shown: on a line of its own, easy to copy or pipe.
@@ -80,48 +106,29 @@ async def tokens_create(args: argparse.Namespace, api_url: str) -> int:
     return 0
 
 
-async def tokens_list(_args: argparse.Namespace, api_url: str) -> int:
-    async with TetherClient(api_url, token=client_token()) as client:
+@app.command("list")
+@blocking
+async def tokens_list(output: OutputOption = Format.table) -> int:
+    """Every token you may see (never the token itself).
+
+    Example: tether tokens list -o json
+    """
+    async with connect() as client:
         found = await client.list_tokens()
-    for token in found.tokens:
-        say(line(token))
-    if not found.tokens:
-        say("no tokens")
+    lines = "\n".join(line(t) for t in found.tokens) or "no tokens"
+    emit(to_data(found.tokens), output, lines)
     return 0
 
 
-async def tokens_revoke(args: argparse.Namespace, api_url: str) -> int:
-    async with TetherClient(api_url, token=client_token()) as client:
-        say(line(await client.revoke_token(args.token_id)))
+@app.command("revoke")
+@blocking
+async def tokens_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (tok_…).", show_default=False)],
+) -> int:
+    """Revoke a token by its id; every service refuses it within seconds.
+
+    Example: tether tokens revoke tok_1234
+    """
+    async with connect() as client:
+        say(line(await client.revoke_token(token_id)))
     return 0
-
-
-def add_subcommands(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], api_url: Callable[[], str]
-) -> None:
-    """Register `tokens create|list|revoke` on the `tether` parser."""
-    tokens = sub.add_parser("tokens", help="principals' bearer tokens (admin)").add_subparsers(
-        dest="action", required=True
-    )
-
-    async def run_create(args: argparse.Namespace) -> int:
-        return await tokens_create(args, api_url())
-
-    async def run_list(args: argparse.Namespace) -> int:
-        return await tokens_list(args, api_url())
-
-    async def run_revoke(args: argparse.Namespace) -> int:
-        return await tokens_revoke(args, api_url())
-
-    create = tokens.add_parser("create", help="issue a token; it is printed once")
-    create.add_argument("--name", required=True, help="the principal (a run's owner)")
-    create.add_argument("--role", required=True, choices=get_args(Role))
-    create.add_argument("--tenant", default=DEFAULT_TENANT)
-    create.add_argument("--expires", help="lifetime: 90s, 45m, 12h, 30d, 2w (default: none)")
-    for limit in ("agents", "owners", "providers", "models", "modes"):
-        create.add_argument(f"--{limit}", help=f"comma-separated {limit} it may use (default: all)")
-    create.set_defaults(fn=run_create)
-    tokens.add_parser("list", help="every token (never the token itself)").set_defaults(fn=run_list)
-    revoke = tokens.add_parser("revoke", help="revoke a token by its id")
-    revoke.add_argument("token_id")
-    revoke.set_defaults(fn=run_revoke)

@@ -4,16 +4,21 @@ through the approvals service's `/v1/webhooks` (`TETHER_APPROVALS_URL`; a token 
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx
+import typer
 
 from tether_client.client import raise_for_error
-from tether_client.ops_cli import approvals_url, client_token, say
+from tether_client.console import Format, OutputOption, emit, say
+from tether_client.endpoints import approvals_url
+from tether_client.session import blocking, client_token
 from tether_common.messages.approvals import NOTICE_KINDS
 
-__all__ = ["add_subcommands", "webhooks_call"]
+__all__ = ["app", "webhooks_call"]
+
+app = typer.Typer(help="Where approval notices are sent (operators, admins).", no_args_is_help=True)
+KINDS = ",".join(k.removeprefix("approval.") for k in NOTICE_KINDS)
 
 
 async def webhooks_call(method: str, path: str, **kwargs: Any) -> Any:
@@ -45,23 +50,39 @@ def delivery_line(row: dict[str, Any]) -> str:
     ).rstrip()
 
 
-async def webhooks_list(_args: argparse.Namespace) -> int:
+@app.command("list")
+@blocking
+async def webhooks_list(output: OutputOption = Format.table) -> int:
+    """This tenant's endpoints.
+
+    Example: tether webhooks list -o json
+    """
     found = (await webhooks_call("GET", ""))["endpoints"]
-    for endpoint in found:
-        say(endpoint_line(endpoint))
-    if not found:
-        say("no webhooks")
+    emit(found, output, "\n".join(map(endpoint_line, found)) or "no webhooks")
     return 0
 
 
-async def webhooks_create(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"url": args.url}
-    if args.events:
-        body["events"] = [f"approval.{e}" for e in args.events.split(",") if e.strip()]
-    if args.tenant:
-        body["tenant"] = args.tenant
-    if args.description:
-        body["description"] = args.description
+@app.command("create")
+@blocking
+async def webhooks_create(
+    url: Annotated[str, typer.Argument(help="http(s) URL that receives the signed POSTs.")],
+    events: Annotated[
+        str | None, typer.Option(help=f"Comma-separated among {KINDS} (default: all).")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Default: the token's tenant.")] = None,
+    description: Annotated[str | None, typer.Option(help="A note for people.")] = None,
+) -> int:
+    """Add an endpoint; its signing secret is printed once, on a line of its own.
+
+    Example: tether webhooks create https://hooks.example.com/tether --events requested
+    """
+    body: dict[str, Any] = {"url": url}
+    if events:
+        body["events"] = [f"approval.{e.strip()}" for e in events.split(",") if e.strip()]
+    if tenant:
+        body["tenant"] = tenant
+    if description:
+        body["description"] = description
     created = await webhooks_call("POST", "", json=body)
     say(endpoint_line(created["endpoint"]))
     # The only time the secret is shown: on a line of its own, easy to copy or pipe.
@@ -69,46 +90,47 @@ async def webhooks_create(args: argparse.Namespace) -> int:
     return 0
 
 
-async def webhooks_delete(args: argparse.Namespace) -> int:
-    say(endpoint_line(await webhooks_call("DELETE", f"/{args.endpoint_id}")))
+@app.command("delete")
+@blocking
+async def webhooks_delete(
+    endpoint_id: Annotated[str, typer.Argument(help="The endpoint's id.", show_default=False)],
+) -> int:
+    """Remove an endpoint and its unsent deliveries.
+
+    Example: tether webhooks delete whk_1234
+    """
+    say(endpoint_line(await webhooks_call("DELETE", f"/{endpoint_id}")))
     return 0
 
 
-async def webhooks_deliveries(args: argparse.Namespace) -> int:
-    params = {"limit": str(args.limit)} | ({"status": args.status} if args.status else {})
+@app.command("deliveries")
+@blocking
+async def webhooks_deliveries(
+    status: Annotated[
+        Literal["pending", "delivered", "dead"] | None,
+        typer.Option(help="dead: dead letters."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 50,
+    output: OutputOption = Format.table,
+) -> int:
+    """Deliveries, newest first.
+
+    Example: tether webhooks deliveries --status dead
+    """
+    params = {"limit": str(limit)} | ({"status": status} if status else {})
     found = (await webhooks_call("GET", "/deliveries", params=params))["deliveries"]
-    for row in found:
-        say(delivery_line(row))
-    if not found:
-        say("no deliveries")
+    emit(found, output, "\n".join(map(delivery_line, found)) or "no deliveries")
     return 0
 
 
-async def webhooks_retry(args: argparse.Namespace) -> int:
-    say(delivery_line(await webhooks_call("POST", f"/deliveries/{args.delivery_id}/retry")))
+@app.command("retry")
+@blocking
+async def webhooks_retry(
+    delivery_id: Annotated[str, typer.Argument(help="A dead delivery's id.", show_default=False)],
+) -> int:
+    """Send a dead delivery again.
+
+    Example: tether webhooks retry dlv_1234
+    """
+    say(delivery_line(await webhooks_call("POST", f"/deliveries/{delivery_id}/retry")))
     return 0
-
-
-def add_subcommands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `webhooks list|create|delete|deliveries|retry` on the `tether` parser."""
-    hooks = sub.add_parser(
-        "webhooks", help="where approval notices are sent (operators, admins)"
-    ).add_subparsers(dest="action", required=True)
-    hooks.add_parser("list", help="this tenant's endpoints").set_defaults(fn=webhooks_list)
-    kinds = ",".join(k.removeprefix("approval.") for k in NOTICE_KINDS)
-    create = hooks.add_parser("create", help="add an endpoint; its secret is printed once")
-    create.add_argument("url", help="http(s) URL that receives the signed POSTs")
-    create.add_argument("--events", help=f"comma-separated among {kinds} (default: all)")
-    create.add_argument("--tenant", help="default: the token's tenant")
-    create.add_argument("--description")
-    create.set_defaults(fn=webhooks_create)
-    delete = hooks.add_parser("delete", help="remove an endpoint and its unsent deliveries")
-    delete.add_argument("endpoint_id")
-    delete.set_defaults(fn=webhooks_delete)
-    deliveries = hooks.add_parser("deliveries", help="newest first; --status dead: dead letters")
-    deliveries.add_argument("--status", choices=["pending", "delivered", "dead"])
-    deliveries.add_argument("--limit", type=int, default=50)
-    deliveries.set_defaults(fn=webhooks_deliveries)
-    retry = hooks.add_parser("retry", help="send a dead delivery again")
-    retry.add_argument("delivery_id")
-    retry.set_defaults(fn=webhooks_retry)

@@ -66,12 +66,38 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """One line for a person (`TETHER_LOG_FORMAT=text`, which `tether up` sets on a
+    terminal): time, level, logger, message, then run id, short trace id and the record's
+    extra fields as `key=value`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")  # noqa: DTZ006 - local time for people
+        line = f"{when} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        context = []
+        if run_id := current_run_id.get():
+            context.append(f"run={run_id}")
+        span_ctx = trace.get_current_span().get_span_context()
+        if span_ctx.is_valid:
+            context.append(f"trace={format(span_ctx.trace_id, '032x')[:12]}")
+        context += [
+            f"{key}={value}"
+            for key, value in vars(record).items()
+            if key not in _STANDARD_ATTRS and not key.startswith("_")
+        ]
+        if context:
+            line += "  " + " ".join(context)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
 def setup_logging(service: str, settings: CommonSettings) -> None:
     handler = logging.StreamHandler(sys.stdout)
     if settings.log_format == "json":
         handler.setFormatter(JsonFormatter(service))
     else:
-        handler.setFormatter(logging.Formatter(f"%(asctime)s {service} %(levelname)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.log_level)

@@ -1,0 +1,166 @@
+"""Where the CLI's output goes: Rich consoles for stdout and stderr, the `-o table|json|yaml`
+formats every read command takes, and server text made safe for a terminal.
+
+Everything shown comes from the system (prompts, model answers, tool output, arguments),
+so it may hold terminal control sequences that would rewrite what an operator sees (an
+approval card whose arguments hide themselves). Text is printed as Rich `Text`, never as
+markup, and control characters are shown as `\\xNN` escapes; JSON and YAML escape them
+the way those formats do.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+import yaml
+from pydantic import BaseModel
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "Format",
+    "OutputOption",
+    "emit",
+    "err",
+    "fields_table",
+    "rows_table",
+    "safe",
+    "say",
+    "stdout",
+    "to_data",
+]
+
+# C0 controls but newline and tab, DEL, and the C1 range (0x9b is a CSI on some terminals).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Wide enough that a table in a pipe keeps one row per line (a terminal uses its own width).
+PIPE_WIDTH = 4096
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+OutputOption = Annotated[
+    Format,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table (for people), json or yaml (for programs).",
+        case_sensitive=False,
+    ),
+]
+
+
+def safe(text: str) -> str:
+    """`text` with control characters (but newline and tab) shown as `\\xNN`."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _console(file: Any) -> Console:
+    terminal = file.isatty() if hasattr(file, "isatty") else False
+    return Console(
+        file=file,
+        width=None if terminal else PIPE_WIDTH,
+        soft_wrap=True,
+        highlight=False,
+        emoji=False,
+    )
+
+
+def stdout() -> Console:
+    """A console on the current `sys.stdout` (looked up per call: tests swap it)."""
+    return _console(sys.stdout)
+
+
+def stderr() -> Console:
+    return _console(sys.stderr)
+
+
+def say(line: str, style: str | None = None) -> None:
+    """One line of system text to stdout, made safe, flushed (it interleaves with events)."""
+    stdout().print(Text(safe(line), style=style or ""))
+    sys.stdout.flush()
+
+
+def err(line: str, style: str | None = None) -> None:
+    stderr().print(Text(safe(line), style=style or ""))
+
+
+def to_data(value: Any) -> Any:
+    """Pydantic models and containers of them as plain JSON-able data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): to_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_data(v) for v in value]
+    return value
+
+
+def _json(data: Any) -> str:
+    text = json.dumps(to_data(data), indent=2, ensure_ascii=False, default=str)
+    # JSON escapes C0 itself; C1 only appears inside strings, where \\u escapes stay valid.
+    return re.sub(r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _yaml(data: Any) -> str:
+    # PyYAML double-quotes and escapes any string holding a non-printable character.
+    return yaml.safe_dump(to_data(data), sort_keys=False, allow_unicode=True)
+
+
+def cell(value: Any) -> Text:
+    if isinstance(value, Text):  # already made safe and styled by the caller
+        return value
+    if value is None:
+        return Text("-", style="dim")
+    if isinstance(value, list | tuple):
+        value = ",".join(str(v) for v in value)
+    return Text(safe(str(value)))
+
+
+def rows_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A borderless table (first column flush left, so `cut`/`awk` still work)."""
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(cell(v) for v in row))
+    return table
+
+
+def fields_table(data: Mapping[str, Any]) -> Table:
+    """One record as `key  value` lines (nested values as compact JSON)."""
+    table = Table(box=None, pad_edge=False, show_header=False, show_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in to_data(data).items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        table.add_row(Text(str(key)), cell(shown))
+    return table
+
+
+def emit(data: Any, fmt: Format, table: RenderableType | None = None) -> None:
+    """`data` as JSON or YAML, or, for people, the given table or lines (a `str` is system
+    text, shown safe; default: `data` as a key/value table)."""
+    match fmt:
+        case Format.json:
+            sys.stdout.write(_json(data) + "\n")
+        case Format.yaml:
+            sys.stdout.write(_yaml(data))
+        case Format.table:
+            if table is None:
+                table = fields_table(to_data(data))
+            if isinstance(table, str):
+                say(table)
+            else:
+                stdout().print(table)
+    sys.stdout.flush()
