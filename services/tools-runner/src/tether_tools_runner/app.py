@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import socket
+import uuid
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from opentelemetry import trace
 
+from tether_common.background import FailureLog, every
 from tether_common.identity import Principal, RemoteVerifier, Verifier, principal_dependency
-from tether_common.messages.tools import Catalog, CatalogRequest, ExecuteTool, ToolResult
+from tether_common.messages.tools import Catalog, CatalogRequest
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
+from tether_tools_runner.calls import Calls
+from tether_tools_runner.effects import EffectLedger
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.mcp_tools import McpHub
-from tether_tools_runner.offload import maybe_offload, threshold_for
+from tether_tools_runner.offload import threshold_for
+from tether_tools_runner.revisions import StoredRevisions
 from tether_tools_runner.sandbox import (
     Attestation,
     attest,
-    hand_over,
     release_cgroups,
     sandbox_user,
 )
@@ -52,14 +60,21 @@ def sandbox_router(attestation: Attestation, verifier: Verifier) -> APIRouter:
     return router
 
 
+def replica_name() -> str:
+    """This process's name in the effect ledger: unique per start, readable in a row."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
-    service = Service(SERVICE, common, uses_db=False)
-    settings.workspace.mkdir(parents=True, exist_ok=True)
+    service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
     user = sandbox_user(settings.sandbox_uid, settings.sandbox_gid)
-    hand_over(settings.workspace, user)  # the sandbox user writes there, never root
     attestation = attest(user)
     log.info("sandbox level %s (%s)", attestation.level, attestation.problems or "no problems")
-    builtins = Builtins(settings, attestation)
+    # Read-before-write revisions in PostgreSQL: a run's read on one replica counts for
+    # its edit on another.
+    revisions = StoredRevisions(service.engine)
+    builtins = Builtins(settings, attestation, book=revisions)
+    builtins.workspaces().prepare()
     registry = Registry(builtins.tools())
     thresholds = settings.offload_thresholds
     registry.add(
@@ -73,40 +88,41 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         attestation=attestation,
         min_sandbox=settings.min_sandbox,
     )
+    ledger = EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s)
+    calls = Calls(
+        service.bus,
+        executor,
+        sandbox_level=attestation.level,
+        thresholds=thresholds,
+        ledger=ledger,
+    )
 
     async def catalog(_req: CatalogRequest) -> Catalog:
         return Catalog(tools=registry.descriptors(), sandbox_level=attestation.level)
 
-    async def execute(call: ExecuteTool) -> ToolResult:
-        """Run the call; a large result goes to the output-store before the reply, so
-        only its digest and ref ride the bus."""
-        span = trace.get_current_span()  # the bus's span for this call
-        span.set_attribute("tether.tool.name", call.name)
-        span.set_attribute("tether.sandbox.level", attestation.level)
-        result = await executor.execute(call)
-        span.set_attribute("tether.tool.duration_ms", result.duration_ms)
-        span.set_attribute("tether.tool.outcome", result.error_code or "ok")
-        span.set_attribute("tether.tool.bytes", len(result.content.encode()))
-        stamped = {"sandbox_level": attestation.level}
-        if not result.ok:
-            return result.model_copy(update=stamped)
-        threshold = threshold_for(call.name, thresholds)
-        with tracer.start_as_current_span("offload") as offload:
-            text, ref = await maybe_offload(
-                service.bus, call.run_id, call.name, result.content, threshold=threshold
-            )
-            offload.set_attribute("tether.output.ref", ref or "")
-        return result.model_copy(update=stamped | {"content": text, "output_ref": ref})
-
     mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
+    loops: list[asyncio.Task[None]] = []
+
+    async def sweep() -> None:
+        await ledger.sweep(settings.effects_retention_s)
+        await revisions.sweep(settings.effects_retention_s)
 
     async def on_start() -> None:
         await builtins.file_workers().start()
         await mcp.start()
+        loops.append(
+            asyncio.create_task(
+                every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
+            )
+        )
+        loops.append(asyncio.create_task(every(3600.0, sweep, FailureLog(log, "effects sweep"))))
         await service.bus.serve(service.subjects.tool_catalog, catalog)
-        await service.bus.serve(service.subjects.tool_execute, execute)
+        await service.bus.serve(service.subjects.tool_execute, calls.execute)
 
     async def on_stop() -> None:
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
         await mcp.stop()
         builtins.close()
         release_cgroups()

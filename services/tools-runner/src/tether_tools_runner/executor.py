@@ -14,7 +14,12 @@ from jsonschema import Draft202012Validator
 
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.metrics import tool_calls, tool_duration
-from tether_tools_runner.context import current_run_id, current_run_tree
+from tether_tools_runner.context import (
+    current_key,
+    current_run_id,
+    current_run_tree,
+    current_workspace,
+)
 from tether_tools_runner.sandbox import Attestation, missing_for
 from tether_tools_runner.tool import Registry, Tool, ToolFailure
 
@@ -87,17 +92,33 @@ class Executor:
                 return "sandbox_insufficient", f"{call.name} needs sandbox {required!r}: {missing}."
         return None
 
-    async def _run(self, call: ExecuteTool) -> tuple[str | None, str]:
+    def refusal_for(self, call: ExecuteTool) -> tuple[str, str] | None:
+        """Why `call` would be refused before its tool runs (unknown tool, arguments,
+        sandbox), or None: a refused call has no effect, so it claims no key."""
         tool = self.registry.get(call.name)
         if tool is None:
             known = ", ".join(self.registry.names())
             return "unknown_tool", f"no tool named '{call.name}'. Known tools: {known}."
-        refusal = self._refusal(call, tool)
-        if refusal is not None:
-            return refusal
-        timeout = tool.own_timeout_s or min(call.timeout_s or self.default_timeout_s, MAX_TIMEOUT_S)
-        token = current_run_id.set(call.run_id)
-        tree = current_run_tree.set(tuple(call.run_tree))
+        return self._refusal(call, tool)
+
+    def time_limit(self, call: ExecuteTool) -> float:
+        """How long `call` may run (a tool with its own limit gets that)."""
+        tool = self.registry.get(call.name)
+        own = tool.own_timeout_s if tool is not None else None
+        return own or min(call.timeout_s or self.default_timeout_s, MAX_TIMEOUT_S)
+
+    async def _run(self, call: ExecuteTool) -> tuple[str | None, str]:
+        refusal = self.refusal_for(call)
+        tool = self.registry.get(call.name)
+        if refusal is not None or tool is None:
+            return refusal or ("unknown_tool", f"no tool named '{call.name}'.")
+        timeout = self.time_limit(call)
+        tokens = (
+            current_run_id.set(call.run_id),
+            current_run_tree.set(tuple(call.run_tree)),
+            current_workspace.set(call.workspace),
+            current_key.set(call.idempotency_key),
+        )
         try:
             async with asyncio.timeout(timeout):
                 return None, await tool.run(call.args)
@@ -109,8 +130,10 @@ class Executor:
             log.exception("tool %s raised", call.name)
             return "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
         finally:
-            current_run_id.reset(token)
-            current_run_tree.reset(tree)
+            current_run_id.reset(tokens[0])
+            current_run_tree.reset(tokens[1])
+            current_workspace.reset(tokens[2])
+            current_key.reset(tokens[3])
 
 
 __all__ = ["MAX_TIMEOUT_S", "Executor"]

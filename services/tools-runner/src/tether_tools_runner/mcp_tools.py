@@ -4,27 +4,32 @@ URL) is connected with the official `mcp` SDK and contributes `mcp.<server>.<too
 Annotations map onto the catalogue: `readOnlyHint` → scope read, `destructiveHint` →
 scope delete, `openWorldHint` false → reach instance, anything else (and an unannotated
 tool) → reach external with an unclassified effect. A server that dies is restarted with
-back-off, and its tools stay in the catalogue marked `available=False` meanwhile."""
+back-off, and its tools stay in the catalogue marked `available=False` meanwhile.
+
+Each call carries its idempotency key (`run_id:call_id`) in the request's `_meta` under
+`tether/idempotency-key`, so a server with effects of its own can keep to once too."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, cast
 
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import get_default_environment
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from mcp.types import Tool as McpTool
 
 from tether_common.messages.tools import Reach, Scope, ToolDescriptor
+from tether_tools_runner.context import current_key
 from tether_tools_runner.settings import McpServer
 from tether_tools_runner.tool import Registry, Tool, ToolFailure, ToolFn
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
+IDEMPOTENCY_META_KEY = "tether/idempotency-key"
 
 
 def descriptor_for(server: str, tool: McpTool, *, trusted: bool = False) -> ToolDescriptor:
@@ -151,8 +156,11 @@ class McpLink:
                 raise ToolFailure(
                     "mcp_unavailable", f"MCP server {self.config.name} is down; it is restarting."
                 )
+            key = current_key.get()
+            # An open map (extra keys round-trip), which mypy's TypedDict cannot express.
+            meta = cast(RequestParamsMeta, {IDEMPOTENCY_META_KEY: key}) if key else None
             try:
-                result = await client.call_tool(remote_name, args)
+                result = await client.call_tool(remote_name, args, meta=meta)
             except MCPError as exc:
                 self._broken.set()
                 raise ToolFailure("mcp_error", f"MCP server {self.config.name}: {exc}.") from None
@@ -180,4 +188,4 @@ class McpHub:
         self._tasks = []
 
 
-__all__ = ["McpHub", "McpLink", "descriptor_for"]
+__all__ = ["IDEMPOTENCY_META_KEY", "McpHub", "McpLink", "descriptor_for"]

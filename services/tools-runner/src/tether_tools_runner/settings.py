@@ -11,6 +11,11 @@ from pydantic_settings import SettingsConfigDict
 from tether_common.settings import HttpSettings
 
 SearchProvider = Literal["brave", "tavily", "serper", "searxng"]
+# `shared`: every run works in the workspace root itself (one user's project folder).
+# `per_tree`: each run tree (a run and its sub-agents) gets its own folder under the root,
+# which only it can reach: the layout for many users, and for many replicas sharing one
+# volume.
+WorkspaceLayout = Literal["shared", "per_tree"]
 
 
 class McpServer(BaseModel):
@@ -33,6 +38,13 @@ class RunnerSettings(HttpSettings):
 
     http_port: int = 8704
     workspace: Path = Field(default_factory=lambda: Path.home() / ".tether" / "workspace")
+    workspace_layout: WorkspaceLayout = "shared"
+    # A replica running a non-idempotent call renews its claim on the call's key this
+    # often (a third of the lease); a claim not renewed for `effect_lease_s` belonged to a
+    # replica that died, and a repeat of its key is answered `in_doubt`.
+    effect_lease_s: float = Field(default=10.0, ge=1, le=300)
+    # Recorded outcomes and read revisions older than this are swept.
+    effects_retention_s: float = Field(default=7 * 86400.0, ge=3600)
     default_timeout_s: float = Field(default=30.0, gt=0, le=120)
     # Per tool, the weakest sandbox level it may run under, e.g. {"shell": "bwrap"}.
     min_sandbox: dict[str, str] = Field(default_factory=lambda: {"shell": "bwrap"})

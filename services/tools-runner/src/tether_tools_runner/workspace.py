@@ -3,20 +3,23 @@ root (`Workspace.parts`), and every open, listing, walk and write then happens b
 root's fd through `tether_common.safety.beneath` - never by a path string, so a folder
 swapped for a symlink mid-call cannot lead outside.
 
-The I/O half (`root_fd`, `read_file`, `walk`, `write_file`) runs where `FileWorkers`
+The I/O half (`opened`, `read_file`, `walk`, `write_file`) runs where `FileWorkers`
 puts it: in a worker process acting as the sandbox user when the runner is root. Those
-functions take and return plain values; `guarded` turns every failure into a `Failed`
-value, because an exception need not survive the trip back from a worker.
+functions take and return plain values (a `Place` names the call's folder); `guarded`
+turns every failure into a `Failed` value, because an exception need not survive the
+trip back from a worker. Which folder a call works in (the root, or its run tree's
+folder under it) is `folders.py`'s part.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, ParamSpec, TypeVar
 
@@ -57,11 +60,26 @@ class Entry:
     size: int
 
 
-class Workspace:
-    """The root and how paths in it are named; no I/O (that is the workers' part)."""
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where one call's file I/O happens: beneath the workspace root, in `folder` (its run
+    tree's folder) or, with none, in the root itself. Plain values: sent to workers."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    root: str
+    folder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """A call's workspace folder and how paths in it are named; no I/O (that is the
+    workers' part). `root` is the folder itself; `place` how a worker reaches it."""
+
+    root: Path
+    place: Place = field(default=Place(""))
+
+    def __post_init__(self) -> None:
+        if not self.place.root:  # the shared layout: the folder is the root
+            object.__setattr__(self, "place", Place(str(self.root)))
 
     def parts(self, path: str) -> Parts:
         try:
@@ -91,8 +109,24 @@ def root_fd(root: str) -> int:
     return fd
 
 
-def read_file(root: str, parts: Parts, *, limit: int = MAX_READ_BYTES) -> bytes:
-    fd = open_beneath(root_fd(root), parts, kind="file")
+@contextlib.contextmanager
+def opened(place: Place) -> Iterator[int]:
+    """The fd of the call's folder: the root's own (kept open), or its run tree's folder
+    opened beneath it by fd, refusing a symlink, for the length of the call."""
+    top = root_fd(place.root)
+    if place.folder is None:
+        yield top
+        return
+    fd = open_beneath(top, (place.folder,), kind="dir")
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read_file(place: Place, parts: Parts, *, limit: int = MAX_READ_BYTES) -> bytes:
+    with opened(place) as base:
+        fd = open_beneath(base, parts, kind="file")
     try:
         return _read_capped(fd, parts, limit)
     finally:
@@ -120,9 +154,10 @@ def decode_text(data: bytes, parts: Parts) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def write_file(root: str, parts: Parts, data: bytes) -> bool:
+def write_file(place: Place, parts: Parts, data: bytes) -> bool:
     """Replace or create the file (and its missing folders); True when it existed."""
-    dir_fd, name = open_parent(root_fd(root), parts, create=True)
+    with opened(place) as base:
+        dir_fd, name = open_parent(base, parts, create=True)
     try:
         return replace_file(dir_fd, name, data)
     finally:
@@ -230,10 +265,12 @@ __all__ = [
     "Entry",
     "Failed",
     "Parts",
+    "Place",
     "Workspace",
     "decode_text",
     "excluded",
     "guarded",
+    "opened",
     "read_child",
     "read_file",
     "root_fd",

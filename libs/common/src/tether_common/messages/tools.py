@@ -41,6 +41,19 @@ class Catalog(WireModel):
     sandbox_level: str = "none"
 
 
+# A workspace folder's name: one plain path component (never `.`/`..`, never a slash).
+WORKSPACE_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$"
+IN_DOUBT = "in_doubt"  # a keyed call started before and its outcome was never recorded
+# A keyed call not started because the runner could not record that it starts.
+EFFECTS_UNAVAILABLE = "effects_unavailable"
+
+
+def effect_key(run_id: str, call_id: str) -> str:
+    """The idempotency key of one tool call: the same call of the same run, sent again
+    (a retry, a takeover), is the same effect."""
+    return f"{run_id}:{call_id}"
+
+
 class ExecuteTool(WireModel):
     run_id: str
     # The run's tree (parent and children): who else may read outputs this run reads.
@@ -49,6 +62,17 @@ class ExecuteTool(WireModel):
     name: str
     args: dict[str, Any]
     timeout_s: float | None = Field(default=None, gt=0, le=600)
+    # The three below were added in place (version 1): an older brain sends none, and its
+    # calls run unkeyed, in the run's own folder.
+    # `effect_key(run_id, call_id)`: a non-idempotent call is run at most once per key;
+    # a repeat gets the recorded result (or `in_doubt`).
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=300)
+    # Only an operator's "run it again" on an in-doubt card: take over a key whose first
+    # run stopped without a recorded outcome (a recorded outcome is still replayed).
+    retry_in_doubt: bool = False
+    # The run tree's workspace folder (the root run's id; children share it). Used when
+    # the runner keeps one folder per run tree; None: the run's own id.
+    workspace: str | None = Field(default=None, pattern=WORKSPACE_PATTERN)
 
 
 class ToolResult(WireModel):

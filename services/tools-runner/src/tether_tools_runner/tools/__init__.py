@@ -8,7 +8,8 @@ import httpx
 
 from tether_tools_runner.fetch import Fetcher, PublicGuard
 from tether_tools_runner.file_workers import FileWorkers
-from tether_tools_runner.revisions import RevisionBook
+from tether_tools_runner.folders import Workspaces
+from tether_tools_runner.revisions import RevisionBook, Revisions
 from tether_tools_runner.sandbox import Attestation, SandboxLimits
 from tether_tools_runner.sandbox.identity import sandbox_user
 from tether_tools_runner.settings import RunnerSettings
@@ -20,16 +21,16 @@ from tether_tools_runner.tools.files_write import write_tools
 from tether_tools_runner.tools.shell import shell_tools
 from tether_tools_runner.tools.web_fetch import web_fetch_tools
 from tether_tools_runner.tools.web_search import web_search_tools
-from tether_tools_runner.workspace import Workspace
 
 
 @dataclass
 class Builtins:
-    """What the built-in tools need; tests replace the fetcher or the search transport."""
+    """What the built-in tools need; tests replace the fetcher or the search transport.
+    `book` is in memory unless the app gives the stored one (shared by replicas)."""
 
     settings: RunnerSettings
     attestation: Attestation
-    book: RevisionBook = field(default_factory=RevisionBook)
+    book: Revisions = field(default_factory=RevisionBook)
     fetcher: Fetcher | None = None
     search_transport: httpx.AsyncBaseTransport | None = None
     workers: FileWorkers | None = None
@@ -46,8 +47,12 @@ class Builtins:
         if self.workers is not None:
             self.workers.close()
 
+    def workspaces(self) -> Workspaces:
+        user = sandbox_user(self.settings.sandbox_uid, self.settings.sandbox_gid)
+        return Workspaces(self.settings.workspace, self.settings.workspace_layout, user)
+
     def tools(self) -> list[Tool]:
-        workspace = Workspace(self.settings.workspace)
+        workspace = self.workspaces()
         workers = self.file_workers()
         fetcher = self.fetcher or Fetcher(
             PublicGuard(),

@@ -17,17 +17,18 @@ from tether_common.patterns import compile_pattern as compile_user_pattern
 from tether_common.safety.beneath import open_beneath, open_parent
 from tether_tools_runner.context import current_run_id
 from tether_tools_runner.file_workers import FileWorkers
-from tether_tools_runner.revisions import RevisionBook, revision_of
+from tether_tools_runner.folders import Workspaces
+from tether_tools_runner.revisions import Revisions, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
 from tether_tools_runner.workspace import (
     Entry,
     Parts,
-    Workspace,
+    Place,
     decode_text,
     guarded,
+    opened,
     read_child,
     read_file,
-    root_fd,
     shown,
     walk,
 )
@@ -136,17 +137,18 @@ FILE_SEARCH = ToolDescriptor(
 
 
 class ReadTools:
-    def __init__(self, workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> None:
-        self.workspace = workspace
+    def __init__(self, workspaces: Workspaces, workers: FileWorkers, book: Revisions) -> None:
+        self.workspaces = workspaces
         self.workers = workers
         self.book = book
 
     async def read(self, args: dict[str, Any]) -> str:
-        parts = self.workspace.parts(args["path"])
-        data = await self.workers.run(read_op, str(self.workspace.root), parts)
+        workspace = self.workspaces.current()
+        parts = workspace.parts(args["path"])
+        data = await self.workers.run(read_op, workspace.place, parts)
         text = decode_text(data, parts)
         revision = revision_of(data)
-        self.book.record(current_run_id.get(), shown(parts), revision)
+        await self.book.record(current_run_id.get(), shown(parts), revision)
         lines = text.splitlines()
         first = int(args.get("offset", 1))
         chosen = lines[first - 1 : first - 1 + int(args.get("limit", MAX_LINES))]
@@ -156,21 +158,21 @@ class ReadTools:
         return f"{head}\n{body}" if chosen else f"{head}\n(no lines in this range)"
 
     async def listing(self, args: dict[str, Any]) -> str:
-        parts = self.workspace.parts(args.get("path", "."))
+        workspace = self.workspaces.current()
+        parts = workspace.parts(args.get("path", "."))
         excludes = tuple(args.get("exclude", DEFAULT_EXCLUDES))
         recursive = bool(args.get("recursive", False))
-        entries = await self.workers.run(
-            list_op, str(self.workspace.root), parts, recursive, excludes
-        )
+        entries = await self.workers.run(list_op, workspace.place, parts, recursive, excludes)
         lines = [_entry_line(entry) for entry in entries[:MAX_LIST]]
         more = f"\n… {len(entries) - MAX_LIST} more not shown" if len(entries) > MAX_LIST else ""
         return "\n".join(lines) + more if lines else "(empty folder)"
 
     async def search(self, args: dict[str, Any]) -> str:
-        parts = self.workspace.parts(args.get("path", "."))
+        workspace = self.workspaces.current()
+        parts = workspace.parts(args.get("path", "."))
         hits = await self.workers.run(
             search_op,
-            str(self.workspace.root),
+            workspace.place,
             parts,
             SearchQuery(
                 pattern=args["pattern"],
@@ -209,13 +211,14 @@ def compile_pattern(query: SearchQuery) -> UserPattern:
 
 
 @guarded
-def read_op(root: str, parts: Parts) -> bytes:
-    return read_file(root, parts)
+def read_op(place: Place, parts: Parts) -> bytes:
+    return read_file(place, parts)
 
 
 @guarded
-def list_op(root: str, parts: Parts, recursive: bool, excludes: tuple[str, ...]) -> list[Entry]:
-    fd = open_beneath(root_fd(root), parts, kind="dir")
+def list_op(place: Place, parts: Parts, recursive: bool, excludes: tuple[str, ...]) -> list[Entry]:
+    with opened(place) as base:
+        fd = open_beneath(base, parts, kind="dir")
     try:
         found: list[Entry] = []
         for _, entry in walk(fd, parts, recursive=recursive, excludes=excludes):
@@ -228,13 +231,13 @@ def list_op(root: str, parts: Parts, recursive: bool, excludes: tuple[str, ...])
 
 
 @guarded
-def search_op(root: str, parts: Parts, query: SearchQuery) -> list[str]:
+def search_op(place: Place, parts: Parts, query: SearchQuery) -> list[str]:
     pattern = compile_pattern(query)
-    top = root_fd(root)
-    try:
-        fd = open_beneath(top, parts, kind="dir")
-    except NotADirectoryError:
-        return _search_file(top, parts, pattern)
+    with opened(place) as top:
+        try:
+            fd = open_beneath(top, parts, kind="dir")
+        except NotADirectoryError:
+            return _search_file(top, parts, pattern)
     try:
         hits: list[str] = []
         for dir_fd, entry in walk(fd, parts, recursive=True, excludes=DEFAULT_EXCLUDES):
@@ -278,8 +281,8 @@ def _glob(parts: Parts, pattern: str) -> bool:
     return fnmatch.fnmatch(parts[-1], pattern) or fnmatch.fnmatch("/".join(parts), pattern)
 
 
-def read_tools(workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> list[Tool]:
-    tools = ReadTools(workspace, workers, book)
+def read_tools(workspaces: Workspaces, workers: FileWorkers, book: Revisions) -> list[Tool]:
+    tools = ReadTools(workspaces, workers, book)
     return [
         Tool(FILE_READ, tools.read),
         Tool(FILE_LIST, tools.listing),

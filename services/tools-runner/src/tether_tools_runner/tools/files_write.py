@@ -14,15 +14,16 @@ from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety.beneath import open_parent, replace_file
 from tether_tools_runner.context import current_run_id
 from tether_tools_runner.file_workers import FileWorkers
-from tether_tools_runner.revisions import RevisionBook, revision_of
+from tether_tools_runner.folders import Workspaces
+from tether_tools_runner.revisions import Revisions, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
 from tether_tools_runner.workspace import (
     Parts,
-    Workspace,
+    Place,
     decode_text,
     guarded,
+    opened,
     read_child,
-    root_fd,
     shown,
     write_file,
 )
@@ -90,32 +91,34 @@ FILE_EDIT = ToolDescriptor(
 
 
 class WriteTools:
-    def __init__(self, workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> None:
-        self.workspace = workspace
+    def __init__(self, workspaces: Workspaces, workers: FileWorkers, book: Revisions) -> None:
+        self.workspaces = workspaces
         self.workers = workers
         self.book = book
 
     async def write(self, args: dict[str, Any]) -> str:
-        parts = self.workspace.parts(args["path"])
+        workspace = self.workspaces.current()
+        parts = workspace.parts(args["path"])
         if not parts:
             raise ToolFailure("path_denied", "the workspace root itself cannot be written.")
         data = str(args["content"]).encode()
-        existed = await self.workers.run(write_op, str(self.workspace.root), parts, data)
+        existed = await self.workers.run(write_op, workspace.place, parts, data)
         revision = revision_of(data)
-        self.book.record(current_run_id.get(), shown(parts), revision)
+        await self.book.record(current_run_id.get(), shown(parts), revision)
         verb = "replaced" if existed else "created"
         return f"{verb} {shown(parts)} ({len(data)} bytes; {revision})"
 
     async def edit(self, args: dict[str, Any]) -> str:
-        parts = self.workspace.parts(args["path"])
+        workspace = self.workspaces.current()
+        parts = workspace.parts(args["path"])
         change = Change(
             old=str(args["old_text"]),
             new=str(args["new_text"]),
             replace_all=bool(args.get("replace_all", False)),
-            seen=self.book.seen(current_run_id.get(), shown(parts)),
+            seen=await self.book.seen(current_run_id.get(), shown(parts)),
         )
-        count, revision = await self.workers.run(edit_op, str(self.workspace.root), parts, change)
-        self.book.record(current_run_id.get(), shown(parts), revision)
+        count, revision = await self.workers.run(edit_op, workspace.place, parts, change)
+        await self.book.record(current_run_id.get(), shown(parts), revision)
         return f"edited {shown(parts)}: {count} replacement(s) ({revision})"
 
 
@@ -130,15 +133,16 @@ class Change:
 
 
 @guarded
-def write_op(root: str, parts: Parts, data: bytes) -> bool:
-    return write_file(root, parts, data)
+def write_op(place: Place, parts: Parts, data: bytes) -> bool:
+    return write_file(place, parts, data)
 
 
 @guarded
-def edit_op(root: str, parts: Parts, change: Change) -> tuple[int, str]:
+def edit_op(place: Place, parts: Parts, change: Change) -> tuple[int, str]:
     """Read, check the revision, replace, write back - all within one folder fd, so the
     file read is the file written."""
-    dir_fd, name = open_parent(root_fd(root), parts, create=False)
+    with opened(place) as base:
+        dir_fd, name = open_parent(base, parts, create=False)
     try:
         data = read_child(dir_fd, name, parts)
         decode_text(data, parts)  # a binary file is refused as file_read refuses it
@@ -181,8 +185,8 @@ def _replaced(data: bytes, change: Change) -> tuple[str, int]:
     return text.replace(change.old, change.new), count
 
 
-def write_tools(workspace: Workspace, workers: FileWorkers, book: RevisionBook) -> list[Tool]:
-    tools = WriteTools(workspace, workers, book)
+def write_tools(workspaces: Workspaces, workers: FileWorkers, book: Revisions) -> list[Tool]:
+    tools = WriteTools(workspaces, workers, book)
     return [Tool(FILE_WRITE, tools.write), Tool(FILE_EDIT, tools.edit)]
 
 

@@ -12,9 +12,9 @@ from opentelemetry import trace
 
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety import classify
+from tether_tools_runner.folders import Workspaces
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, describe, run_sandboxed
 from tether_tools_runner.tool import Tool, ToolFailure
-from tether_tools_runner.workspace import Workspace
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 120.0
@@ -55,9 +55,9 @@ SHELL = ToolDescriptor(
 
 class ShellTool:
     def __init__(
-        self, workspace: Workspace, attestation: Attestation, limits: SandboxLimits
+        self, workspaces: Workspaces, attestation: Attestation, limits: SandboxLimits
     ) -> None:
-        self.workspace = workspace
+        self.workspaces = workspaces
         self.attestation = attestation
         self.limits = limits
 
@@ -70,7 +70,7 @@ class ShellTool:
         limits = dataclasses.replace(self.limits, cpu_s=math.ceil(timeout) + 1)
         outcome = await run_sandboxed(
             command,
-            self.workspace.root,
+            self.workspaces.current().root,
             attestation=self.attestation,
             timeout_s=timeout,
             limits=limits,
@@ -99,9 +99,9 @@ class ShellTool:
 
 
 def shell_tools(
-    workspace: Workspace, attestation: Attestation, limits: SandboxLimits
+    workspaces: Workspaces, attestation: Attestation, limits: SandboxLimits
 ) -> list[Tool]:
-    runner = ShellTool(workspace, attestation, limits)
+    runner = ShellTool(workspaces, attestation, limits)
     return [Tool(SHELL, runner.run, own_timeout_s=MAX_TIMEOUT_S + 10)]
 
 

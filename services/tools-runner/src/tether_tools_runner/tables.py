@@ -1,0 +1,42 @@
+"""The tools-runner's tables: the outcome of each keyed non-idempotent call, and which
+revision of which file each run has read (shared by every replica)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, DateTime, Index, Integer, MetaData, String, Table, Text, func
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+effects = Table(
+    "tool_effects",
+    metadata,
+    Column("key", Text, primary_key=True),  # `run_id:call_id`
+    Column("run_id", Text, nullable=False, index=True),
+    Column("tool", Text, nullable=False),
+    # sha256 of the tool name and canonical arguments: a key sent again with another call
+    # is refused, never answered with this call's outcome.
+    Column("digest", String(64), nullable=False),
+    # Raised when an operator's "run it again" takes over a claim left without an outcome;
+    # the outcome is written only by the holder of the current attempt.
+    Column("attempt", Integer, nullable=False, server_default="1"),
+    Column("replica", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Renewed by the running replica; a lapsed lease with no outcome is in doubt.
+    Column("lease_until", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("result", JSONB, nullable=True),  # the ToolResult as answered
+    Index("ix_tool_effects_started_at", "started_at"),
+)
+
+revisions = Table(
+    "file_revisions",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("revision", String(80), nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_file_revisions_seen_at", "seen_at"),
+)
+
+__all__ = ["effects", "metadata", "revisions"]
