@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -24,6 +25,10 @@ MAX_DIGEST_CHARS = 3500
 LINE_CHARS = 200  # each quoted line is cut here
 SCAN_WINDOW = 8 * 1024 * 1024  # outputs larger than twice this are scanned at both ends
 JSON_SKETCH_CAP = 8 * 1024 * 1024  # larger JSON is digested as text: parsing costs too much
+# Arrays nested deeper than this are sketched as `[N x ...]` (objects stop at 3).
+MAX_SKETCH_DEPTH = 12
+# A key the digest may write as `.key` in a JSONPath; any other is written `["key"]`.
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_ERROR_LINES = 12
 MAX_WARNING_LINES = 6
 
@@ -88,7 +93,7 @@ def _utf8(head: bytes) -> bool:
 def _parses(data: bytes) -> bool:
     try:
         json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python recurses: text
         return False
     return True
 
@@ -161,6 +166,8 @@ def sketch(value: Any, depth: int = 0) -> str:
         more = f", ...+{len(value) - 12} keys" if len(value) > 12 else ""
         return "{" + ", ".join(items) + more + "}"
     if isinstance(value, list):
+        if depth >= MAX_SKETCH_DEPTH:
+            return f"[{len(value)} x ...]"
         inner = sketch(value[0], depth + 1) if value else ""
         return f"[{len(value)} x {inner}]" if value else "[]"
     if value is None:
@@ -168,15 +175,21 @@ def sketch(value: Any, depth: int = 0) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), "?")
 
 
+def member(key: str) -> str:
+    """The JSONPath step to `key` (RFC 9535): `.key` for a plain name, else `["key"]`
+    (a JSON string is also a JSONPath string literal)."""
+    return f".{key}" if PLAIN_NAME.fullmatch(key) else f"[{json.dumps(key)}]"
+
+
 def first_array(value: Any, path: str = "$") -> tuple[str, list[Any]] | None:
     """The first non-empty array met walking the document (breadth first), with its path."""
-    queue: list[tuple[str, Any]] = [(path, value)]
+    queue: deque[tuple[str, Any]] = deque([(path, value)])
     while queue:
-        where, item = queue.pop(0)
+        where, item = queue.popleft()
         if isinstance(item, list) and item:
             return where, item
         if isinstance(item, dict):
-            queue.extend((f"{where}.{k}", v) for k, v in item.items())
+            queue.extend((where + member(k), v) for k, v in item.items())
     return None
 
 

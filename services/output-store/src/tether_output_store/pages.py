@@ -11,7 +11,7 @@ import bisect
 import itertools
 from contextlib import aclosing
 
-from tether_common.errors import MessageError
+from tether_common.errors import ErrorCode, MessageError
 from tether_common.messages.outputs import OutputPage, PageMode, QueryOutput
 from tether_output_store.store import OutputStore, StoredOutput
 
@@ -118,13 +118,18 @@ async def bytes_page(store: OutputStore, stored: StoredOutput, query: QueryOutpu
     )
 
 
-async def whole(store: OutputStore, stored: StoredOutput, cap: int, mode: PageMode) -> bytes:
-    """The whole content, for queries that must parse it (JSON, CSV); refused above `cap`."""
+def check_size(stored: StoredOutput, cap: int, mode: PageMode) -> None:
+    """Refuse to parse an output larger than `cap` (JSON and CSV queries parse it whole)."""
     if stored.size > cap:
         raise MessageError(
             f'output is {stored.size} bytes; mode "{mode}" parses at most {cap}. '
             'Use mode "grep" or "lines" instead.',
-            code="too_large",
+            code=ErrorCode.TOO_LARGE,
         )
+
+
+async def whole(store: OutputStore, stored: StoredOutput, cap: int, mode: PageMode) -> bytes:
+    """The whole content, for queries that must parse it (JSON, CSV); refused above `cap`."""
+    check_size(stored, cap, mode)
     parts = [piece async for piece in store.iter_chunks(stored)]
     return b"".join(parts)

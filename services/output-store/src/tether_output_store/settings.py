@@ -31,5 +31,7 @@ class OutputSettings(HttpSettings):
     upload_ttl_s: float = Field(default=3600.0, gt=0, description="An uncommitted upload dies.")
     gc_interval_s: float = Field(default=300.0, gt=0)
     tombstone_days: float = Field(default=30.0, ge=0, description="How long `expired` answers.")
-    grep_budget_s: float = Field(default=5.0, gt=0, le=60)
+    grep_budget_s: float = Field(
+        default=5.0, gt=0, le=60, description="How long a grep or json query may run."
+    )
     parse_cap_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)

@@ -1,0 +1,49 @@
+"""`python -m tether_output_store.json_worker SPEC`: run a JSON path over stdin.
+
+Runs apart from the service because a path over a large document (a descent, a filter
+per element) can take long; the parent kills it when its budget runs out. Its memory is
+capped too (`RLIMIT_AS`). Writes one JSON object: `{"text", "note"}`, or `{"error",
+"message"}`.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import IO, Any
+
+from tether_common.errors import ErrorCode, MessageError
+from tether_output_store.jsonpath import select
+
+
+def answer(spec: dict[str, Any], source: IO[bytes]) -> dict[str, Any]:
+    try:
+        document = json.loads(source.read())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {"error": ErrorCode.NOT_JSON, "message": f"output is not JSON: {exc}"}
+    except RecursionError:
+        message = "output is JSON nested too deeply to query; page it by lines instead"
+        return {"error": ErrorCode.TOO_LARGE, "message": message}
+    try:
+        found = select(document, spec["path"], max_bytes=spec["max_bytes"])
+    except MessageError as exc:
+        return {"error": exc.code, "message": exc.message}
+    return {"text": found.text, "note": found.note}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    limit = int(spec["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    try:
+        record = answer(spec, sys.stdin.buffer)
+    except MemoryError:
+        message = "the query needed more memory than a query may use; narrow the path"
+        record = {"error": ErrorCode.TOO_LARGE, "message": message}
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
