@@ -10,7 +10,6 @@ import pytest
 from tether_common.messages.gateway import ChatMessage, ErrorEvent, GenerateRequest
 from tether_gateway.providers import OpenAIProvider
 from tether_gateway.providers.http import (
-    ServerSentEvent,
     error_detail,
     parse_retry_after,
     sse_events,
@@ -21,6 +20,7 @@ from tether_gateway.settings import GatewaySettings
 from tether_gateway.testing import FakeUpstream, RecordingSleep, Reply, collect
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+EVENT_STREAM = {"content-type": "text/event-stream; charset=utf-8"}
 
 
 @pytest.mark.parametrize(
@@ -95,12 +95,25 @@ async def test_the_sse_reader_follows_the_specification() -> None:
         b"id: 3\nretry: 10\n\n"
         b"data: cut off at the end"
     )
-    response = httpx.Response(200, content=body)
-    events = [event async for event in sse_events(response)]
-    assert events == [
-        ServerSentEvent("first", "line one\nline two"),
-        ServerSentEvent("message", "no space"),
+    response = httpx.Response(200, content=body, headers=EVENT_STREAM)
+    events = [(event.event, event.data) async for event in sse_events(response)]
+    assert events == [("first", "line one\nline two"), ("message", "no space")]
+
+
+async def test_a_body_that_is_not_an_event_stream_is_a_bad_response(
+    upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
+) -> None:
+    # A proxy answering 200 with its own page instead of the provider's stream.
+    page = Reply(pieces=[b"<html>login</html>"], headers={"content-type": "text/html"})
+    upstream.queue(page)
+    request = GenerateRequest(
+        run_id="r", provider="openai", model="m", messages=[ChatMessage(role="user", content="hi")]
+    )
+    events = await collect(OpenAIProvider(settings, client).generate(request))
+    assert [(e.kind, getattr(e, "code", None)) for e in events] == [
+        ("error", "provider_bad_response")
     ]
+    assert "text/event-stream" in getattr(events[0], "message", "")
 
 
 async def test_a_retry_after_longer_than_allowed_is_reported_at_once(

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
+from httpx_sse import EventSource, ServerSentEvent, SSEError
 from pydantic import SecretStr
 
 from tether_common.errors import ProviderError
@@ -81,7 +82,10 @@ def status_error(
 
 
 def transport_error(provider: str, exc: httpx.HTTPError, timeout_s: float) -> UpstreamError:
-    """The error for a failure below HTTP: no connection, silence, a cut stream."""
+    """The error for a failure below HTTP: no connection, silence, a cut stream, a body
+    that is not the event stream asked for."""
+    if isinstance(exc, SSEError):
+        return bad_response(provider, str(exc))
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError):
         return UpstreamError(
             f"cannot connect to {provider}: {type(exc).__name__}",
@@ -164,30 +168,15 @@ def load_object(provider: str, text: str) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True, slots=True)
-class ServerSentEvent:
-    event: str
-    data: str
-
-
 async def sse_events(response: httpx.Response) -> AsyncIterator[ServerSentEvent]:
-    """The events of a `text/event-stream` body (WHATWG HTML §9.2.6); an event cut off by
-    the end of the body is dropped, as the specification says."""
-    event, data = "", list[str]()
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield ServerSentEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "event":
-            event = value
-        elif name == "data":
-            data.append(value)
+    """The events of a `text/event-stream` body, read by `httpx-sse` (WHATWG HTML
+    §9.2.6): an event cut off by the end of the body is dropped, and an event with no
+    data is not dispatched, as the specification says. A body of another content type
+    raises `SSEError`, which `transport_error` reports as `provider_bad_response`."""
+    async with aclosing(EventSource(response).aiter_sse()) as events:
+        async for event in events:
+            if event.data:
+                yield event
 
 
 async def json_lines(provider: str, response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
