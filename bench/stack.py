@@ -122,6 +122,7 @@ async def services(
     servers: tuple[Path, NatsServer, EmbeddedPostgres],
     extra_env: Mapping[str, str] | None = None,
     specs: tuple[ServiceSpec, ...] = SERVICES,
+    ready_timeout: float = 60.0,
 ) -> AsyncIterator[Stack]:
     """The given services on running servers, ready; stopped on the way out."""
     base, nats, pg = servers
@@ -132,7 +133,7 @@ async def services(
     db = await asyncpg.create_pool(pg.url, min_size=1, max_size=4)
     try:
         await supervisor.start()
-        await supervisor.wait_ready()
+        await supervisor.wait_ready(timeout=ready_timeout)
         pids = {"nats-server": nats.proc.pid if nats.proc else 0}
         pids["postgres"] = pg.postmaster_pid() or 0
         yield Stack(nats.url, pg.url, base, scripts, supervisor, db, pids)

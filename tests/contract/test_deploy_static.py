@@ -5,7 +5,9 @@ variables against the supervisor's service table and the settings classes."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from pydantic_settings import BaseSettings
 
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
+from tether_common.placeholders import placeholder_secrets
 from tether_common.settings import CommonSettings
 from tether_common.supervisor import SERVICES, ServiceSpec
 from tether_gateway.settings import GatewaySettings
@@ -105,3 +108,147 @@ def test_every_dockerfile_copies_every_workspace_member() -> None:
         for member in members:
             rel = member.relative_to(ROOT)
             assert f"COPY {rel}/pyproject.toml {rel}/" in text, (spec.name, rel)
+
+
+# Compose's variable forms: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}.
+INTERPOLATION = re.compile(r"\$\{(?P<name>[A-Z0-9_]+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
+TETHER_SERVICES = [s.name for s in SERVICES]
+SECRET_VAR = re.compile(r"(PASSWORD|TOKEN|KEY|SECRET)$")
+
+
+class MissingVariableError(Exception):
+    """Compose would stop: a `${VAR:?}` has no value."""
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """A compose value as compose would read it with `env` as its `.env`."""
+
+    def one(match: re.Match[str]) -> str:
+        name, op, arg = match["name"], match["op"] or "", match["arg"] or ""
+        value = env.get(name)
+        unset = value is None or (op.startswith(":") and value == "")
+        if op.endswith("?") and unset:
+            raise MissingVariableError(name)
+        return arg if unset and op.endswith("-") else (value or "")
+
+    return INTERPOLATION.sub(one, text)
+
+
+def variables(node: Any) -> list[tuple[str, str, str]]:
+    """Every `${…}` in the compose file's values (comments are not read): name, op, arg."""
+    if isinstance(node, dict):
+        return [v for child in node.values() for v in variables(child)]
+    if isinstance(node, list):
+        return [v for child in node for v in variables(child)]
+    return INTERPOLATION.findall(node) if isinstance(node, str) else []
+
+
+def env_example() -> dict[str, str]:
+    pairs = [line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines()]
+    return {p[0]: p[1] for p in pairs if len(p) == 2 and not p[0].startswith("#")}
+
+
+def service_env(compose: dict[str, Any], name: str, env: dict[str, str]) -> dict[str, str]:
+    raw = compose["services"][name].get("environment", {})
+    return {k: interpolate(str(v), env) for k, v in raw.items()}
+
+
+def test_env_example_gives_every_variable_compose_reads(compose: dict[str, Any]) -> None:
+    names = {name for name, _, _ in variables(compose)}
+    assert names == set(env_example()), names ^ set(env_example())
+
+
+def test_every_secret_comes_from_env_without_a_default(compose: dict[str, Any]) -> None:
+    """A secret is `${VAR:?…}`: compose stops without `.env`, never uses a known value."""
+    used = variables(compose)
+    for name, op, arg in used:
+        if SECRET_VAR.search(name) and not name.startswith("TETHER_GATEWAY_"):
+            assert op == ":?", f"{name} has a default ({op}{arg})"
+    # Provider keys are optional: empty is "not configured", never a shared value.
+    for name, op, arg in used:
+        if name.startswith("TETHER_GATEWAY_") and name.endswith("_KEY"):
+            assert (op, arg) == (":-", ""), name
+    with pytest.raises(MissingVariableError):
+        service_env(compose, "brain", {})
+
+
+@pytest.mark.parametrize("name", TETHER_SERVICES)
+def test_each_service_refuses_the_env_example_and_accepts_real_secrets(
+    compose: dict[str, Any], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.env.example` copied as is: the service's own start check names what to change;
+    with every change-me replaced it passes."""
+    example = env_example()
+    for var in [v for v in os.environ if v.startswith("TETHER_")]:
+        monkeypatch.delenv(var)
+    for var, value in service_env(compose, name, example).items():
+        monkeypatch.setenv(var, value)
+    refused = {p.setting for p in placeholder_secrets(CommonSettings(), SETTINGS[name]())}
+    assert {"TETHER_NATS_PASSWORD", "TETHER_DATABASE_URL", "TETHER_OPERATOR_TOKEN"} <= refused
+    filled = {k: secrets.token_hex(20) if v == "change-me" else v for k, v in example.items()}
+    for var, value in service_env(compose, name, filled).items():
+        monkeypatch.setenv(var, value)
+    assert placeholder_secrets(CommonSettings(), SETTINGS[name]()) == []
+
+
+def test_provider_keys_reach_the_gateway_only(compose: dict[str, Any]) -> None:
+    for name, entry in compose["services"].items():
+        if name != "gateway":
+            assert not [v for v in entry.get("environment", {}) if v.endswith("_API_KEY")], name
+    assert {"TETHER_GATEWAY_OPENAI_API_KEY", "TETHER_GATEWAY_ANTHROPIC_API_KEY"} <= set(
+        compose["services"]["gateway"]["environment"]
+    )
+
+
+def test_published_ports_listen_on_loopback_by_default(compose: dict[str, Any]) -> None:
+    published = 0
+    for name, entry in compose["services"].items():
+        for port in entry.get("ports", []):
+            assert isinstance(port, str), (name, port)  # the short form names the address
+            host_ip, host_port, container_port = interpolate(port, {}).rsplit(":", 2)
+            assert host_ip == "127.0.0.1", (name, port)
+            assert host_port == container_port
+            published += 1
+    assert published >= 4
+    assert "0.0.0.0" not in (ROOT / "docker-compose.yml").read_text()
+
+
+def test_the_runner_container_lets_bubblewrap_build_its_sandbox(compose: dict[str, Any]) -> None:
+    runner = compose["services"]["tools-runner"]
+    options = runner["security_opt"]
+    (seccomp,) = [o.split("=", 1)[1] for o in options if o.startswith("seccomp=")]
+    assert ROOT / seccomp == ROOT / "deploy" / "seccomp" / "tether-bwrap.json"
+    assert (ROOT / seccomp).is_file()
+    assert {"apparmor=unconfined", "systempaths=unconfined"} <= set(options)
+    assert "no-new-privileges:true" in options
+    assert runner["cap_drop"] == ["ALL"]
+    assert "cap_add" not in runner
+    assert "privileged" not in runner
+    # Only the runner is loosened.
+    for name, entry in compose["services"].items():
+        if name != "tools-runner":
+            assert "security_opt" not in entry, name
+
+
+def final_stage(dockerfile: Path) -> str:
+    return dockerfile.read_text().rsplit("\nFROM ", 1)[1]
+
+
+def test_the_runner_image_gives_the_service_user_its_workspace(compose: dict[str, Any]) -> None:
+    stage = final_stage(ROOT / "services" / "tools-runner" / "Dockerfile")
+    assert "install -d -o tether -g tether -m 0750 /workspace" in stage
+    install = stage.index("install -d -o tether")
+    assert stage.index("useradd") < install < stage.index("USER tether")
+    runner = compose["services"]["tools-runner"]
+    assert runner["environment"]["TETHER_RUNNER_WORKSPACE"] == "/workspace"
+    assert "workspace:/workspace" in runner["volumes"]
+
+
+def test_the_brain_image_ships_the_project_skills() -> None:
+    stage = final_stage(ROOT / "services" / "brain" / "Dockerfile")
+    assert "WORKDIR /app" in stage
+    assert "COPY skills /app/skills" in stage
+    # The brain reads `skills/` relative to its working directory, after $TETHER_HOME's.
+    defaults = BrainSettings.model_fields["skill_folders"].get_default(call_default_factory=True)
+    assert Path("skills") in defaults
+    assert list((ROOT / "skills").glob("*/SKILL.md"))

@@ -10,6 +10,8 @@ patches chosen by kind and name. Any other kustomization field fails the test lo
 from __future__ import annotations
 
 import copy
+import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from pydantic_settings import BaseSettings
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
 from tether_common.natsauth import USERS, EnvRef, password_env, render_config
+from tether_common.placeholders import placeholder_secrets
 from tether_common.settings import CommonSettings
 from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, ServiceSpec
@@ -330,3 +333,94 @@ def test_dev_runs_one_of_each_and_prod_three_brains() -> None:
     pdb = find(dev, "PodDisruptionBudget", "tether-brain")["spec"]
     assert pdb == pdb | {"maxUnavailable": 1}
     assert "minAvailable" not in pdb
+
+
+SECCOMP_PROFILE = ROOT / "deploy" / "seccomp" / "tether-bwrap.json"
+KUBELET_SECCOMP_ROOT = Path("/var/lib/kubelet/seccomp")
+PUBLIC_SERVICES = {"tether-brain", "tether-approvals", "tether-output-store"}
+
+
+def test_the_runner_seccomp_profile_is_installed_on_every_node(base: list[Doc]) -> None:
+    """The Localhost profile the runner pods name exists on the node: a DaemonSet copies
+    the ConfigMap holding deploy/seccomp/tether-bwrap.json into the kubelet's folder."""
+    runner = find(base, "Deployment", "tether-tools-runner")["spec"]["template"]["spec"]
+    wanted = runner["containers"][0]["securityContext"]["seccompProfile"]
+    assert wanted["type"] == "Localhost"
+    config_map = find(base, "ConfigMap", "tether-seccomp-profile")
+    (name,) = config_map["data"]
+    assert config_map["data"][name] == SECCOMP_PROFILE.read_text()
+    installer = find(base, "DaemonSet", "tether-seccomp-installer")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in installer["volumes"]}
+    assert volumes["profile"]["configMap"]["name"] == "tether-seccomp-profile"
+    host = volumes["kubelet-seccomp"]["hostPath"]["path"]
+    (init,) = installer["initContainers"]
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    script = init["command"][-1]
+    assert f"{mounts['kubelet-seccomp']}/{name}" in script
+    assert f"{mounts['profile']}/{name}" in script
+    assert KUBELET_SECCOMP_ROOT / wanted["localhostProfile"] == Path(host) / name
+    for container in [init, *installer["containers"]]:
+        context = container["securityContext"]
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["readOnlyRootFilesystem"] is True
+    assert installer["automountServiceAccountToken"] is False
+
+
+def container_env(docs: list[Doc], container: Doc) -> dict[str, str]:
+    """The environment a container starts with, from its ConfigMaps and Secrets."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        ref = source.get("configMapRef") or source["secretRef"]
+        kind = "ConfigMap" if "configMapRef" in source else "Secret"
+        found = find(docs, kind, ref["name"])
+        env |= (found.get("data") or {}) | (found.get("stringData") or {})
+    for entry in container.get("env", []):
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+        elif ref := entry["valueFrom"].get("secretKeyRef"):
+            env[entry["name"]] = find(docs, "Secret", ref["name"])["stringData"][ref["key"]]
+    return env
+
+
+@pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
+def test_each_service_refuses_the_shipped_placeholder_secrets(
+    base: list[Doc], spec: ServiceSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Applied as shipped, every pod stops at start naming what to fill in; with the
+    REPLACE-ME values replaced it starts."""
+    shipped = container_env(base, container_of(base, spec))
+
+    def refused(env: dict[str, str]) -> set[str]:
+        for var in [v for v in os.environ if v.startswith("TETHER_")]:
+            monkeypatch.delenv(var)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
+        found = placeholder_secrets(CommonSettings(), SETTINGS[spec.name]())
+        return {p.setting for p in found}
+
+    assert "TETHER_NATS_PASSWORD" in refused(shipped)
+    filled = {k: v.replace("REPLACE-ME", secrets.token_hex(20)) for k, v in shipped.items()}
+    assert refused(filled) == set()
+
+
+def test_the_ingress_example_reaches_only_the_public_apis() -> None:
+    prod = build(K8S / "overlays/prod")
+    (ingress,) = [d for d in prod if d["kind"] == "Ingress"]
+    spec = ingress["spec"]
+    hosts = {rule["host"] for rule in spec["rules"]}
+    (tls,) = spec["tls"]
+    assert set(tls["hosts"]) == hosts
+    backends = set()
+    for rule in spec["rules"]:
+        for path in rule["http"]["paths"]:
+            service = path["backend"]["service"]
+            ports = find(prod, "Service", service["name"])["spec"]["ports"]
+            assert service["port"]["name"] in {p["name"] for p in ports}
+            backends.add(service["name"])
+    assert backends == PUBLIC_SERVICES
+    # The controller the Ingress is written for is the one the NetworkPolicy admits.
+    assert spec["ingressClassName"] == "nginx"
+    (allowed,) = find(prod, "NetworkPolicy", "tether-public-http")["spec"]["ingress"]
+    selector = allowed["from"][0]["namespaceSelector"]["matchLabels"]
+    assert selector == {"kubernetes.io/metadata.name": "ingress-nginx"}
