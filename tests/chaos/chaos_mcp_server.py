@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("chaos")
@@ -34,9 +34,13 @@ def slow_read(seconds: float) -> str:
         read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
     )
 )
-def slow_write(seconds: float) -> str:
+def slow_write(seconds: float, ctx: Context) -> str:
     """Wait `seconds`, then say so (a write: never to be run twice blindly)."""
     _started("write")
+    # The idempotency key the runner passes in the request's `_meta`, one line a call.
+    meta = ctx.request_context.meta or {}
+    with LEDGER.with_suffix(".keys").open("a") as keys:
+        keys.write(f"{meta.get('tether/idempotency-key')}\n")
     time.sleep(seconds)
     return f"written after {seconds}s"
 
