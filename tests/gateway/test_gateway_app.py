@@ -10,10 +10,12 @@ import pytest
 
 import tether_gateway.providers
 from tether_common.messages.gateway import ChatMessage, GenerateRequest
+from tether_common.messages.profiles import ModelPrice
 from tether_common.subjects import Subjects
 from tether_gateway.app import handler, providers
+from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers import RulesPlanner, TextProtocol
-from tether_gateway.settings import GatewaySettings, ModelPrice
+from tether_gateway.settings import GatewaySettings
 
 
 def test_settings_read_lists_prices_and_secrets_from_the_environment(
@@ -76,6 +78,7 @@ async def test_the_handler_wraps_events_and_ends_with_a_terminal_message() -> No
         provider="rules",
         messages=[ChatMessage(role="user", content="hello")],
     )
-    messages = [m async for m in handler(RulesPlanner())(request)]
+    profiles = Profiles(GatewaySettings(), ProfileStore(None))
+    messages = [m async for m in handler(RulesPlanner(), profiles)(request)]
     assert [m.event.kind for m in messages] == ["chunk", "usage", "done"]
     assert messages[-1].terminal

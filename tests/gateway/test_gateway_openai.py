@@ -23,8 +23,9 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
+from tether_common.messages.profiles import ModelPrice
 from tether_gateway.providers import OpenAIProvider
-from tether_gateway.settings import GatewaySettings, ModelPrice
+from tether_gateway.settings import GatewaySettings
 from tether_gateway.testing import FakeUpstream, RecordingSleep, Reply, collect, sse
 
 WEATHER = OfferedToolSpec(

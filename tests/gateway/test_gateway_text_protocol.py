@@ -25,6 +25,7 @@ from tether_common.messages.gateway import (
     UsageEvent,
 )
 from tether_common.toolcalls import render_tool_prompt
+from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers import OpenAIProvider, TextProtocol
 from tether_gateway.providers.text_protocol import TextSplitter
 from tether_gateway.settings import GatewaySettings
@@ -84,7 +85,9 @@ def streamed(text: str, size: int = 4) -> Reply:
 
 @pytest.fixture
 def provider(settings: GatewaySettings, client: httpx.AsyncClient) -> TextProtocol:
-    return TextProtocol(OpenAIProvider(settings, client), {MODEL})
+    text = settings.model_copy(update={"text_protocol_models": frozenset({MODEL})})
+    profiles = Profiles(text, ProfileStore(None))
+    return TextProtocol(OpenAIProvider(text, client, profiles=profiles), profiles)
 
 
 def visible(events: list[ModelEvent]) -> str:
@@ -217,7 +220,8 @@ async def test_the_request_teaches_the_format_and_sends_no_native_tools(
     assert "tools" not in body
     assert "tool_choice" not in body
     assert body["messages"] == [
-        {"role": "system", "content": f"You help.\n\n{render_tool_prompt(TOOLS)}"},
+        # The tools lead: the stable text is the prefix a prompt cache reuses.
+        {"role": "system", "content": f"{render_tool_prompt(TOOLS)}\n\nYou help."},
         {"role": "user", "content": "Weather in Paris?"},
         {
             "role": "assistant",

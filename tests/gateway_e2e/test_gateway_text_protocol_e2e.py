@@ -48,6 +48,8 @@ def stack_extra_env(fake_model: FakeUpstream) -> dict[str, str]:
         "TETHER_GATEWAY_TEXT_PROTOCOL_MODELS": TEXT_MODEL,
         "TETHER_GATEWAY_LOCAL_BASE_URL": f"{fake_model.url}/v1",
         "TETHER_GATEWAY_LOCAL_MODEL": TEXT_MODEL,
+        # The fenced text protocol, not the grammar's one-object reply (tests/models).
+        "TETHER_GATEWAY_LOCAL_GRAMMAR": "false",
         # A scripted reply is used once: a retry would hand the next test's reply out.
         "TETHER_GATEWAY_RETRY_ATTEMPTS": "0",
     }

@@ -19,7 +19,6 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
-from tether_common.toolcalls import TOOL_FENCE
 from tether_gateway.providers.local import LocalProvider
 from tether_gateway.settings import GatewaySettings
 from tether_gateway.testing import FakeUpstream, Reply, collect, sse
@@ -100,7 +99,9 @@ async def test_the_request_goes_to_the_local_server_for_its_one_model(
     assert body["model"] == "smol"
     assert body["max_tokens"] == 512
     assert "tools" not in body
-    assert TOOL_FENCE in body["messages"][0]["content"]
+    # The local default profile: text protocol under a grammar (one JSON object a reply).
+    assert "current_time" in body["messages"][0]["content"]
+    assert body["response_format"]["type"] == "json_object"
 
 
 async def test_a_run_limit_beats_the_default_cap(

@@ -12,9 +12,13 @@ import httpx
 from fastapi import FastAPI
 
 from tether_common.messages.gateway import GenerateRequest, ModelEventMessage
+from tether_common.messages.profiles import ModelProfile
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 from tether_gateway.metering import metered
+from tether_gateway.probe import ProviderFor
+from tether_gateway.profile_routes import serve_profiles
+from tether_gateway.profiles import FixedProfile, Profiles, ProfileStore
 from tether_gateway.providers import (
     AnthropicProvider,
     OllamaProvider,
@@ -32,33 +36,39 @@ SERVICE = "gateway"
 log = logging.getLogger(__name__)
 
 
-def providers(settings: GatewaySettings, client: httpx.AsyncClient) -> list[Provider]:
+def providers(
+    settings: GatewaySettings, client: httpx.AsyncClient, profiles: Profiles | None = None
+) -> list[Provider]:
     """Every adapter, configured or not: an unconfigured one answers `provider_not_configured`
-    naming the settings to set, so the brain always gets an answer."""
-    text_models = settings.text_protocol_models
+    naming the settings to set, so the brain always gets an answer. Each HTTP adapter is
+    asked as its model's profile says (`TextProtocol`)."""
+    profiles = profiles or Profiles(settings, ProfileStore(settings.profiles_dir))
+    hosted = (OpenAIProvider, AnthropicProvider, OllamaProvider)
     return [
         RulesPlanner(),
         ScriptedProvider(settings.scripts_dir),
-        TextProtocol(OpenAIProvider(settings, client), text_models, settings.openai_model),
-        TextProtocol(AnthropicProvider(settings, client), text_models, settings.anthropic_model),
-        TextProtocol(OllamaProvider(settings, client), text_models, settings.ollama_model),
-        LocalProvider(settings, client),
+        *(TextProtocol(kind(settings, client, profiles=profiles), profiles) for kind in hosted),
+        LocalProvider(settings, client, profiles=profiles),
     ]
 
 
-def served_model(provider: Provider, request: GenerateRequest) -> str:
-    """The model name metrics carry: the request's, else the adapter's configured one; the
-    local adapter always serves its own alias."""
-    if isinstance(provider, LocalProvider):
-        return provider.model
-    default = provider.default_model if isinstance(provider, TextProtocol) else None
-    return request.model or default or "default"
+def provider_for(settings: GatewaySettings, client: httpx.AsyncClient) -> ProviderFor:
+    """Builds the adapter of `profile.provider` asking its model exactly as `profile` says
+    (the probe tries each way with one of these)."""
+
+    def build(profile: ModelProfile) -> Provider:
+        fixed = FixedProfile(settings, profile)
+        return next(p for p in providers(settings, client, fixed) if p.name == profile.provider)
+
+    return build
 
 
-def handler(provider: Provider) -> Callable[[GenerateRequest], AsyncIterator[ModelEventMessage]]:
+def handler(
+    provider: Provider, profiles: Profiles
+) -> Callable[[GenerateRequest], AsyncIterator[ModelEventMessage]]:
     async def generate(request: GenerateRequest) -> AsyncIterator[ModelEventMessage]:
         started, last = time.perf_counter(), "none"
-        model = served_model(provider, request)
+        model = profiles.model_for(provider.name, request.model)
         async with aclosing(metered(provider.name, model, provider.generate(request))) as events:
             async for event in events:
                 last = event.code if event.kind == "error" else event.kind
@@ -82,15 +92,16 @@ def create_app(common: CommonSettings, settings: GatewaySettings) -> FastAPI:
     async def on_start() -> None:
         client = httpx.AsyncClient(follow_redirects=False)
         clients.append(client)
-        for provider in providers(settings, client):
+        profiles = Profiles(settings, ProfileStore(settings.profiles_dir or common.home / "models"))
+        for provider in providers(settings, client, profiles):
             await service.bus.serve_stream(
-                service.subjects.generate(provider.name), handler(provider)
+                service.subjects.generate(provider.name), handler(provider, profiles)
             )
+        names = [provider.name for provider in providers(settings, client, profiles)]
+        await serve_profiles(service.bus, profiles, provider_for(settings, client), names)
 
     async def on_stop() -> None:
-        # Drain first, so in-flight generations finish before their HTTP pool closes;
-        # the service's own stop closes the (already drained) bus again harmlessly.
-        await service.bus.close()
+        # Service.stop has drained the bus first: no generation is left using the pool.
         for client in clients:
             await client.aclose()
 

@@ -1,5 +1,6 @@
 """Gateway settings (`TETHER_GATEWAY_*`): provider endpoints and keys, timeouts, retries,
-prices, and which models speak the text tool protocol.
+prices, and where model profiles live (`profiles_dir`; the settings below only seed the
+default profile of a model that has no profile file).
 
 API keys are `SecretStr`: they print as `**********` and adapters redact them from every
 error message, so a key never reaches a log line, an event or the bus.
@@ -11,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
+from tether_common.messages.profiles import ModelPrice
 from tether_common.settings import HttpSettings
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -21,18 +23,14 @@ OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 ModelNames = Annotated[frozenset[str], NoDecode]
 
 
-class ModelPrice(BaseModel):
-    """What one model costs, in USD per million tokens."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    input_per_million: float = Field(ge=0)
-    output_per_million: float = Field(ge=0)
-
-
 class GatewaySettings(HttpSettings):
+    # An empty variable is an unset one: compose passes every provider key as
+    # `${VAR:-}`, and a key set to "" must read as "not configured", not as a key.
     model_config = SettingsConfigDict(
-        env_prefix="TETHER_GATEWAY_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="TETHER_GATEWAY_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        env_ignore_empty=True,
     )
 
     http_port: int = 8703
@@ -50,12 +48,17 @@ class GatewaySettings(HttpSettings):
     retry_max_delay_s: float = Field(
         default=30.0, ge=0, description="longest back-off, and longest Retry-After honoured"
     )
+    profiles_dir: Path | None = Field(
+        default=None, description="model profile YAML files; default $TETHER_HOME/models"
+    )
     prices: dict[str, ModelPrice] = Field(
-        default_factory=dict, description='JSON: {"model": {"input_per_million": …, …}}'
+        default_factory=dict,
+        description='default profiles\' prices, JSON: {"model": {"input_per_million": …, …}}',
     )
     text_protocol_models: ModelNames = Field(
         default=frozenset(),
-        description="models taught the fenced tool format instead of native tools (comma list)",
+        description="models whose default profile uses the fenced tool format (comma list); "
+        "a profile file or `tether models probe` supersedes it",
     )
 
     openai_base_url: str = OPENAI_DEFAULT_BASE_URL
@@ -80,7 +83,16 @@ class GatewaySettings(HttpSettings):
         default="smollm2-135m-instruct", description="the alias the local server answers to"
     )
     local_text_protocol: bool = Field(
-        default=True, description="teach the fenced tool format (small models lack native tools)"
+        default=True,
+        description="the local default profile teaches the fenced tool format (small models "
+        "lack native tools)",
+    )
+    local_grammar: bool = Field(
+        default=True,
+        description="the local default profile constrains replies with a JSON-schema grammar",
+    )
+    local_context_window: int = Field(
+        default=8192, ge=512, description="the local default profile's window (the server's n_ctx)"
     )
     local_max_output_tokens: int = Field(
         default=512, ge=1, description="output cap when a request names none"

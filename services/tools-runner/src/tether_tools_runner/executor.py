@@ -20,6 +20,7 @@ from tether_tools_runner.context import (
     current_run_tree,
     current_workspace,
 )
+from tether_tools_runner.repairs import collecting
 from tether_tools_runner.sandbox import Attestation, missing_for
 from tether_tools_runner.tool import Registry, Tool, ToolFailure
 
@@ -52,7 +53,8 @@ class Executor:
     async def execute(self, call: ExecuteTool) -> ToolResult:
         started = time.perf_counter()
         try:
-            code, content = await self._run(call)
+            with collecting() as repairs:
+                code, content = await self._run(call)
         except Exception as exc:  # e.g. a broken schema from an MCP server: still a result
             log.exception("executing %s failed", call.name)
             code, content = "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
@@ -66,6 +68,7 @@ class Executor:
             content=content if code is None else f"FAILED: {code}: {content}",
             error_code=code,
             duration_ms=elapsed * 1000,
+            repairs=repairs,
         )
 
     def _validator(self, tool: Tool) -> Draft202012Validator:

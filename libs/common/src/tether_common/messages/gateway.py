@@ -64,6 +64,9 @@ class ToolCallEvent(_Body):
     id: str
     name: str
     arguments: dict[str, Any]
+    # What the gateway changed to make the call usable (a near tool name, a key synonym,
+    # a name inferred from the keys), in words, for the step's record; empty: as written.
+    repairs: list[str] = Field(default_factory=list, max_length=50)
 
 
 class UsageEvent(_Body):

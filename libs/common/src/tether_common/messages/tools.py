@@ -86,3 +86,6 @@ class ToolResult(WireModel):
     duration_ms: float = 0.0
     output_ref: str | None = None
     sandbox_level: str | None = None
+    # What the tool read generously to run the call (a place name as its IANA zone, a
+    # 12-hour time as 24-hour), in words; the brain records them on the step.
+    repairs: list[str] = Field(default_factory=list, max_length=50)

@@ -7,13 +7,13 @@ brain's schema validation reports it to the model instead of the parser guessing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from tether_common.toolcalls.aliases import KEY_SYNONYMS, normalize_key
 from tether_common.toolcalls.repair import parse_number, read_json
 
-__all__ = ["coerce_args", "coerce_args_noted", "coerce_value"]
+__all__ = ["coerce_args", "coerce_args_noted", "coerce_value", "synonym_target"]
 
 _TRUE: Final = frozenset({"true", "yes", "y", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "n", "off", "0"})
@@ -70,18 +70,26 @@ def _rename_keys(
     for key, value in args.items():
         if key in props:
             continue
-        normal = normalize_key(key)
-        for target in (normal, KEY_SYNONYMS.get(normal)):
-            if target is not None and target in props and target not in args and target not in out:
-                out[target] = value
-                said.append(f"argument {key!r} read as {target!r}")
-                break
+        target = synonym_target(key, props, taken=(*args, *out))
+        if target is not None:
+            out[target] = value
+            said.append(f"argument {key!r} read as {target!r}")
+        elif keep_unknown:
+            out[key] = value
         else:
-            if keep_unknown:
-                out[key] = value
-            else:
-                said.append(f"unknown argument {key!r} dropped")
+            said.append(f"unknown argument {key!r} dropped")
     return out
+
+
+def synonym_target(key: str, props: Mapping[str, Any], *, taken: Iterable[str]) -> str | None:
+    """The schema key that `key` means (`filePath` → `file_path`, `expr` → `expression`),
+    when the schema has it and no other argument already gave it; else None."""
+    normal = normalize_key(key)
+    used = set(taken)
+    for target in (normal, KEY_SYNONYMS.get(normal)):
+        if target is not None and target in props and target not in used:
+            return target
+    return None
 
 
 def coerce_value(value: object, schema: object) -> object:

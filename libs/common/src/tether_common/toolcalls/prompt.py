@@ -62,7 +62,7 @@ def _json_reply_rules(example: str) -> list[str]:
         "Reply with exactly one JSON object. To call a tool:",
         example,
         "To answer the user (when a tool result already holds what they asked, or no tool "
-        'is needed): {"answer": "your answer in plain words"}',
+        'is needed): {"answer": "..."}',
         "After a tool result, answer from it; do not call a tool on its own result.",
         "",
         "Available tools (parameters marked ? are optional):",

@@ -18,7 +18,7 @@ from tether_common.messages.gateway import (
     GenerateRequest,
     ModelEvent,
 )
-from tether_gateway.providers.hosted import HostedProvider
+from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import (
     UpstreamError,
     disconnected,
@@ -72,9 +72,9 @@ class AnthropicProvider(HostedProvider):
         }
 
     async def _attempt(
-        self, request: GenerateRequest, model: str
+        self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
-        reader = _EventReader(Turn(request, model, self.settings.prices))
+        reader = _EventReader(Turn(request, self.price(model)))
         body = messages_body(request, model, self.settings.anthropic_max_tokens)
         async with self.upstream.post_stream(self.url, body, self._headers()) as response:
             async for sse in sse_events(response):

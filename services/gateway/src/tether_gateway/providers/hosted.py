@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
 from tether_common.messages.gateway import ErrorEvent, GenerateRequest, ModelEvent
+from tether_common.messages.profiles import ModelPrice
+from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers.http import Upstream
 from tether_gateway.providers.retry import RetryPolicy, Sleep, with_retries
 from tether_gateway.settings import GatewaySettings
+
+# A JSON schema the reply must follow (grammar-constrained decoding), or None.
+ResponseSchema = Mapping[str, Any] | None
 
 
 class HostedProvider(ABC):
@@ -27,8 +33,10 @@ class HostedProvider(ABC):
         client: httpx.AsyncClient,
         *,
         sleep: Sleep = asyncio.sleep,
+        profiles: Profiles | None = None,
     ) -> None:
         self.settings = settings
+        self.profiles = profiles or Profiles(settings, ProfileStore(settings.profiles_dir))
         key = self.api_key()
         self.upstream = Upstream(
             self.name,
@@ -54,7 +62,14 @@ class HostedProvider(ABC):
         """What to set before this adapter can work, or None when it can."""
         return None
 
-    async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
+    def price(self, model: str) -> ModelPrice | None:
+        return self.profiles.get(self.name, model).price
+
+    async def generate(
+        self, request: GenerateRequest, *, response_schema: ResponseSchema = None
+    ) -> AsyncGenerator[ModelEvent, None]:
+        """One generation; `response_schema` constrains the reply where the provider can
+        (the OpenAI-compatible adapter sends it as `response_format`), else is ignored."""
         missing = self.missing()
         model = request.model or self.default_model()
         if missing is None and model is None:
@@ -66,10 +81,12 @@ class HostedProvider(ABC):
             )
             return
         async for event in with_retries(
-            self.upstream, self.retry, lambda: self._attempt(request, model)
+            self.upstream, self.retry, lambda: self._attempt(request, model, response_schema)
         ):
             yield event
 
     @abstractmethod
-    def _attempt(self, request: GenerateRequest, model: str) -> AsyncGenerator[ModelEvent, None]:
+    def _attempt(
+        self, request: GenerateRequest, model: str, response_schema: ResponseSchema
+    ) -> AsyncGenerator[ModelEvent, None]:
         """One streamed request; an `UpstreamError` raised here may be retried."""

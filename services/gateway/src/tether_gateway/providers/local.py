@@ -1,8 +1,9 @@
 """`local`: a small model on this machine, served by llama.cpp's OpenAI-compatible server
-(`tether up` starts it), reached through the `openai` adapter and the text protocol.
+(`tether up` starts it), reached through the `openai` adapter and asked as the model's
+profile says (by default: the text protocol, compact prompt, grammar-constrained).
 
 The server holds one model whatever a run names, so every request is sent for the
-configured alias; the text-protocol switch and the price table key on that name.
+configured alias; its profile and price key on that name.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from contextlib import aclosing
 import httpx
 
 from tether_common.messages.gateway import GenerateRequest, ModelEvent
+from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers.openai import OpenAIProvider
 from tether_gateway.providers.retry import Sleep
 from tether_gateway.providers.text_protocol import TextProtocol
@@ -21,13 +23,13 @@ from tether_gateway.settings import GatewaySettings
 
 
 class _LocalChatCompletions(OpenAIProvider):
-    """The openai adapter under its own name, so its errors say `local`."""
+    """The openai adapter under its own name, so its errors and profile say `local`."""
 
     name = "local"
 
 
 class LocalProvider(TextProtocol):
-    """The text protocol around the openai adapter, pointed at the local server."""
+    """The profile-driven wrapper around the openai adapter, pointed at the local server."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class LocalProvider(TextProtocol):
         client: httpx.AsyncClient,
         *,
         sleep: Sleep = asyncio.sleep,
+        profiles: Profiles | None = None,
     ) -> None:
         self.model = settings.local_model
         self.max_output_tokens = settings.local_max_output_tokens
@@ -46,8 +49,9 @@ class LocalProvider(TextProtocol):
                 "openai_reasoning_models": frozenset(),
             }
         )
-        models = (self.model,) if settings.local_text_protocol else ()
-        super().__init__(_LocalChatCompletions(served, client, sleep=sleep), models, self.model)
+        profiles = profiles or Profiles(settings, ProfileStore(settings.profiles_dir))
+        inner = _LocalChatCompletions(served, client, sleep=sleep, profiles=profiles)
+        super().__init__(inner, profiles)
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         # A small model rambles to the end of its window unless told where to stop.

@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, ModelEvent
-from tether_gateway.providers.hosted import HostedProvider
+from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import UpstreamError, disconnected, json_lines
 from tether_gateway.providers.openai import function_tool
 from tether_gateway.providers.turn import PendingCall, Turn
@@ -27,9 +27,9 @@ class OllamaProvider(HostedProvider):
         return self.settings.ollama_model
 
     async def _attempt(
-        self, request: GenerateRequest, model: str
+        self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
-        reader = _LineReader(Turn(request, model, self.settings.prices))
+        reader = _LineReader(Turn(request, self.price(model)))
         body = chat_body(request, model)
         async with self.upstream.post_stream(self.url, body, {}) as response:
             async for line in json_lines(self.name, response):

@@ -20,7 +20,7 @@ from tether_common.messages.gateway import (
     ModelEvent,
     OfferedToolSpec,
 )
-from tether_gateway.providers.hosted import HostedProvider
+from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import (
     UpstreamError,
     disconnected,
@@ -55,11 +55,11 @@ class OpenAIProvider(HostedProvider):
         return headers
 
     async def _attempt(
-        self, request: GenerateRequest, model: str
+        self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
-        turn = Turn(request, model, self.settings.prices)
+        turn = Turn(request, self.price(model))
         reader = _ChunkReader(turn)
-        body = chat_body(request, model, self.settings)
+        body = chat_body(request, model, self.settings, response_schema)
         async with self.upstream.post_stream(self.url, body, self._headers()) as response:
             async for sse in sse_events(response):
                 if sse.data.strip() == DONE_SENTINEL:
@@ -72,8 +72,17 @@ class OpenAIProvider(HostedProvider):
             yield event
 
 
-def chat_body(request: GenerateRequest, model: str, settings: GatewaySettings) -> dict[str, Any]:
-    """The request body, field for field as the Chat Completions reference documents it."""
+def chat_body(
+    request: GenerateRequest,
+    model: str,
+    settings: GatewaySettings,
+    response_schema: ResponseSchema = None,
+) -> dict[str, Any]:
+    """The request body, field for field as the Chat Completions reference documents it.
+
+    A `response_schema` goes as `response_format: {"type": "json_object", "schema": …}`,
+    the form both llama.cpp servers (C++ `llama-server` and `llama-cpp-python`) turn into
+    a grammar; OpenAI's own `json_schema` form is refused by `llama-cpp-python`."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [chat_message(m) for m in request.messages],
@@ -89,6 +98,8 @@ def chat_body(request: GenerateRequest, model: str, settings: GatewaySettings) -
         body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_output_tokens
     if reasoning and request.effort == "low":
         body["reasoning_effort"] = "low"
+    if response_schema is not None:
+        body["response_format"] = {"type": "json_object", "schema": dict(response_schema)}
     return body
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import AsyncGenerator
-from functools import cache
-from zoneinfo import available_timezones
 
 from tether_common.messages.gateway import (
     ChatMessage,
@@ -22,6 +20,7 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
+from tether_common.places import find_zone
 from tether_gateway.providers.base import estimate_tokens
 
 LABEL = "[rules planner — deterministic, not a language model]"
@@ -36,65 +35,6 @@ HELP = (
 )
 
 TIME_WORDS = re.compile(r"\b(time|clock|o'clock|hour|date|day is it|today)\b", re.IGNORECASE)
-
-# Places people name that are not the city part of an IANA zone name.
-EXTRA_PLACES: dict[str, str] = {
-    "utc": "UTC",
-    "gmt": "Etc/GMT",
-    "san francisco": "America/Los_Angeles",
-    "sf": "America/Los_Angeles",
-    "seattle": "America/Los_Angeles",
-    "boston": "America/New_York",
-    "washington": "America/New_York",
-    "nyc": "America/New_York",
-    "beijing": "Asia/Shanghai",
-    "delhi": "Asia/Kolkata",
-    "new delhi": "Asia/Kolkata",
-    "mumbai": "Asia/Kolkata",
-    "bangalore": "Asia/Kolkata",
-    "japan": "Asia/Tokyo",
-    "china": "Asia/Shanghai",
-    "india": "Asia/Kolkata",
-    "germany": "Europe/Berlin",
-    "france": "Europe/Paris",
-    "spain": "Europe/Madrid",
-    "italy": "Europe/Rome",
-    "uk": "Europe/London",
-    "england": "Europe/London",
-    "australia": "Australia/Sydney",
-    "brazil": "America/Sao_Paulo",
-    "sao paulo": "America/Sao_Paulo",
-    "korea": "Asia/Seoul",
-    "south korea": "Asia/Seoul",
-    "hong kong": "Asia/Hong_Kong",
-    "california": "America/Los_Angeles",
-}
-
-
-@cache
-def places() -> dict[str, str]:
-    """Lower-case place name → IANA zone, from the zone database plus a few extras."""
-    table: dict[str, str] = {}
-    for zone in available_timezones():
-        if "/" in zone and not zone.startswith(("Etc/", "SystemV/", "US/")):
-            table.setdefault(zone.rsplit("/", 1)[1].replace("_", " ").lower(), zone)
-        table.setdefault(zone.lower(), zone)
-    table.update(EXTRA_PLACES)
-    return table
-
-
-def find_zone(text: str) -> str | None:
-    """The zone of the longest place named in `text` (whole words only)."""
-    lowered = text.lower()
-    best: tuple[int, str] | None = None
-    for place, zone in places().items():
-        if len(place) < 2 or place not in lowered:
-            continue
-        if (best is None or len(place) > best[0]) and re.search(
-            rf"(?<![\w/]){re.escape(place)}(?![\w/])", lowered
-        ):
-            best = (len(place), zone)
-    return best[1] if best else None
 
 
 def _turn_state(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]]:

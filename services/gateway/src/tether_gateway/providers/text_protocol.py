@@ -1,20 +1,32 @@
-"""The text tool protocol, for models without native tool calling: wraps any adapter.
+"""How a model is asked for tool calls, as its profile says: wraps any adapter.
 
-For the models named in `text_protocol_models`, the tool prompt (`render_tool_prompt`)
-is appended to the system message and no native tools are sent; earlier calls and
-results in the history are rewritten as the fenced text the model was taught. The
-streamed text is split as it arrives: `<think>` blocks become `thinking`, and while tools
-are on offer everything from the first call marker on is held back, so call JSON never
-flashes in the visible `chunk` stream. At the end the calls are parsed out
+`native` profiles go to the adapter as they are; each native call is then fitted to the
+offered tools (`fit_call`: a near or alias name, key synonyms, a missing name inferred
+from the keys), and what was changed travels on the call's `repairs`.
+
+`text` profiles get the text protocol: the tool prompt (`render_tool_prompt`) is put at
+the *start* of the system message, ahead of the brain's text (which carries the date and
+the run's budget), so the long stable part of the prompt is a prefix a server's prompt
+cache reuses from step to step and run to run; no native tools are sent, and earlier
+calls and results in the history are rewritten as the fenced text the model was taught.
+The streamed text is split as it arrives: `<think>` blocks become `thinking`, and while
+tools are on offer everything from the first call marker on is held back, so call JSON
+never flashes in the visible `chunk` stream. At the end the calls are parsed out
 (`parse_tool_calls`) and emitted as `tool_call` events with generated ids; a marker
 without a usable call ends with `finish_reason="unusable_call"`.
+
+`text` profiles with `grammar` (and tools on offer) are asked through an adapter that can
+constrain decoding: the reply schema (`reply_schema`: an answer branch and one branch per
+tool) goes with the request, the prompt teaches that one-object reply, and the whole reply
+is read at the end (`read_reply`, falling back to the ordinary parser for a reply cut
+short). An adapter that cannot constrain gets the plain text protocol.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, Collection, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Literal, assert_never
 
@@ -30,14 +42,21 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
+from tether_common.messages.profiles import ModelProfile
 from tether_common.toolcalls import (
     CALL_MARKERS,
     TOOL_FENCE,
     find_call_marker,
+    fit_call,
     parse_tool_calls,
+    read_reply,
     render_tool_prompt,
+    reply_schema,
 )
+from tether_common.toolcalls.model import ParseResult
+from tether_gateway.profiles import Profiles
 from tether_gateway.providers.base import Provider, new_call_id
+from tether_gateway.providers.hosted import HostedProvider
 from tether_gateway.providers.turn import UNUSABLE_CALL
 
 Piece = tuple[Literal["chunk", "thinking"], str]
@@ -47,21 +66,18 @@ _OPEN_TAGS = ("<think>", "<thinking>", "<reasoning>")
 
 
 class TextProtocol:
-    """`inner` as it is, except for the named models, which get the text protocol."""
+    """`inner`, asked the way each request's model profile says (see the module)."""
 
-    def __init__(
-        self, inner: Provider, models: Collection[str], default_model: str | None = None
-    ) -> None:
+    def __init__(self, inner: Provider, profiles: Profiles) -> None:
         self.inner = inner
-        self.models = frozenset(models)
-        self.default_model = default_model
+        self.profiles = profiles
 
     @property
     def name(self) -> str:
         return self.inner.name
 
-    def applies(self, request: GenerateRequest) -> bool:
-        return (request.model or self.default_model) in self.models
+    def profile(self, request: GenerateRequest) -> ModelProfile:
+        return self.profiles.get(self.name, request.model)
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         async with aclosing(self._events(request)) as events:
@@ -69,9 +85,17 @@ class TextProtocol:
                 yield event
 
     def _events(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
-        if self.applies(request):
-            return self._textual(request)
-        return self.inner.generate(request)
+        profile = self.profile(request)
+        if profile.tool_calling == "native":
+            return self._native(request)
+        if profile.grammar and request.tools and isinstance(self.inner, HostedProvider):
+            return self._constrained(request, self.inner)
+        return self._textual(request)
+
+    async def _native(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
+        async with aclosing(self.inner.generate(request)) as events:
+            async for event in events:
+                yield fitted(event, request.tools)
 
     async def _textual(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         splitter = TextSplitter(hold_calls=bool(request.tools))
@@ -99,6 +123,72 @@ class TextProtocol:
                     case _:
                         assert_never(event)
 
+    async def _constrained(
+        self, request: GenerateRequest, inner: HostedProvider
+    ) -> AsyncGenerator[ModelEvent, None]:
+        """The whole reply is one JSON object, so it is held and read at the end."""
+        text: list[str] = []
+        usage: list[UsageEvent] = []
+        asked = textual_request(request, json_reply=True)
+        schema = reply_schema(request.tools)
+        async with aclosing(inner.generate(asked, response_schema=schema)) as events:
+            async for event in events:
+                match event:
+                    case ChunkEvent():
+                        text.append(event.text)
+                    case UsageEvent():
+                        usage.append(event)  # after the answer and calls, as streams order
+                    case DoneEvent():
+                        *found, done = read_constrained("".join(text), request.tools)
+                        for closing in (*found, *usage, done):
+                            yield closing
+                        return
+                    case ThinkingEvent() | ToolCallEvent() | ErrorEvent():
+                        yield event
+                    case _:
+                        assert_never(event)
+
+
+def fitted(event: ModelEvent, tools: Sequence[OfferedToolSpec]) -> ModelEvent:
+    """A native call fitted to the offered tools; any other event as it is."""
+    if not isinstance(event, ToolCallEvent) or not tools:
+        return event
+    call = fit_call(event.name, event.arguments, tools)
+    if call is None:
+        return event
+    return event.model_copy(
+        update={"name": call.name, "arguments": call.args, "repairs": list(call.repairs)}
+    )
+
+
+def read_constrained(text: str, tools: Sequence[OfferedToolSpec]) -> list[ModelEvent]:
+    """A grammar-constrained reply as events: the answer, or the call, then done."""
+    outcome = read_reply(text, tools) or parse_tool_calls(text, tools)
+    return [*outcome_events(outcome, visible=""), DoneEvent(finish_reason=_reason(outcome))]
+
+
+def outcome_events(outcome: ParseResult, *, visible: str) -> list[ModelEvent]:
+    """The reasoning, the text (joined to what was already shown) and the calls."""
+    events: list[ModelEvent] = []
+    if outcome.reasoning:
+        events.append(ThinkingEvent(text=outcome.reasoning))
+    if outcome.text:
+        joiner = " " if visible and not visible[-1].isspace() else ""
+        events.append(ChunkEvent(text=joiner + outcome.text))
+    events.extend(
+        ToolCallEvent(
+            id=new_call_id(), name=call.name, arguments=call.args, repairs=list(call.repairs)
+        )
+        for call in outcome.calls
+    )
+    return events
+
+
+def _reason(outcome: ParseResult, default: str = "stop") -> str:
+    if outcome.calls:
+        return "tool_calls"
+    return UNUSABLE_CALL if outcome.retry else default
+
 
 def finish(
     splitter: TextSplitter, tools: Sequence[OfferedToolSpec], finish_reason: str
@@ -110,22 +200,15 @@ def finish(
     held = splitter.held or ""
     # Calls come from all the visible text, so formats with no marker are found too.
     outcome = parse_tool_calls(splitter.shown + held, tools)
-    if held:
-        rest = parse_tool_calls(held, tools)
-        if rest.reasoning:
-            events.append(ThinkingEvent(text=rest.reasoning))
-        if rest.text:
-            joiner = " " if splitter.shown and not splitter.shown[-1].isspace() else ""
-            events.append(ChunkEvent(text=joiner + rest.text))
-    events.extend(
-        ToolCallEvent(id=new_call_id(), name=call.name, arguments=call.args)
-        for call in outcome.calls
+    rest = parse_tool_calls(held, tools) if held else None
+    shown = ParseResult(
+        calls=outcome.calls,
+        retry=outcome.retry,
+        text=rest.text if rest else "",
+        reasoning=rest.reasoning if rest else "",
     )
-    if outcome.calls:
-        finish_reason = "tool_calls"
-    elif outcome.retry:
-        finish_reason = UNUSABLE_CALL
-    return [*events, DoneEvent(finish_reason=finish_reason)]
+    events.extend(outcome_events(shown, visible=splitter.shown))
+    return [*events, DoneEvent(finish_reason=_reason(outcome, finish_reason))]
 
 
 def as_events(pieces: list[Piece]) -> list[ModelEvent]:
@@ -135,30 +218,32 @@ def as_events(pieces: list[Piece]) -> list[ModelEvent]:
     ]
 
 
-def textual_request(request: GenerateRequest) -> GenerateRequest:
-    """The request as a model without native tools must see it."""
-    messages = text_history(request.messages)
-    prompt = render_tool_prompt(request.tools)
+def textual_request(request: GenerateRequest, *, json_reply: bool = False) -> GenerateRequest:
+    """The request as a model without native tools must see it: the tool prompt first in
+    the system message, so the stable text leads and a prompt cache can reuse it."""
+    messages = text_history(request.messages, json_reply=json_reply)
+    prompt = render_tool_prompt(request.tools, json_reply=json_reply)
     if prompt:
         first = messages[0] if messages else None
         if first is not None and first.role == "system":
-            content = f"{first.content}\n\n{prompt}" if first.content else prompt
+            content = f"{prompt}\n\n{first.content}" if first.content else prompt
             messages[0] = first.model_copy(update={"content": content})
         else:
             messages.insert(0, ChatMessage(role="system", content=prompt))
     return request.model_copy(update={"messages": messages, "tools": []})
 
 
-def text_history(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-    """Calls as the fenced blocks the prompt teaches, results as user messages; adjacent
-    user messages merged, since some chat templates insist that roles alternate."""
+def text_history(messages: Sequence[ChatMessage], *, json_reply: bool = False) -> list[ChatMessage]:
+    """Calls as the prompt teaches them (fenced blocks, or bare objects for `json_reply`),
+    results as user messages; adjacent user messages merged, since some chat templates
+    insist that roles alternate."""
     out: list[ChatMessage] = []
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
-            fences = [
-                f"{TOOL_FENCE}\n{json.dumps({'name': c.name, 'args': c.arguments})}\n```"
-                for c in message.tool_calls
+            written = [
+                json.dumps({"name": c.name, "args": c.arguments}) for c in message.tool_calls
             ]
+            fences = written if json_reply else [f"{TOOL_FENCE}\n{w}\n```" for w in written]
             text = "\n\n".join([message.content, *fences] if message.content else fences)
             message = ChatMessage(role="assistant", content=text)
         elif message.role == "tool":

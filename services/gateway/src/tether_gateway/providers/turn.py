@@ -4,7 +4,6 @@ usage), and the closing events every adapter ends with: calls, usage with cost, 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +16,8 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
+from tether_common.messages.profiles import ModelPrice
 from tether_gateway.providers.base import estimate_text_tokens, estimate_tokens, new_call_id
-from tether_gateway.settings import ModelPrice
 
 UNUSABLE_CALL = "unusable_call"
 
@@ -55,11 +54,9 @@ def cost_of(price: ModelPrice | None, input_tokens: int, output_tokens: int) -> 
 class Turn:
     """One generation's bookkeeping; the adapter feeds it and asks it for the last events."""
 
-    def __init__(
-        self, request: GenerateRequest, model: str, prices: Mapping[str, ModelPrice]
-    ) -> None:
+    def __init__(self, request: GenerateRequest, price: ModelPrice | None) -> None:
         self.request = request
-        self.price = prices.get(model)
+        self.price = price
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.calls: list[PendingCall] = []
