@@ -1,0 +1,116 @@
+"""Fencing at its two edges: the replica's own clock (`leases.Leases`: when to stop acting)
+and the database (`RunStore.commit` and `renew` hold only while the lease is unexpired by
+PostgreSQL's clock, so a replica that wakes up past its lease writes nothing)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+import tether_brain
+from tether_brain.leases import Leases
+from tether_brain.state import Limits, RunState
+from tether_brain.store import RunStore
+from tether_common import identity
+from tether_common.db import migrate
+from tether_common.errors import ConflictError
+from tether_common.messages.gateway import ChatMessage
+
+MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_hold_counts_from_the_send_time_and_ends_before_the_lease() -> None:
+    clock = FakeClock()
+    leases = Leases(lease_s=10.0, margin=0.2, clock=clock)
+    leases.taken("run_a", sent_at=100.0)
+    clock.now = 107.9
+    assert leases.lapsed() == []
+    assert leases.holds("run_a")
+    clock.now = 108.0  # 80% of the lease since the create was sent
+    assert leases.lapsed() == ["run_a"]
+    assert not leases.holds("run_a")
+
+
+def test_a_late_answer_never_moves_a_hold_back_or_revives_a_dropped_run() -> None:
+    clock = FakeClock()
+    leases = Leases(lease_s=10.0, margin=0.2, clock=clock)
+    leases.taken("run_a", sent_at=105.0)
+    leases.renewed(["run_a"], sent_at=101.0)  # a renewal sent before the claim answered late
+    clock.now = 112.9
+    assert leases.lapsed() == []
+    leases.forget("run_a")
+    leases.renewed(["run_a"], sent_at=112.0)
+    assert not leases.holds("run_a")
+
+
+@pytest.fixture
+async def store(engine: AsyncEngine) -> RunStore:
+    await identity.migrate(engine)
+    await migrate(engine, MIGRATIONS, "alembic_tether_brain")
+    return RunStore(engine)
+
+
+async def started(store: RunStore) -> RunState:
+    now = datetime.now(UTC)
+    state = RunState(
+        run_id=f"run_{uuid.uuid4().hex}",
+        prompt="p",
+        provider="scripted",
+        model=None,
+        limits=Limits(max_steps=3),
+        created_at=now,
+        updated_at=now,
+        fence=1,
+    )
+    await store.create(state, owner="replica-a", lease_s=60.0)
+    state.status = "running"
+    state.add_message(ChatMessage(role="user", content="first"))
+    await store.commit(state)
+    return state
+
+
+async def lapse(engine: AsyncEngine, run_id: str) -> None:
+    """The lease runs out in the database; nobody has claimed the run (fence unchanged)."""
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE run_id = :r"
+            ),
+            {"r": run_id},
+        )
+
+
+async def test_a_commit_after_the_lease_ran_out_writes_nothing(
+    store: RunStore, engine: AsyncEngine
+) -> None:
+    state = await started(store)
+    await lapse(engine, state.run_id)
+    state.add_message(ChatMessage(role="assistant", content="too late"))
+    with pytest.raises(ConflictError):
+        await store.commit(state)
+    stored = await store.load(state.run_id)
+    assert [m.content for m in stored.messages] == ["first"]
+    # Nor can the late replica extend the lease it lost: the run is left for a claim.
+    assert await store.renew("replica-a", 60.0, [state.run_id]) == []
+
+
+async def test_a_held_lease_is_renewed_and_commits(store: RunStore) -> None:
+    state = await started(store)
+    assert await store.renew("replica-a", 60.0, [state.run_id]) == [state.run_id]
+    assert await store.renew("replica-b", 60.0, [state.run_id]) == []
+    state.add_message(ChatMessage(role="assistant", content="in time"))
+    await store.commit(state)
+    assert [m.content for m in (await store.load(state.run_id)).messages] == ["first", "in time"]
