@@ -5,68 +5,20 @@ the decision reaches the brain's JetStream subject."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.wait import WebDriverWait
 
+from chromium_browser import chromium, sign_in, wait_for
 from tether_approvals.testing import ApprovalsHarness
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-def require_chromium() -> None:
-    """CI installs them (.ci/run); elsewhere the failure names the packages."""
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        pytest.fail(
-            "Debian's chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)"
-        )
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    require_chromium()
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
-    ):
-        options.add_argument(flag)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SE_OFFLINE", "true")  # Selenium Manager must never download a browser
-        driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-def wait_for(driver: WebDriver, css: str, *, gone: bool = False, timeout: float = 15) -> None:
-    def check(d: WebDriver) -> bool:
-        return bool(d.find_elements(By.CSS_SELECTOR, css)) != gone
-
-    WebDriverWait(driver, timeout, poll_frequency=0.1).until(check)
-
-
-def sign_in(driver: WebDriver, url: str, token: str) -> None:
-    driver.get(url)
-    driver.find_element(By.ID, "token").send_keys(token)
-    driver.find_element(By.ID, "signin").click()
-    WebDriverWait(driver, 15).until(lambda d: d.find_element(By.ID, "status").text == "live")
 
 
 async def test_console_approves_a_live_request(

@@ -263,9 +263,9 @@ async def test_a_route_without_authorisation_fails_the_table(world: World) -> No
 
 # FastAPI's own documentation routes: public, and outside the OpenAPI document.
 DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
-# Public pages outside the document: the approvals console's static page (it holds no
-# data; it asks for a token, then uses the authenticated API).
-PAGES = {"approvals": {"/"}}
+# Public pages outside the document: the approvals console's and the runs console's
+# static pages (they hold no data; they ask for a token, then use the authenticated API).
+PAGES = {"approvals": {"/"}, "brain": {"/console"}}
 APPS = {
     "brain": ("tether_brain", "BrainSettings"),
     "output-store": ("tether_output_store", "OutputSettings"),

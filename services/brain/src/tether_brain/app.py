@@ -16,6 +16,7 @@ from tether_brain.agents import Agents
 from tether_brain.agents_api import agents_router
 from tether_brain.api import runs_router
 from tether_brain.approval import ApprovalClient
+from tether_brain.console import console_api_router, console_page_router
 from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
@@ -159,6 +160,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         routers=[
             runs_router(manager, toolbox, identity),
             tokens_router(identity),
+            console_page_router(),
+            console_api_router(manager, identity, trace_url=settings.trace_url),
             agents_router(overrides, identity),
             skills_router(skills.store, identity, on_change=skills.forget),
             policy_router(

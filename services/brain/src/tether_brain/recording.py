@@ -38,6 +38,7 @@ def record_result(state: RunState, item: Planned, result: ToolResult) -> None:
         content=result.content,
         cached=item.cached is not None,
         duration_ms=round(result.duration_ms, 2),
+        output_ref=result.output_ref,  # the whole output, for the console's download
     )
 
 

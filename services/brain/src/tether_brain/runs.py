@@ -369,6 +369,8 @@ class RunManager:
             parent_id=req.parent_id,
             before=req.before,
             limit=req.limit,
+            agent=req.agent,
+            since=req.since,
             scope=scope,
             owned_agents=owned,
         )

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
@@ -15,6 +15,8 @@ from tether_common.messages.profiles import PromptTier
 from tether_common.settings import HttpSettings
 
 STEP_CEILING = 20
+# A link the console shows: http(s) only (never `javascript:`), one line.
+TraceUrl = Annotated[str, Field(pattern=r"^https?://[^\s<>\"']+$", max_length=2000)]
 
 
 class BrainSettings(HttpSettings):
@@ -96,6 +98,11 @@ class BrainSettings(HttpSettings):
         description='per model or provider: {"input": $, "output": $} per million tokens',
     )
     approval_expiry_s: float = Field(default=180.0, gt=0, le=7 * 86400)
+    # The runs console's link to a run's trace (console/): an http(s) URL with `{trace_id}`
+    # and/or `{run_id}`, e.g. Jaeger's `http://localhost:16686/trace/{trace_id}`.
+    trace_url: TraceUrl | None = Field(
+        default=None, description="the tracing UI's page of one trace (console link)"
+    )
     # How stale a replica's agents and policy may be if it missed a change's broadcast.
     grants_refresh_s: float = Field(default=5.0, gt=0)
     # The next three only SEED the stored agents and organisation policy (agent_store.py):

@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from tether_brain.agents import DEFAULT_AGENT
 from tether_brain.state import Counters, Limits, RunState
 from tether_common import audit
 from tether_common.errors import ConflictError, NotFoundError
@@ -348,12 +349,15 @@ class RunStore:
         parent_id: str | None,
         before: datetime | None,
         limit: int,
+        agent: str | None = None,
+        since: datetime | None = None,
         scope: RowFilter = EVERY_RUN,
         owned_agents: Sequence[str] = (),
     ) -> list[Any]:
         """Run rows for a listing, newest first (the `created_at` index), within `scope`:
         its tenant, and (when it names an owner) the runs that owner started or whose
         agent (`options.agent`) is one of `owned_agents`."""
+        run_agent = func.coalesce(runs.c.options["agent"].astext, DEFAULT_AGENT)
         query = select(
             runs.c.run_id,
             runs.c.status,
@@ -363,6 +367,7 @@ class RunStore:
             runs.c.model,
             runs.c.step,
             runs.c.parent_id,
+            run_agent.label("agent"),
             runs.c.created_at,
             runs.c.updated_at,
             runs.c.tenant,
@@ -379,6 +384,10 @@ class RunStore:
             query = query.where(runs.c.status == status)
         if parent_id is not None:
             query = query.where(runs.c.parent_id == parent_id)
+        if agent is not None:
+            query = query.where(run_agent == agent)
+        if since is not None:
+            query = query.where(runs.c.created_at >= since)
         if before is not None:
             query = query.where(runs.c.created_at < before)
         query = query.order_by(runs.c.created_at.desc(), runs.c.run_id.desc()).limit(limit)

@@ -124,6 +124,8 @@ class ListRuns(WireRequest):
 
     status: RunStatus | None = None
     parent_id: str | None = None
+    agent: str | None = Field(default=None, max_length=200)
+    since: datetime | None = Field(default=None, description="made at or after this time")
     before: datetime | None = None
     limit: int = Field(default=50, ge=1, le=500)
 
@@ -139,6 +141,7 @@ class RunSummary(WireModel):
     model: str | None = None
     step: int
     parent_id: str | None = None
+    agent: str | None = None  # as asked at start (None: the default agent)
     tenant: str | None = None  # whose run: its principal's tenant and name
     owner: str | None = None
     created_at: datetime

@@ -1,0 +1,582 @@
+"use strict";
+// The runs console. Everything shown comes from the authenticated API; every piece of
+// text a model, a tool or a user wrote is put in the page with `textContent` (never as
+// HTML), and links are built only from ids and the configured trace URL.
+// The token lives in sessionStorage only: it leaves with the tab, never in a URL.
+const KEY = "tether.console.token";
+const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/;
+const TERMINAL = new Set(["completed", "stopped", "failed"]);
+const POLL_MS = 2000;
+let settings = { trace_url: null };
+let view = null; // the page shown: { stop() }
+
+const $ = (id) => document.getElementById(id);
+const token = () => sessionStorage.getItem(KEY);
+const auth = (extra) => Object.assign({ "Authorization": "Bearer " + token() }, extra || {});
+const enc = encodeURIComponent;
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+class ApiError extends Error {
+  constructor(status, error) {
+    super(error.message);
+    this.status = status;
+    this.code = error.code;
+  }
+}
+
+async function api(path, options) {
+  const response = await fetch(path, Object.assign({ headers: auth() }, options || {}));
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = (body && body.error) || { code: "http_" + response.status, message: response.statusText };
+    if (response.status === 401) signOut("that token is not valid (" + error.code + ")");
+    throw new ApiError(response.status, error);
+  }
+  return body;
+}
+
+function post(path, body) {
+  return api(path, {
+    method: "POST",
+    headers: auth({ "Content-Type": "application/json" }),
+    body: JSON.stringify(body || {}),
+  });
+}
+
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, v));
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function clear(node) {
+  while (node.firstChild) node.removeChild(node.firstChild);
+}
+
+function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : "";
+}
+
+function runLink(runId, text) {
+  return el("a", { "href": "#/runs/" + enc(runId), "class": "mono" }, text || runId);
+}
+
+function facts(dl, pairs) {
+  clear(dl);
+  for (const [name, value] of pairs) {
+    if (value === null || value === undefined || value === "") continue;
+    dl.appendChild(el("dt", {}, name));
+    const dd = el("dd");
+    if (value instanceof Node) dd.appendChild(value); else dd.textContent = String(value);
+    dl.appendChild(dd);
+  }
+}
+
+function pretty(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// ---- the runs list ----------------------------------------------------------------
+
+function listQuery() {
+  const query = new URLSearchParams({ limit: "100" });
+  const status = $("f-status").value;
+  const agent = $("f-agent").value.trim();
+  const parent = $("f-parent").value.trim();
+  if (status) query.set("status", status);
+  if (agent) query.set("agent", agent);
+  if (parent) query.set("parent_id", parent);
+  for (const [input, key] of [["f-since", "since"], ["f-until", "before"]]) {
+    const value = $(input).value;
+    if (value) query.set(key, new Date(value).toISOString());
+  }
+  return query;
+}
+
+function runRow(run) {
+  const row = el("tr", { "data-run-id": run.run_id });
+  const cells = {};
+  for (const name of ["id", "status", "agent", "prompt", "model", "step", "owner", "created", "updated"]) {
+    cells[name] = row.appendChild(el("td", { "class": name }));
+  }
+  cells.id.appendChild(runLink(run.run_id, run.run_id.slice(0, 16)));
+  cells.status.appendChild(el("span", { "class": "badge" }));
+  row.cells_ = cells;
+  return row;
+}
+
+function fillRow(row, run) {
+  const c = row.cells_;
+  row.setAttribute("data-status", run.status);
+  const badge = c.status.firstChild;
+  badge.setAttribute("data-status", run.status);
+  badge.textContent = run.status + (run.stop_reason ? " · " + run.stop_reason : "");
+  c.agent.textContent = run.agent || "";
+  c.prompt.textContent = run.prompt;
+  c.prompt.title = run.prompt;
+  c.model.textContent = run.provider + (run.model ? "/" + run.model : "");
+  c.step.textContent = run.step;
+  c.owner.textContent = run.owner || "";
+  c.created.textContent = when(run.created_at);
+  c.updated.textContent = when(run.updated_at);
+}
+
+function listPage() {
+  $("list-view").hidden = false;
+  const rows = new Map();
+  let timer = null;
+  let stopped = false;
+  let generation = 0;
+
+  async function refresh() {
+    const mine = ++generation;
+    try {
+      const list = await api("/v1/runs?" + listQuery().toString());
+      if (stopped || mine !== generation) return;
+      const body = $("run-rows");
+      const seen = new Set();
+      for (const run of list.runs) {
+        seen.add(run.run_id);
+        let row = rows.get(run.run_id);
+        if (!row) rows.set(run.run_id, (row = runRow(run)));
+        fillRow(row, run);
+        body.appendChild(row); // in the listing's order (newest first)
+      }
+      for (const [runId, row] of rows) {
+        if (!seen.has(runId)) { row.remove(); rows.delete(runId); }
+      }
+      $("runs-empty").hidden = list.runs.length > 0;
+      $("list-error").textContent = "";
+      setStatus("live");
+    } catch (err) {
+      if (!stopped) $("list-error").textContent = err.code + ": " + err.message;
+    }
+  }
+
+  async function loop() {
+    await refresh();
+    if (!stopped) timer = setTimeout(loop, POLL_MS);
+  }
+
+  const onChange = () => refresh();
+  $("filters").addEventListener("change", onChange);
+  loop();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      $("filters").removeEventListener("change", onChange);
+      $("list-view").hidden = true;
+    },
+  };
+}
+
+// ---- one run ----------------------------------------------------------------------
+
+// A fetch-based SSE reader, because EventSource cannot send an Authorization header.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let event = {};
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.search(/\r?\n/)) >= 0) {
+      const line = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 2 : 1));
+      if (line === "") {
+        if (event.data) onEvent(event);
+        event = {};
+      } else if (!line.startsWith(":")) {
+        const at = line.indexOf(":");
+        const key = at < 0 ? line : line.slice(0, at);
+        const val = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+        event[key] = key === "data" && event.data ? event.data + "\n" + val : val;
+      }
+    }
+  }
+}
+
+class Timeline {
+  constructor(runId, root) {
+    this.runId = runId;
+    this.root = root;
+    this.calls = new Map(); // step:call_id -> card parts
+    this.traceId = null;
+  }
+
+  item(event, title, extra) {
+    const li = el("li", { "data-kind": event.kind, "data-seq": String(event.seq) });
+    const head = el("div", { "class": "item-head" });
+    head.appendChild(el("b", {}, title));
+    if (event.data.step !== undefined) head.appendChild(el("span", {}, "step " + event.data.step));
+    if (extra) head.appendChild(el("span", {}, extra));
+    head.appendChild(el("span", { "class": "muted" }, when(event.ts)));
+    li.appendChild(head);
+    this.root.appendChild(li);
+    return li;
+  }
+
+  call(data) {
+    return this.calls.get(data.step + ":" + data.call_id);
+  }
+
+  add(event) {
+    const d = event.data;
+    switch (event.kind) {
+      case "run.start":
+        if (typeof d.trace_id === "string" && /^[0-9a-f]{32}$/.test(d.trace_id)) this.traceId = d.trace_id;
+        this.item(event, "Run started", d.provider + (d.model ? "/" + d.model : ""));
+        return;
+      case "step": {
+        if (d.thinking) {
+          const li = this.item(event, "Thinking");
+          li.appendChild(el("div", { "class": "text muted model-thinking" }, d.thinking));
+        }
+        if (d.text) {
+          const li = this.item(event, "Model");
+          li.appendChild(el("div", { "class": "text model-text" }, d.text));
+        }
+        return;
+      }
+      case "tool.call": return this.toolCall(event);
+      case "tool.approval_needed": return this.gate(d, "ask", "asks an operator: " + d.code + " — " + d.reason + " (reach " + d.reach + ", danger " + d.danger + ")");
+      case "tool.approved": return this.gate(d, "approved", "approved (" + d.decision + ") by " + (d.by || "?"));
+      case "tool.denied": return this.gate(d, "denied", "denied: " + (d.code || d.decision) + (d.by ? " by " + d.by : ""));
+      case "tool.result": return this.result(event);
+      case "agent.start": {
+        const li = this.item(event, "Sub-agent started");
+        if (d.child_run_id && ID.test(d.child_run_id)) li.appendChild(runLink(d.child_run_id));
+        if (d.task) li.appendChild(el("div", { "class": "text" }, d.task));
+        return;
+      }
+      case "agent.end": {
+        const li = this.item(event, "Sub-agent ended", d.ok ? "ok" : "failed");
+        if (d.child_run_id && ID.test(d.child_run_id)) li.appendChild(runLink(d.child_run_id));
+        return;
+      }
+      case "usage": return;
+      case "run.end": {
+        const li = this.item(event, "Run ended", d.status + (d.stop_reason ? " · " + d.stop_reason : ""));
+        if (d.answer) li.appendChild(el("div", { "class": "text" }, d.answer));
+        return;
+      }
+      default: {
+        // guard, compaction, skill.used: what happened, as the event says it.
+        const li = this.item(event, event.kind, d.kind || d.name || "");
+        const rest = Object.assign({}, d);
+        delete rest.step;
+        li.appendChild(el("pre", { "class": "event-data" }, pretty(rest)));
+      }
+    }
+  }
+
+  toolCall(event) {
+    const d = event.data;
+    const li = this.item(event, "Tool call", d.name);
+    li.setAttribute("data-call-id", d.call_id);
+    li.appendChild(el("pre", { "class": "args" }, pretty(d.arguments)));
+    const gate = li.appendChild(el("div", { "class": "gate", "data-gate": "" }, "gates: …"));
+    const outcome = li.appendChild(el("div", { "class": "outcome" }));
+    this.calls.set(d.step + ":" + d.call_id, { li, gate, outcome });
+  }
+
+  gate(d, kind, text) {
+    const card = this.call(d);
+    if (!card) return;
+    card.gate.setAttribute("data-gate", kind);
+    card.gate.textContent = "gate: " + text;
+  }
+
+  result(event) {
+    const d = event.data;
+    const card = this.call(d) || { li: this.item(event, "Tool result", d.name) };
+    if (card.gate && card.gate.getAttribute("data-gate") === "") {
+      card.gate.setAttribute("data-gate", "allowed");
+      card.gate.textContent = "gate: allowed" + (d.cached ? " (answered from the run's cache)" : "");
+    }
+    const box = card.outcome || card.li;
+    clear(box);
+    box.setAttribute("data-ok", String(Boolean(d.ok)));
+    const head = d.ok ? "ok" : "failed: " + (d.error_code || "error");
+    box.appendChild(el("div", { "class": "outcome-head" }, head + " · " + (d.duration_ms || 0) + " ms"));
+    if (d.output_ref && ID.test(d.output_ref)) box.appendChild(this.offloaded(d.output_ref));
+    box.appendChild(el("pre", { "class": "result" }, d.content));
+  }
+
+  offloaded(ref) {
+    const line = el("div", { "class": "offloaded", "data-ref": ref });
+    line.appendChild(el("span", {}, "Stored output"));
+    line.appendChild(el("span", { "class": "mono" }, ref));
+    line.appendChild(el("span", { "class": "muted" }, "(digest below)"));
+    const button = el("button", { "type": "button", "class": "download" }, "Download");
+    const note = el("span", { "class": "download-note muted" });
+    button.addEventListener("click", () => download(this.runId, ref, note));
+    line.appendChild(button);
+    line.appendChild(note);
+    return line;
+  }
+}
+
+// A download needs the bearer header, so it is fetched and handed to the browser as a
+// blob (a plain link could not authenticate without the token in its URL).
+async function download(runId, ref, note) {
+  note.textContent = "downloading…";
+  try {
+    const response = await fetch("/v1/runs/" + enc(runId) + "/outputs/" + enc(ref), { headers: auth() });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    const blob = await response.blob();
+    const link = el("a", { "download": ref });
+    link.href = URL.createObjectURL(blob);
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    note.textContent = blob.size + " bytes";
+  } catch (err) {
+    note.textContent = "download failed: " + err.message;
+  }
+}
+
+function traceLink(runId, traceId) {
+  const box = $("trace");
+  clear(box);
+  const template = settings.trace_url;
+  if (!template || !/^https?:\/\//.test(template)) {
+    box.appendChild(el("span", { "class": "muted" }, "no trace link configured"));
+    return;
+  }
+  if (template.includes("{trace_id}") && !traceId) {
+    box.appendChild(el("span", { "class": "muted" }, "no trace recorded yet"));
+    return;
+  }
+  const href = template.split("{trace_id}").join(enc(traceId || "")).split("{run_id}").join(enc(runId));
+  const link = el("a", { "id": "trace-link", "target": "_blank", "rel": "noopener noreferrer" }, traceId || runId);
+  link.href = href;
+  box.appendChild(link);
+}
+
+function approvalCard(runId, approval, refresh) {
+  const card = el("div", { "class": "card", "data-id": approval.approval_id });
+  card.appendChild(el("b", { "class": "tool" }, approval.tool));
+  card.appendChild(el("div", { "class": "muted" }, "step " + approval.step + " · reach " + approval.reach + " · danger " + approval.danger + " · expires " + when(approval.expires_at)));
+  card.appendChild(el("div", { "class": "reason" }, approval.reason));
+  card.appendChild(el("pre", { "class": "args" }, pretty(approval.args)));
+  const actions = card.appendChild(el("div", { "class": "actions" }));
+  const note = el("input", { "class": "note", "placeholder": "note (optional)" });
+  // Deletes are never remembered: only once or deny is offered.
+  const isDelete = approval.scope === "delete" || approval.effect === "delete";
+  const choices = [["allow_once", "Approve once"]];
+  if (!isDelete) choices.push(["allow_run", "For this run"]);
+  choices.push(["deny", "Deny"]);
+  const problem = el("span", { "class": "card-error error" });
+  for (const [decision, label] of choices) {
+    const button = el("button", { "type": "button", "data-decision": decision }, label);
+    button.addEventListener("click", async () => {
+      try {
+        const path = "/v1/runs/" + enc(runId) + "/approvals/" + enc(approval.approval_id) + "/decision";
+        await post(path, { decision, note: note.value || null });
+        card.remove();
+        refresh();
+      } catch (err) {
+        problem.textContent = err.code + ": " + err.message;
+      }
+    });
+    actions.appendChild(button);
+  }
+  actions.appendChild(note);
+  actions.appendChild(problem);
+  return card;
+}
+
+function runPage(runId) {
+  $("run-view").hidden = false;
+  for (const id of ["timeline", "approvals", "run-facts", "run-usage"]) clear($(id));
+  for (const id of ["run-prompt", "run-answer", "run-reason", "steer-result", "approvals-error", "timeline-state"]) $(id).textContent = "";
+  $("answer-panel").hidden = true;
+  $("approvals-panel").hidden = true;
+  $("run-title").textContent = runId;
+  $("audit-state").textContent = "checking…";
+  const timeline = new Timeline(runId, $("timeline"));
+  const streamAbort = new AbortController();
+  const base = "/v1/runs/" + enc(runId);
+  let stopped = false;
+  let timer = null;
+  let status = null;
+  traceLink(runId, null);
+
+  async function loadRun() {
+    const run = await api(base);
+    if (stopped) return;
+    const was = status;
+    status = run.status;
+    $("run-status").textContent = run.status;
+    $("run-status").setAttribute("data-status", run.status);
+    $("run-reason").textContent = run.stop_reason || "";
+    $("run-prompt").textContent = run.prompt;
+    $("answer-panel").hidden = !run.answer;
+    $("run-answer").textContent = run.answer || "";
+    facts($("run-facts"), [
+      ["provider", run.provider], ["model", run.model], ["owner", run.owner], ["tenant", run.tenant],
+      ["parent", run.parent_id ? runLink(run.parent_id) : null], ["depth", run.depth],
+      ["started", when(run.created_at)], ["updated", when(run.updated_at)],
+    ]);
+    facts($("run-usage"), [
+      ["input tokens", run.usage.input_tokens], ["output tokens", run.usage.output_tokens],
+      ["cost", "$" + Number(run.usage.cost).toFixed(6) + (run.usage.estimated ? " (estimated)" : "")],
+      ["steps", run.steps.length],
+    ]);
+    $("stop-run").disabled = TERMINAL.has(run.status);
+    if (was !== run.status) { loadApprovals(); if (TERMINAL.has(run.status)) loadAudit(); }
+  }
+
+  async function loadApprovals() {
+    try {
+      const list = await api(base + "/approvals");
+      if (stopped) return;
+      const box = $("approvals");
+      clear(box);
+      const pending = list.approvals.filter((a) => a.status === "pending");
+      pending.forEach((a) => box.appendChild(approvalCard(runId, a, loadApprovals)));
+      $("approvals-panel").hidden = pending.length === 0;
+      $("approvals-error").textContent = "";
+    } catch (err) {
+      if (stopped) return;
+      // A role that may not read approvals sees the run without them.
+      $("approvals-panel").hidden = status !== "awaiting_approval";
+      $("approvals-error").textContent = "approvals: " + err.code + ": " + err.message;
+    }
+  }
+
+  async function loadAudit() {
+    const box = $("audit-state");
+    try {
+      const report = await api("/v1/audit/" + enc(runId));
+      if (stopped) return;
+      clear(box);
+      box.className = "";
+      if (report.intact) {
+        box.appendChild(el("span", { "class": "audit-ok" }, "verified: intact"));
+      } else {
+        box.appendChild(el("span", { "class": "audit-bad" }, "BROKEN: " + report.problems.length + " problem(s)"));
+        for (const p of report.problems) box.appendChild(el("div", { "class": "mono" }, p.kind + (p.seq !== null ? " @" + p.seq : "") + ": " + p.detail));
+      }
+      if (report.head) box.appendChild(el("div", { "class": "mono muted" }, "head " + report.head.slice(0, 16) + "…"));
+    } catch (err) {
+      if (stopped) return;
+      box.className = "muted";
+      box.textContent = err.status === 403 ? "not shown: verifying needs the audit.read permission (admins)" : "could not verify: " + err.code;
+    }
+  }
+
+  async function follow() {
+    let lastId = null;
+    while (!stopped) {
+      try {
+        const headers = auth();
+        if (lastId) headers["Last-Event-ID"] = lastId;
+        const response = await fetch(base + "/events", { headers, signal: streamAbort.signal });
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        setStatus("live");
+        let ended = false;
+        await readEvents(response, (event) => {
+          lastId = event.id || lastId;
+          const parsed = JSON.parse(event.data);
+          timeline.add(parsed);
+          if (parsed.kind === "run.start") traceLink(runId, timeline.traceId);
+          if (parsed.kind.startsWith("tool.approv") || parsed.kind === "tool.denied") loadApprovals();
+          if (parsed.kind === "run.end") ended = true;
+          loadRun().catch(() => {});
+        });
+        if (ended) { $("timeline-state").textContent = "the run has ended"; return; }
+      } catch (err) {
+        if (stopped) return;
+        setStatus("reconnecting… (" + err.message + ")", true);
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
+  async function poll() {
+    try { await loadRun(); } catch (err) { if (!stopped) $("run-reason").textContent = err.code + ": " + err.message; }
+    if (!stopped && !TERMINAL.has(status)) timer = setTimeout(poll, POLL_MS);
+  }
+
+  const steer = (promise, done) => promise.then(
+    (r) => { $("steer-result").textContent = done + " (status " + r.status + ")"; poll(); },
+    (err) => { $("steer-result").textContent = err.code + ": " + err.message; },
+  );
+  const onStop = () => steer(post(base + "/stop"), "stop requested");
+  const onSend = () => {
+    const text = $("message-text").value;
+    if (!text.trim()) return;
+    steer(post(base + "/messages", { text }), "message queued");
+    $("message-text").value = "";
+  };
+  $("stop-run").addEventListener("click", onStop);
+  $("send-message").addEventListener("click", onSend);
+  poll();
+  loadAudit();
+  follow();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      streamAbort.abort();
+      $("stop-run").removeEventListener("click", onStop);
+      $("send-message").removeEventListener("click", onSend);
+      $("run-view").hidden = true;
+    },
+  };
+}
+
+// ---- signing in and routing ---------------------------------------------------------
+
+function route() {
+  if (view) view.stop();
+  view = null;
+  if (!token()) return;
+  const match = location.hash.match(/^#\/runs\/([^/?#]+)$/);
+  const runId = match ? decodeURIComponent(match[1]) : null;
+  view = runId && ID.test(runId) ? runPage(runId) : listPage();
+}
+
+async function start() {
+  $("signin-form").hidden = true;
+  $("signout").hidden = false;
+  try {
+    settings = await api("/v1/console/settings");
+  } catch (err) {
+    if (err.status !== 401) $("signin-error").textContent = err.code + ": " + err.message;
+    return;
+  }
+  route();
+}
+
+function signOut(message) {
+  if (view) view.stop();
+  view = null;
+  sessionStorage.removeItem(KEY);
+  $("signin-form").hidden = false;
+  $("signout").hidden = true;
+  $("signin-error").textContent = message || "";
+  setStatus("signed out");
+}
+
+$("signin-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(KEY, $("token").value.trim());
+  $("token").value = "";
+  start();
+});
+$("signout").addEventListener("click", () => signOut());
+window.addEventListener("hashchange", () => { if (token()) route(); });
+if (token()) start();

@@ -1,0 +1,413 @@
+"""The runs console (`/console` on the brain) in a real headless Chromium against the real
+services: a run started with the scripted provider appears on the list and updates live;
+its page shows the timeline (model text, the call's arguments, the gate's ask, the
+approval, the outcome, the stored output with its digest and a download), usage, audit
+state and the trace link; an approver approves the parked call from the page and the run
+finishes; a viewer's approve is refused by the approvals service; an operator messages
+and stops a run. Nothing a model, a tool or a prompt writes runs in the page: a run made
+of script-injection payloads shows them all as text, with no injected element, nothing
+executed and no Content-Security-Policy violation. Screenshots are kept as test
+artefacts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
+
+from chromium_browser import (
+    WAIT_S,
+    artefacts_dir,
+    chromium,
+    screenshot,
+    sign_in,
+    wait_for,
+    wait_until,
+)
+from tether_brain.console.page import assemble
+from tether_common.supervisor import Supervisor
+from tether_common.testing import Turn, call, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+ADMIN = "test-operator-token"  # tests/conftest.py: the bootstrap admin
+TRACE_URL = "http://traces.example/trace/{trace_id}?run={run_id}"
+COUNT = 3000  # `seq 1 3000` prints ~14 KB: above the shell's 4 KiB, so it is stored
+# Watches the page for CSP violations from before its first script runs.
+RECORD_VIOLATIONS = (
+    "window.__violations = [];"
+    "document.addEventListener('securitypolicyviolation',"
+    " (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env() -> dict[str, str]:
+    return {"TETHER_BRAIN_TRACE_URL": TRACE_URL}
+
+
+@dataclass
+class Console:
+    url: str  # the brain's
+    http: httpx.AsyncClient  # on the brain, as the admin
+    scripts: Path
+    tokens: dict[str, str]  # role → a token of that role
+
+    async def start(self, turns: list[Turn], prompt: str = "count", **options: Any) -> str:
+        model = write_script(self.scripts, turns)
+        body = {"prompt": prompt, "provider": "scripted", "model": model} | options
+        started = await self.http.post("/v1/runs", json=body)
+        assert started.status_code == 201, started.text
+        return str(started.json()["run_id"])
+
+    async def run(self, run_id: str) -> dict[str, Any]:
+        found = await self.http.get(f"/v1/runs/{run_id}")
+        assert found.status_code == 200, found.text
+        return dict(found.json())
+
+    async def events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's events so far (the stream is cut at the first idle moment)."""
+        got: list[dict[str, Any]] = []
+        path = f"/v1/runs/{run_id}/events"
+        async with self.http.stream("GET", path, timeout=WAIT_S) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    got.append(json.loads(line[5:]))
+                    if got[-1]["kind"] in ("run.end", "tool.approval_needed"):
+                        break
+        return got
+
+    async def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        found = await self.http.get(f"/v1/runs/{run_id}/approvals")
+        assert found.status_code == 200, found.text
+        return list(found.json()["approvals"])
+
+
+@pytest.fixture(scope="module")
+async def console(stack: Supervisor, scripts_dir: Path) -> AsyncIterator[Console]:
+    url = stack.child("brain").url
+    async with httpx.AsyncClient(base_url=url, headers=bearer(ADMIN), timeout=WAIT_S) as http:
+        tokens = {"admin": ADMIN}
+        for role in ("approver", "viewer", "operator"):
+            made = await http.post("/v1/tokens", json={"name": f"con-{role}", "role": role})
+            assert made.status_code == 201, made.text
+            tokens[role] = made.json()["token"]
+        yield Console(url, http, scripts_dir, tokens)
+
+
+@pytest.fixture(scope="module")
+def downloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("downloads")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory, downloads: Path) -> Iterator[WebDriver]:
+    with chromium(tmp_path_factory.mktemp("chromium"), downloads=downloads) as driver:
+        driver.execute_cdp_cmd(
+            "Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_VIOLATIONS}
+        )
+        yield driver
+
+
+def enter(driver: WebDriver, url: str, token: str) -> None:
+    """A fresh page signed in with `token` (the previous session is signed out)."""
+    driver.get("about:blank")
+    driver.get(url + "/console")
+    if driver.find_elements(By.CSS_SELECTOR, "#signout:not([hidden])"):
+        driver.find_element(By.ID, "signout").click()
+    sign_in(driver, url + "/console", token)
+
+
+def open_run(driver: WebDriver, run_id: str) -> None:
+    driver.find_element(By.CSS_SELECTOR, f'tr[data-run-id="{run_id}"] td.id a').click()
+    wait_until(driver, lambda d: d.find_element(By.ID, "run-title").text == run_id)
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def status_is(driver: WebDriver, status: str) -> None:
+    wait_for(driver, f'#run-status[data-status="{status}"]', timeout=60)
+
+
+def no_violations(driver: WebDriver) -> list[str]:
+    return list(driver.execute_script("return window.__violations || ['not recorded']"))
+
+
+def readme_shot(driver: WebDriver) -> None:
+    """With `TETHER_SCREENSHOTS_DIR` set (e.g. to docs/images), the README's picture."""
+    folder = os.environ.get("TETHER_SCREENSHOTS_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(Path(folder) / "console-run.png"))
+
+
+def downloaded(folder: Path, name: str) -> bytes | None:
+    path = folder / name
+    done = path.exists() and not list(folder.glob("*.crdownload"))
+    return path.read_bytes() if done else None
+
+
+async def test_watch_a_run_approve_its_call_and_see_it_finish(
+    console: Console,
+    browser: WebDriver,
+    downloads: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    await asyncio.to_thread(enter, browser, console.url, console.tokens["approver"])
+    run_id = await console.start(
+        [
+            [
+                {"kind": "chunk", "text": "Counting with the shell."},
+                call("shell", command=f"seq 1 {COUNT}"),
+            ],
+            say(f"Counted to {COUNT}."),
+        ],
+        prompt=f"count to {COUNT}",
+        allow_shell=True,
+    )
+    row = f'tr[data-run-id="{run_id}"]'
+    # Live on the list: it appears, then waits for a decision.
+    await asyncio.to_thread(
+        wait_for, browser, f'{row}[data-status="awaiting_approval"]', timeout=60
+    )
+    assert text_of(browser, f"{row} td.prompt") == f"count to {COUNT}"
+    assert text_of(browser, f"{row} td.agent") == "default"
+    # The filters: by status, then by agent.
+    status = Select(browser.find_element(By.ID, "f-status"))
+    status.select_by_visible_text("completed")
+    await asyncio.to_thread(wait_for, browser, row, gone=True)
+    status.select_by_visible_text("awaiting_approval")
+    await asyncio.to_thread(wait_for, browser, row)
+    screenshot(browser, tmp_path_factory, "console-list")
+
+    await asyncio.to_thread(open_run, browser, run_id)
+    (asked,) = [a for a in await console.approvals(run_id) if a["status"] == "pending"]
+    card = f'.card[data-id="{asked["approval_id"]}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    assert f"seq 1 {COUNT}" in text_of(browser, f"{card} .args")
+    call_item = '#timeline li[data-kind="tool.call"]'
+    await asyncio.to_thread(wait_for, browser, f'{call_item} .gate[data-gate="ask"]')
+    assert f"seq 1 {COUNT}" in text_of(browser, f"{call_item} .args")
+    assert "asks an operator" in text_of(browser, f"{call_item} .gate")
+    assert "Counting with the shell." in text_of(browser, "#timeline .model-text")
+    screenshot(browser, tmp_path_factory, "console-run-parked")
+
+    browser.find_element(By.CSS_SELECTOR, f"{card} .note").send_keys("looked at it")
+    browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="allow_once"]').click()
+    await asyncio.to_thread(status_is, browser, "completed")
+    await asyncio.to_thread(wait_for, browser, f'{call_item} .gate[data-gate="approved"]')
+    assert "approved (allow_once) by token:con-approver" in text_of(browser, f"{call_item} .gate")
+    await asyncio.to_thread(wait_for, browser, f"{call_item} .offloaded[data-ref]")
+    assert "stored as" in text_of(browser, f"{call_item} .result")  # the digest
+    assert text_of(browser, "#run-answer") == f"Counted to {COUNT}."
+    assert "input tokens" in text_of(browser, "#run-usage")
+    # The approver's decision, made through the page, is the approvals service's record.
+    (decided,) = await console.approvals(run_id)
+    assert (decided["decision"], decided["decided_by"], decided["note"]) == (
+        "allow_once",
+        "token:con-approver",
+        "looked at it",
+    )
+    # The trace link: the run's trace id (from its first event) in the configured URL.
+    trace_id = (await console.events(run_id))[0]["data"]["trace_id"]
+    link = browser.find_element(By.ID, "trace-link").get_attribute("href")
+    assert link == f"http://traces.example/trace/{trace_id}?run={run_id}"
+    # The stored output downloads whole, with the token sent in a header, not a URL.
+    offloaded = browser.find_element(By.CSS_SELECTOR, f"{call_item} .offloaded")
+    ref = offloaded.get_attribute("data-ref")
+    assert ref
+    offloaded.find_element(By.CSS_SELECTOR, "button.download").click()
+    await asyncio.to_thread(wait_until, browser, lambda _: downloaded(downloads, ref) is not None)
+    expected = "".join(f"{i}\n" for i in range(1, COUNT + 1)).encode()
+    stored = downloaded(downloads, ref)
+    assert stored is not None
+    assert stored.startswith(b"exit code 0")  # the shell's result as stored, whole
+    assert stored.endswith(expected)
+    # An approver may not read audit trails: the page says so rather than guessing.
+    assert "audit.read" in text_of(browser, "#audit-state")
+    screenshot(browser, tmp_path_factory, "console-run-approver")
+
+    # The admin sees the trail verified.
+    await asyncio.to_thread(enter, browser, console.url, ADMIN)
+    await asyncio.to_thread(open_run, browser, run_id)
+    await asyncio.to_thread(wait_for, browser, "#audit-state .audit-ok")
+    assert text_of(browser, "#audit-state").startswith("verified: intact")
+    await asyncio.to_thread(wait_for, browser, f"{call_item} .offloaded[data-ref]")
+    assert no_violations(browser) == []
+    screenshot(browser, tmp_path_factory, "console-run")
+    readme_shot(browser)
+
+
+async def test_a_viewer_cannot_decide_and_an_operator_messages_and_stops(
+    console: Console, browser: WebDriver, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    run_id = await console.start(
+        [[call("shell", command="seq 1 3")], say("never reached")], allow_shell=True
+    )
+    assert (await console.events(run_id))[-1]["kind"] == "tool.approval_needed"
+    (asked,) = await console.approvals(run_id)
+    card = f'.card[data-id="{asked["approval_id"]}"]'
+
+    await asyncio.to_thread(enter, browser, console.url, console.tokens["viewer"])
+    await asyncio.to_thread(wait_for, browser, f'tr[data-run-id="{run_id}"]')
+    await asyncio.to_thread(open_run, browser, run_id)
+    await asyncio.to_thread(wait_for, browser, card)
+    browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="allow_once"]').click()
+    await asyncio.to_thread(
+        wait_until, browser, lambda d: "forbidden" in text_of(d, f"{card} .card-error")
+    )
+    assert (await console.run(run_id))["status"] == "awaiting_approval"
+    assert (await console.approvals(run_id))[0]["status"] == "pending"
+
+    await asyncio.to_thread(enter, browser, console.url, console.tokens["operator"])
+    await asyncio.to_thread(wait_for, browser, f'tr[data-run-id="{run_id}"]')
+    await asyncio.to_thread(open_run, browser, run_id)
+    browser.find_element(By.ID, "message-text").send_keys("and then stop")
+    browser.find_element(By.ID, "send-message").click()
+    await asyncio.to_thread(
+        wait_until, browser, lambda d: "message queued" in text_of(d, "#steer-result")
+    )
+    browser.find_element(By.ID, "stop-run").click()
+    await asyncio.to_thread(status_is, browser, "stopped")
+    await asyncio.to_thread(wait_for, browser, '#timeline li[data-kind="run.end"]', timeout=60)
+    assert (await console.run(run_id))["stop_reason"] == "stop_requested"
+    assert (await console.approvals(run_id))[0]["status"] == "withdrawn"
+    screenshot(browser, tmp_path_factory, "console-run-stopped")
+
+
+# Each would set `window.__xss` (or add an element) if the page ever parsed it as HTML.
+PAYLOADS = [
+    "<script>window.__xss=1</script>",
+    "<img src=x onerror=window.__xss=2>",
+    '"><svg onload=window.__xss=3>',
+    "'><iframe src=javascript:parent.__xss=4></iframe>",
+    "<a href=javascript:window.__xss=5 id=xss-link>click</a>",
+    "</pre><script>window.__xss=6</script><pre>",
+    "</style><script>window.__xss=7</script>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=window.__xss=8>",
+    "&lt;script&gt;window.__xss=9&lt;/script&gt;",
+    "<details open ontoggle=window.__xss=10>",
+    "<body onload=window.__xss=11>",
+    "\u2028<script>window.__xss=12</script>\u2029",
+    "javascript:window.__xss=13",
+    "{{constructor.constructor('window.__xss=14')()}}",
+    "<object data=javascript:window.__xss=15>",
+    "<input autofocus onfocus=window.__xss=16>",
+]
+TEXT = "\n".join(PAYLOADS)
+# What `echo '…'` can carry (no single quote).
+SHELL_TEXT = " ".join(p for p in PAYLOADS if "'" not in p and "\u2028" not in p)
+INJECTED = "main img, main svg, main iframe, main script, main details, main math, main object, main input[autofocus], main style, #xss-link"
+
+
+def nothing_ran(driver: WebDriver) -> None:
+    assert driver.execute_script("return window.__xss") is None
+    assert driver.find_elements(By.CSS_SELECTOR, INJECTED) == []
+    assert len(driver.find_elements(By.TAG_NAME, "script")) == 1  # the page's own
+    assert driver.execute_script("return window.__violations") == []
+
+
+async def test_payloads_are_shown_as_text_and_never_run(
+    console: Console, browser: WebDriver, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    await asyncio.to_thread(enter, browser, console.url, ADMIN)
+    run_id = await console.start(
+        [
+            [
+                {"kind": "thinking", "text": TEXT},
+                {"kind": "chunk", "text": TEXT},
+                call("calculate", expression=TEXT),
+            ],
+            [{"kind": "chunk", "text": TEXT}, call("shell", command=f"echo '{SHELL_TEXT}'")],
+            say(TEXT),
+        ],
+        prompt=TEXT,
+        allow_shell=True,
+    )
+    row = f'tr[data-run-id="{run_id}"]'
+    await asyncio.to_thread(
+        wait_for, browser, f'{row}[data-status="awaiting_approval"]', timeout=60
+    )
+    listed = browser.find_element(By.CSS_SELECTOR, f"{row} td.prompt").get_attribute("title")
+    assert listed == TEXT[:200]  # the listing's first 200 characters
+    nothing_ran(browser)
+
+    await asyncio.to_thread(open_run, browser, run_id)
+    await asyncio.to_thread(wait_for, browser, ".card[data-id]")
+    card_args = browser.find_element(By.CSS_SELECTOR, ".card .args").text
+    assert json.loads(card_args) == {"command": f"echo '{SHELL_TEXT}'"}
+    nothing_ran(browser)
+    browser.find_element(By.CSS_SELECTOR, '.card button[data-decision="allow_once"]').click()
+    await asyncio.to_thread(status_is, browser, "completed")
+    await asyncio.to_thread(wait_for, browser, '#timeline li[data-kind="run.end"]')
+
+    assert browser.find_element(By.ID, "run-prompt").get_attribute("textContent") == TEXT
+    assert browser.find_element(By.ID, "run-answer").get_attribute("textContent") == TEXT
+    texts = [
+        e.get_attribute("textContent")
+        for e in browser.find_elements(By.CSS_SELECTOR, ".model-text")
+    ]
+    # Two steps' text (each with the calls it made, described) and the answer.
+    assert len(texts) == 3
+    assert all((t or "").startswith(TEXT) for t in texts)
+    thinking = browser.find_element(By.CSS_SELECTOR, ".model-thinking").get_attribute("textContent")
+    assert thinking == TEXT
+    results = [
+        e.get_attribute("textContent") or ""
+        for e in browser.find_elements(By.CSS_SELECTOR, ".result")
+    ]
+    assert any(SHELL_TEXT in r for r in results)  # echo's output, as text
+    nothing_ran(browser)
+    screenshot(browser, tmp_path_factory, "console-escaping")
+
+
+async def test_the_page_is_served_locked_down(stack: Supervisor) -> None:
+    async with httpx.AsyncClient(base_url=stack.child("brain").url, timeout=30) as http:
+        page = await http.get("/console")
+        # Without a token: the page only (no data), with a hash-only script policy.
+        assert page.status_code == 200
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'none'" in policy
+        assert "frame-ancestors 'none'" in policy
+        script_src = next(p for p in policy.split(";") if p.strip().startswith("script-src"))
+        sources = script_src.split()[1:]
+        assert sources
+        assert all(s.startswith("'sha256-") for s in sources)
+        assert "unsafe" not in policy
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["cache-control"] == "no-store"
+        assert page.text == assemble()  # the static document, whoever asks
+        # The data behind it needs a token like every route.
+        for path in ("/v1/console/settings", "/v1/runs/run_x/approvals"):
+            refused = await http.get(path)
+            assert refused.status_code == 401, path
+            assert refused.json()["error"]["code"] == "unauthenticated"
+        allowed = await http.get(
+            "/v1/console/settings", headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert allowed.status_code == 200
+
+
+def test_artefacts_go_where_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    monkeypatch.setenv("TETHER_TEST_ARTEFACTS", str(tmp_path / "shots"))
+    assert artefacts_dir(tmp_path_factory) == tmp_path / "shots"
+    monkeypatch.delenv("TETHER_TEST_ARTEFACTS")
+    assert artefacts_dir(tmp_path_factory).parent == tmp_path_factory.getbasetemp()
