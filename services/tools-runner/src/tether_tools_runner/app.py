@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -23,7 +22,7 @@ from tether_tools_runner.effects import EffectLedger
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.mcp_tools import McpHub
 from tether_tools_runner.offload import threshold_for
-from tether_tools_runner.revisions import StoredRevisions
+from tether_tools_runner.revision_store import StoredRevisions
 from tether_tools_runner.sandbox import (
     Attestation,
     attest,
@@ -101,7 +100,6 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         return Catalog(tools=registry.descriptors(), sandbox_level=attestation.level)
 
     mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
-    loops: list[asyncio.Task[None]] = []
 
     async def sweep() -> None:
         await ledger.sweep(settings.effects_retention_s)
@@ -110,19 +108,17 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     async def on_start() -> None:
         await builtins.file_workers().start()
         await mcp.start()
-        loops.append(
-            asyncio.create_task(
-                every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
-            )
+        renewal = every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
+        service.background.start("lease renewal", renewal)
+        service.background.start(
+            "effects sweep", every(3600.0, sweep, FailureLog(log, "effects sweep"))
         )
-        loops.append(asyncio.create_task(every(3600.0, sweep, FailureLog(log, "effects sweep"))))
         await service.bus.serve(service.subjects.tool_catalog, catalog)
         await service.bus.serve(service.subjects.tool_execute, calls.execute)
 
     async def on_stop() -> None:
-        for task in loops:
-            task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
+        # No call is in flight any more (Service.stop drained the bus first), so the MCP
+        # sessions and file workers can go.
         await mcp.stop()
         builtins.close()
         release_cgroups()
