@@ -66,14 +66,10 @@ def safe(text: str) -> str:
 
 
 def _console(file: Any) -> Console:
-    terminal = file.isatty() if hasattr(file, "isatty") else False
-    return Console(
-        file=file,
-        width=None if terminal else PIPE_WIDTH,
-        soft_wrap=True,
-        highlight=False,
-        emoji=False,
-    )
+    console = Console(file=file, soft_wrap=True, highlight=False, emoji=False)
+    if not console.is_terminal:  # a pipe (FORCE_COLOR counts as a terminal, as Rich says)
+        console.width = PIPE_WIDTH
+    return console
 
 
 def stdout() -> Console:

@@ -109,13 +109,18 @@ def approvals() -> ApprovalsClient:
 @blocking
 async def approvals_list(
     status: Annotated[ApprovalStatus, typer.Option(help="Requests in this state.")] = "pending",
-    run: Annotated[str | None, typer.Option(help="Only this run's requests (its full id).")] = None,
+    run: Annotated[
+        str | None, typer.Option(help="Only this run's requests (an id, a prefix, or `last`).")
+    ] = None,
     output: OutputOption = Format.table,
 ) -> int:
     """Approval requests, pending ones by default.
 
     Example: tether approvals list --status granted -o json
     """
+    if run is not None:
+        async with connect() as brain:
+            run = await resolve_run_id(brain, run)
     async with approvals() as client:
         found = await client.list(status, run)
     rows = [(a.approval_id, a.status, a.tool, a.run_id, a.step, a.reason[:60]) for a in found]

@@ -50,7 +50,10 @@ def show_event(event: RunEvent, fmt: Format) -> None:
             sys.stdout.write("---\n")
         return
     if (line := render(event)) is not None:
-        say(line, style(event))
+        head, _, rest = line.partition("\n")  # the style marks the event, not the answer
+        say(head, style(event))
+        if rest:
+            say(rest)
 
 
 async def _status(client: TetherClient, run_id: str) -> str | None:
@@ -183,8 +186,7 @@ async def run_command(
             raise MessageError(problems, code="invalid_request") from None
         if not follow_run:
             emit(to_data(accepted), output, accepted.run_id)
-            if output is Format.table:
-                err(f"follow it with: tether runs follow {short(accepted.run_id)}", "dim")
+            err(f"follow it with: tether runs follow {short(accepted.run_id)}", "dim")
             return 0
         return await follow(client, accepted.run_id, fmt=output)
 
@@ -232,7 +234,7 @@ async def runs_show(run: RunRef, output: OutputOption = Format.table) -> int:
     if output is not Format.table:
         emit(view, output)
         return 0
-    head = view.model_dump(mode="json", exclude={"steps", "prompt", "answer"})
+    head = view.model_dump(mode="json", exclude={"version", "steps", "prompt", "answer"})
     emit(head, output)
     steps = [
         (s.step, s.kind, s.tool or "", s.outcome or "", " ".join(s.text.split())[:80])

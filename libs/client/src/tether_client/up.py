@@ -32,6 +32,7 @@ answering `/readyz` on that port is never taken for it.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import os
 import secrets
@@ -375,6 +376,7 @@ async def up(wanted_logs: LogFormat = "auto") -> int:
         if os.environ.get("TETHER_OPERATOR_TOKEN")
         else str(base / OPERATOR_TOKEN_FILE),
         provider=os.environ.get("TETHER_PROVIDER", "rules"),
+        version=importlib.metadata.version("tether-client"),
     )
     async with AsyncExitStack() as stack:
         nats_url, passwords = await start_bus(base, stack, progress, state)

@@ -1,0 +1,269 @@
+"""The `tether` binary against the whole system as `tether up` starts it (embedded NATS and
+PostgreSQL, the five services): up's progress and summary, human service logs, status,
+runs with prefixes and `last`, every output format, Ctrl-C while following, and a
+followed stream that survives a brain killed mid-run. Also draws the README's CLI
+session (docs/images/cli-session.svg) from real output."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from rich.console import Console
+from rich.text import Text
+
+from tether_common.testing import call, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+TETHER = Path(sys.executable).parent / "tether"
+UP_DEADLINE_S = 300.0  # the services import slowly on a loaded two-core machine
+SVG = Path(__file__).resolve().parents[2] / "docs" / "images" / "cli-session.svg"
+
+
+@dataclass
+class System:
+    home: Path
+    env: dict[str, str]
+    log: Path
+    scripts: Path
+    proc: subprocess.Popen[bytes]
+
+    def tether(self, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(TETHER), *argv],
+            env=self.env | extra,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    def start(self, *argv: str, out: Path) -> subprocess.Popen[bytes]:
+        with out.open("wb") as sink, out.with_suffix(".err").open("wb") as errors:
+            return subprocess.Popen(
+                [str(TETHER), *argv],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=errors,
+            )
+
+    def state(self) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads((self.home / "up.json").read_text())
+        return found
+
+
+def wait_for(check: Callable[[], bool], what: str, deadline_s: float = 120.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < deadline, f"waited {deadline_s:.0f}s for {what}"
+        time.sleep(0.2)
+
+
+def user_env(home: Path, scripts: Path) -> dict[str, str]:
+    """A user's environment: nothing of the suite's (TETHER_TOKEN, URLs), only a home."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OTEL_"))}
+    return env | {
+        "TETHER_HOME": str(home),
+        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
+        "COLUMNS": "110",
+        **{
+            f"TETHER_{s}_HTTP_PORT": "0"
+            for s in ("BRAIN", "APPROVALS", "OUTPUTS", "GATEWAY", "RUNNER")
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[System]:
+    assert TETHER.exists(), f"{TETHER} is missing: the tether-client entry point is not installed"
+    # Not under pytest's private basetemp: PostgreSQL runs as another user under root.
+    home = Path(tempfile.mkdtemp(prefix="tether-cli-home-"))
+    scripts = home / "scripts"
+    scripts.mkdir()
+    env = user_env(home, scripts)
+    log = home / "up.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(TETHER), "up", "--log-format", "text"],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own group: killed as one if it hangs at the end
+        )
+    found = System(home, env, log, scripts, proc)
+    try:
+        wait_for(
+            lambda: "Ctrl-C stops everything" in log.read_text() or proc.poll() is not None,
+            "tether up",
+            UP_DEADLINE_S,
+        )
+        assert proc.poll() is None, log.read_text()[-6000:]
+        yield found
+    except BaseException:
+        print(log.read_text()[-8000:])  # noqa: T201 - the reason, for the failure report
+        raise
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_up_shows_each_component_then_a_summary(system: System) -> None:
+    text = system.log.read_text()
+    order = [
+        text.index(f"✓ {name}")
+        for name in (
+            "NATS",
+            "PostgreSQL",
+            "output-store",
+            "approvals",
+            "tools-runner",
+            "gateway",
+            "brain",
+        )
+    ]
+    assert order == sorted(order)
+    brain = system.state()["services"]["brain"]["url"]
+    assert f"  API        {brain}\n" in text
+    assert f"  console    {brain}/console\n" in text
+    assert f"  approvals  {system.state()['services']['approvals']['url']}\n" in text
+    assert "  traces     off" in text
+    token = system.home / "operator-token"
+    assert f"  token      {token}" in text
+    assert token.stat().st_mode & 0o077 == 0
+    assert (system.home / "up.json").stat().st_mode & 0o077 == 0
+    # On a terminal (here: asked for) service logs are lines for people, not JSON.
+    assert re.search(
+        r"^\[brain\] \d\d:\d\d:\d\d INFO +tether_common\.service: brain ready$", text, re.M
+    )
+
+
+def test_status_counts_replicas_and_queues(system: System) -> None:
+    done = system.tether("status", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    services = {s["name"]: s for s in found["services"]}
+    assert set(services) == {"brain", "approvals", "output-store", "gateway", "tools-runner"}
+    for name, service in services.items():
+        assert (service["health"], service["replicas"]) == ("ready", 1), name
+        assert service["checks"]["nats"] is True
+    assert services["brain"]["pid"] == system.state()["services"]["brain"]["pid"]
+    assert any(q["consumer"] == "brain_decisions" for q in found["queues"])
+    assert found["pending_approvals"] == 0
+    assert found["versions"]["nats-server"]
+    table = system.tether("status")
+    assert table.returncode == 0
+    assert table.stdout.splitlines()[0].split() == ["SERVICE", "HEALTH", "REPLICAS", "PID", "URL"]
+    assert "parked: 0 approvals pending" in table.stdout
+
+
+def test_runs_by_prefix_and_last_in_every_format(system: System) -> None:
+    ran = system.tether("run", "what time is it in Tokyo?")
+    assert ran.returncode == 0, ran.stderr
+    assert "■ completed" in ran.stdout
+    detached = system.tether("run", "what time is it in Paris?", "--detach", "-o", "json")
+    assert detached.returncode == 0, detached.stderr
+    run_id = json.loads(detached.stdout)["run_id"]
+    assert f"tether runs follow {run_id[:12]}" in detached.stderr
+
+    last = system.tether("runs", "show", "last", "-o", "json")
+    assert json.loads(last.stdout)["run_id"] == run_id
+    by_prefix = system.tether("runs", "show", run_id[4:12], "-o", "yaml")
+    assert yaml.safe_load(by_prefix.stdout)["run_id"] == run_id
+    listed = system.tether("runs", "list", "-o", "yaml")
+    assert run_id in [r["run_id"] for r in yaml.safe_load(listed.stdout)]
+    followed = system.tether("runs", "follow", run_id[:12])
+    assert (followed.returncode, "■ completed" in followed.stdout) == (0, True)
+
+    ambiguous = system.tether("runs", "show", "run_")
+    assert ambiguous.returncode == 2
+    assert "matches" in ambiguous.stderr
+    assert run_id in ambiguous.stderr
+    unknown = system.tether("runs", "stop", "zzzz")
+    assert unknown.returncode == 5
+    assert unknown.stderr.startswith("error: not_found:")
+
+
+def test_ctrl_c_and_a_dropped_stream(system: System, tmp_path: Path) -> None:
+    """A run parked for approval: Ctrl-C while following leaves it be; a follower whose
+    brain is killed resumes after the restart, showing every event once."""
+    model = write_script(
+        system.scripts, [[call("file_write", path="notes.txt", content="hi")], say("written")]
+    )
+    started = system.tether(
+        "run", "write a note", "--provider", "scripted", "--model", model, "-d", "-o", "json"
+    )
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    out = tmp_path / "first.out"
+    first = system.start("runs", "follow", run_id[:12], out=out)
+    wait_for(lambda: "approval_needed" in out.read_text(), "the approval event")
+    first.send_signal(signal.SIGINT)
+    assert first.wait(60) == 130
+    said = out.with_suffix(".err").read_text()
+    assert f"Run {run_id[:12]} goes on" in said
+    assert f"tether runs follow {run_id[:12]}" in said
+    assert "Traceback" not in said
+
+    out = tmp_path / "second.out"
+    second = system.start("runs", "follow", "last", out=out)
+    wait_for(lambda: "approval_needed" in out.read_text(), "the approval event again")
+    brain = system.state()["services"]["brain"]
+    os.kill(brain["pid"], signal.SIGKILL)  # `tether up` starts it again
+    wait_for(lambda: "event stream lost" in out.with_suffix(".err").read_text(), "the drop")
+
+    def brain_ready() -> bool:
+        try:
+            return httpx.get(f"{brain['url']}/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(brain_ready, "the restarted brain", 180)
+    approvals = json.loads(system.tether("approvals", "list", "-o", "json").stdout)
+    [approval] = [a for a in approvals if a["run_id"] == run_id]
+    assert system.tether("approvals", "approve", approval["approval_id"]).returncode == 0
+    assert second.wait(180) == 0, out.with_suffix(".err").read_text()
+    shown = out.read_text()
+    assert "written" in shown
+    assert shown.count("▶ run") == 1
+    assert shown.count("[tool.approval_needed]") == 1
+
+
+def test_draw_the_cli_session(system: System) -> None:
+    """The README's picture of a CLI session: real output of `run` and `status`."""
+    screen = Console(record=True, width=110, file=io.StringIO())
+    colour = {"FORCE_COLOR": "1", "COLUMNS": "110"}
+    for argv in (("run", "what time is it in Tokyo?"), ("status",)):
+        done = system.tether(*argv, **colour)
+        assert done.returncode == 0, done.stderr
+        command = " ".join(f'"{a}"' if " " in a else a for a in argv)
+        screen.print(Text(f"$ tether {command}", style="bold"))
+        screen.print(Text.from_ansi(done.stdout.rstrip()))
+        screen.print()
+    SVG.parent.mkdir(parents=True, exist_ok=True)
+    screen.save_svg(str(SVG), title="tether")
+    drawn = SVG.read_text().replace("&#160;", " ")
+    for seen in ("$ tether status", "SERVICE", "■ completed"):
+        assert seen in drawn
