@@ -252,3 +252,15 @@ def test_the_brain_image_ships_the_project_skills() -> None:
     defaults = BrainSettings.model_fields["skill_folders"].get_default(call_default_factory=True)
     assert Path("skills") in defaults
     assert list((ROOT / "skills").glob("*/SKILL.md"))
+
+
+def test_an_empty_provider_key_leaves_the_provider_unconfigured(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`.env.example` leaves the keys empty: the gateway must read "no key", not a key ""."""
+    for var, value in service_env(compose, "gateway", env_example()).items():
+        monkeypatch.setenv(var, value)
+    settings = GatewaySettings()
+    assert settings.openai_api_key is None
+    assert settings.anthropic_api_key is None
+    assert settings.anthropic_missing() == "TETHER_GATEWAY_ANTHROPIC_API_KEY"
