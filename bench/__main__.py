@@ -1,7 +1,7 @@
 """`python -m bench [--quick] [SUB-COMMAND ...]`: benchmarks that print figures.
 
 Sub-commands: floor, loop (= concurrency + long + resume), concurrency, long, resume,
-parked, approvals, langgraph, runner, outputs, scaling, shellfuzz, chaos, all (the default;
+parked, approvals, langgraph, runner, outputs, scaling, shellfuzz, models, chaos, all (the default;
 `make bench`; chaos is not part of it).
 Each starts its own nats-server and PostgreSQL in a temporary folder and the services as
 real processes; nothing is shared with a running system. Each is bounded in time; a
@@ -22,7 +22,7 @@ from bench.suites import ALL, QUICK, SUITES, Counts, Results, print_summary
 
 # parked: 10,000 runs at about 60 runs/s; shellfuzz: one sandbox per allowed command.
 # chaos: 100 kills, each replica restarted, then the runs settled (and the partitions).
-TIME_LIMIT_S = {"parked": 900.0, "shellfuzz": 1800.0, "chaos": 2400.0}
+TIME_LIMIT_S = {"models": 7200.0, "parked": 900.0, "shellfuzz": 1800.0, "chaos": 2400.0}
 DEFAULT_LIMIT_S = 300.0
 
 

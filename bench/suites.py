@@ -183,6 +183,14 @@ def partitions_suite() -> Partitions | None:
     return found
 
 
+async def models(counts: Counts, results: Results) -> None:
+    """Small models finishing everyday tasks (issue 20): Tether against a plain loop."""
+    # Imported here: it needs llama.cpp and the evaluation model, which no other needs.
+    from bench.models import measure_models
+
+    await measure_models(results)
+
+
 Suite = Callable[[Counts, Results], Awaitable[None]]
 
 SUITES: dict[str, Suite] = {
@@ -198,6 +206,7 @@ SUITES: dict[str, Suite] = {
     "outputs": outputs,
     "scaling": scaling,
     "shellfuzz": shellfuzz,
+    "models": models,
     "chaos": chaos,
 }
 

@@ -20,6 +20,7 @@ from tether_brain.console import console_api_router, console_page_router
 from tether_brain.local_tools import SkillLibrary, SkillTool
 from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
+from tether_brain.models_api import models_router
 from tether_brain.policy_api import policy_router
 from tether_brain.runs import RunManager
 from tether_brain.profiles import Profiles
@@ -164,6 +165,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             console_api_router(manager, identity, trace_url=settings.trace_url),
             agents_router(overrides, identity),
             skills_router(skills.store, identity, on_change=skills.forget),
+            models_router(service.bus, identity),
             policy_router(
                 agents,
                 toolbox,

@@ -1,0 +1,222 @@
+"""`python -m bench models`: the everyday battery (`bench.models_tasks`) through the real
+services against a small model served by llama.cpp, and the same battery through a plain
+prompting loop with the same model and the same tools (the baseline); then the prefill
+cost of a cached against an uncached prompt prefix.
+
+The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
+`../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
+the product or of `make test`. `TETHER_EVAL_TASKS` (comma list of task names or kinds)
+runs a subset. Every figure is printed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from bench.baseline_loop import plain_loop
+from bench.models_tasks import Task, battery, lay_out
+from bench.stack import OPERATOR_TOKEN, Stack, servers, services
+from tether_client.client import TetherClient
+from tether_client.local_model import LlamaServer, start_llama_server, stop, wait_ready
+from tether_common.bus import Bus
+from tether_common.subjects import Subjects
+
+FETCH = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "fetch-eval-model"
+ALIAS = "qwen2.5-coder-0.5b-instruct"
+N_CTX = 8192
+RUN_TIMEOUT_S = 900.0
+# The sandbox user the runner hands the workspace to (tools-runner settings' default).
+SANDBOX_UID = SANDBOX_GID = 64000
+EVAL_AGENT = {
+    "eval": {
+        "grants": [
+            *("file_write#noapproval", "file_edit#noapproval", "shell#noapproval"),
+            *("file_read", "file_list", "file_search", "current_time", "convert_time"),
+            "calculate",
+        ]
+    }
+}
+
+
+@dataclass(slots=True)
+class Outcome:
+    task: str
+    ok: bool
+    steps: int
+    seconds: float
+    answer: str
+    input_tokens: int = 0
+
+
+def eval_model() -> Path:
+    named = os.environ.get("TETHER_EVAL_MODEL")
+    if named:
+        return Path(named)
+    found = subprocess.run([str(FETCH)], capture_output=True, text=True, check=True)
+    return Path(found.stdout.strip().splitlines()[-1])
+
+
+def chosen(tasks: list[Task]) -> list[Task]:
+    wanted = {w.strip() for w in os.environ.get("TETHER_EVAL_TASKS", "").split(",") if w.strip()}
+    return [t for t in tasks if not wanted or t.name in wanted or t.kind in wanted]
+
+
+def prepare(workspace: Path) -> None:
+    """The battery's files afresh, owned by the sandbox user (the tools act as it)."""
+    lay_out(workspace)
+    if os.geteuid() == 0:
+        for path in [workspace, *workspace.rglob("*")]:
+            os.chown(path, SANDBOX_UID, SANDBOX_GID)
+
+
+async def through_tether(s: Stack, task: Task) -> Outcome:
+    started = time.perf_counter()
+    async with TetherClient(s.api_url, token=OPERATOR_TOKEN, timeout=60) as client:
+        accepted = await client.start_run(
+            task.prompt, provider="local", agent="eval", allow_shell=True, mode="allow-all"
+        )
+        await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
+        run = await client.get_run(accepted.run_id)
+    seconds = time.perf_counter() - started
+    answer = run.answer or ""
+    model_steps = sum(1 for step in run.steps if step.kind == "model")
+    ok = run.status == "completed" and task.check(answer, s.base / "workspace")
+    return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens)
+
+
+async def prefill(base_url: str, system: str) -> tuple[float, float]:
+    """Seconds to the first streamed token: the same long prefix again (cached), and with
+    its first word changed (uncached)."""
+    async with httpx.AsyncClient(timeout=300) as http:
+        await _first_token(http, base_url, system)  # warm: this prefix is now cached
+        cached = await _first_token(http, base_url, system)
+        uncached = await _first_token(http, base_url, "Note. " + system)
+    return cached, uncached
+
+
+async def _first_token(http: httpx.AsyncClient, base_url: str, system: str) -> float:
+    body = {
+        "model": ALIAS,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "Say OK."},
+        ],
+        "max_tokens": 4,
+        "stream": True,
+    }
+    started = time.perf_counter()
+    async with http.stream("POST", f"{base_url}/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                return time.perf_counter() - started
+    return time.perf_counter() - started
+
+
+def report(label: str, outcomes: list[Outcome]) -> float:
+    done = sum(o.ok for o in outcomes)
+    rate = done / len(outcomes) if outcomes else 0.0
+    print(f"\n-- {label}: {done}/{len(outcomes)} completed ({rate:.0%})")
+    for o in outcomes:
+        mark = "ok  " if o.ok else "MISS"
+        tokens = f" {o.input_tokens / max(o.steps, 1):6.0f} in-tok/step" if o.input_tokens else ""
+        answer = " ".join(o.answer.split())[:90]
+        print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{tokens}  {answer}")
+    if outcomes:
+        steps = sum(o.steps for o in outcomes) / len(outcomes)
+        seconds = sum(o.seconds for o in outcomes) / len(outcomes)
+        print(f"   mean: {steps:.1f} steps, {seconds:.1f} s per task")
+    return rate
+
+
+async def measure_models(results: dict[str, float]) -> None:
+    tasks = chosen(battery())
+    model = eval_model()
+    with _Served(model) as server:
+        await wait_ready(server, timeout=300)
+        env = {
+            "TETHER_GATEWAY_LOCAL_BASE_URL": server.base_url,
+            "TETHER_GATEWAY_LOCAL_MODEL": ALIAS,
+            "TETHER_GATEWAY_LOCAL_CONTEXT_WINDOW": str(N_CTX),
+            "TETHER_GATEWAY_INACTIVITY_TIMEOUT_S": "600",
+            "TETHER_BRAIN_AGENTS": json.dumps(EVAL_AGENT),
+            "TETHER_BRAIN_CONTEXT_WINDOWS": json.dumps({ALIAS: N_CTX}),
+        }
+        # A loaded machine (the battery runs for an hour) meets a generous start.
+        async with servers("models") as srv, services(srv, env, ready_timeout=600) as s:
+            print(f"model {model.name} on {server.base_url}; {len(tasks)} tasks")
+            workspace = s.base / "workspace"
+            ours: list[Outcome] = []
+            for task in tasks:
+                prepare(workspace)
+                ours.append(await through_tether(s, task))
+                print(f"  tether {task.name}: {'ok' if ours[-1].ok else 'miss'}", flush=True)
+            theirs: list[Outcome] = []
+            bus = await Bus.connect(s.nats_url, service="bench-models", subjects=Subjects())
+            try:
+                for task in tasks:
+                    prepare(workspace)
+                    theirs.append(await plain_loop(bus, server.base_url, ALIAS, task, workspace))
+                    print(f"  plain {task.name}: {'ok' if theirs[-1].ok else 'miss'}", flush=True)
+            finally:
+                await bus.close()
+        results["models_tether_rate"] = report("Tether", ours)
+        results["models_plain_rate"] = report("plain loop with a tools-off final round", theirs)
+        system = _tether_like_prefix()
+        cached, uncached = await prefill(server.base_url, system)
+        print(
+            f"\nprefill of a {len(system)}-character system prompt: uncached {uncached:.2f} s, "
+            f"cached prefix {cached:.2f} s ({uncached / max(cached, 1e-3):.1f}x)"
+        )
+        results["models_prefill_uncached_s"] = uncached
+        results["models_prefill_cached_s"] = cached
+
+
+def _tether_like_prefix() -> str:
+    """A system prompt of the size Tether sends the local model: the tool prompt first."""
+    from tether_common.messages.gateway import OfferedToolSpec
+    from tether_common.toolcalls import render_tool_prompt
+    from tether_tools_runner.tools.calculate import CALCULATE
+    from tether_tools_runner.tools.clock import CONVERT_TIME, CURRENT_TIME
+
+    tools = [
+        OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in (CURRENT_TIME, CONVERT_TIME, CALCULATE)
+    ]
+    return render_tool_prompt(tools, json_reply=True) + "\n\nYou are Tether."
+
+
+class _Served:
+    """The llama.cpp server on the eval model, stopped on the way out."""
+
+    def __init__(self, model: Path) -> None:
+        self.model = model
+        self.server: LlamaServer | None = None
+
+    def __enter__(self) -> LlamaServer:
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / "tether-bench-llama.log"
+        self.server = start_llama_server(
+            self.model, _free_port(), n_ctx=N_CTX, alias=ALIAS, log_path=log
+        )
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            stop(self.server)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+__all__ = ["measure_models"]
