@@ -22,7 +22,7 @@ from bench.suites import ALL, QUICK, SUITES, Counts, Results, print_summary
 
 # parked: 10,000 runs at about 60 runs/s; shellfuzz: one sandbox per allowed command.
 # chaos: 100 kills, each replica restarted, then the runs settled (and the partitions).
-TIME_LIMIT_S = {"models": 7200.0, "parked": 900.0, "shellfuzz": 1800.0, "chaos": 2400.0}
+TIME_LIMIT_S = {"models": 7200.0, "parked": 900.0, "shellfuzz": 1800.0, "chaos": 3600.0}
 DEFAULT_LIMIT_S = 300.0
 
 

@@ -224,6 +224,7 @@ async def measure_chaos(stack: Stack, ledger: Path, kills: int, results: Results
 class Tally:
     tried: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
+    unfinished: Counter[str] = field(default_factory=Counter)  # how the others ended
     ended_twice: int = 0
     steps_duplicated: int = 0
     results_duplicated: int = 0
@@ -243,8 +244,15 @@ class Tally:
 
 async def count(stack: Stack, run_ids: list[str], ledger: Path, kills: list[Kill]) -> Tally:
     tally = Tally(tried=len(run_ids))
-    rows = await stack.db.fetch("SELECT status FROM runs WHERE run_id = ANY($1)", run_ids)
+    rows = await stack.db.fetch(
+        "SELECT status, stop_reason, step FROM runs WHERE run_id = ANY($1)", run_ids
+    )
     tally.statuses.update(r["status"] for r in rows)
+    tally.unfinished.update(
+        f"{r['status']} ({r['stop_reason']}) at step {r['step']}"
+        for r in rows
+        if r["status"] != "completed"
+    )
     events = await journal(stack, run_ids, "event")
     steps = await journal(stack, run_ids, "step")
     ends = Counter(run for run, e in events if e["kind"] == "run.end")
@@ -313,6 +321,8 @@ def report(tally: Tally, results: Results) -> None:
     bound_s = LEASE_S + SWEEP_S + 1.0
     print(f"runs tried {tally.tried} (starts refused: {tally.failed_starts})")
     print(f"  by status: {dict(tally.statuses)}")
+    for how, n in tally.unfinished.most_common(5):
+        print(f"  {n} {how}")
     print(f"runs lost (not completed) {tally.lost}   ended twice {tally.ended_twice}")
     print(
         f"steps duplicated {tally.steps_duplicated}   tool results duplicated "
