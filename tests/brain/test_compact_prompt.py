@@ -117,6 +117,13 @@ def test_retrieve_output_is_offered_when_a_result_points_at_it() -> None:
     assert names(offered) == {"shell", "retrieve_output"}
 
 
+def test_with_no_request_to_narrow_by_every_tool_is_a_card() -> None:
+    offered, note = compact_offer(SPECS, None, "", DEFAULT_KEYWORDS)
+    assert names(offered) == names(SPECS)
+    assert note is None
+    assert all("\n" not in s.description for s in offered)
+
+
 def test_compact_offer_names_connector_services_left_out() -> None:
     mail = OfferedToolSpec(name="mcp.mail.search", description="Search mail.", parameters={})
     offered, note = compact_offer([*SPECS, mail], "Who wrote Hamlet?", "", DEFAULT_KEYWORDS)

@@ -49,6 +49,7 @@ from tether_common.messages.runs import (
     RunStatus,
     StepView,
 )
+from tether_common.messages.tools import ToolDescriptor
 from tether_common.metrics import runs_ended, steps
 from tether_common.telemetry import current_run_id
 
@@ -171,17 +172,7 @@ class Loop:
     async def _begin(self, state: RunState) -> None:
         state.status = "running"
         await self._user_turn(state, state.prompt)
-        # The trace id lets the runs console link the run to the tracing UI.
-        span = trace.get_current_span().get_span_context()
-        trace_id = format(span.trace_id, "032x") if span.is_valid else None
-        emit(
-            state,
-            "run.start",
-            prompt=state.prompt,
-            provider=state.provider,
-            model=state.model,
-            trace_id=trace_id,
-        )
+        emit(state, "run.start", prompt=state.prompt, provider=state.provider, model=state.model)
         await self._commit(state)
 
     async def _user_turn(self, state: RunState, text: str) -> None:
@@ -243,16 +234,6 @@ class Loop:
             return await self._calls(state, turn)
         return await self._answer(state, turn)
 
-    async def _fit(self, state: RunState, request: GenerateRequest) -> GenerateRequest:
-        """Fit the request into the model's window; dropped history is summarised by a side
-        generation when the model gives one (else it stays dropped), with a `compaction` event."""
-        fitter = Fitter(
-            self.windows.get(
-                state.model or "", self.windows.get(state.provider, self.default_window)
-            ),
-            state.prompt,
-        )
-        if not fitter.over(request.messages, request.tools):
     async def _request(
         self, state: RunState, last: bool, tools_off: bool, looping: ToolLoop | None
     ) -> GenerateRequest:
@@ -265,10 +246,10 @@ class Loop:
             await self._await_catalogue(state)  # a runner restarting is waited for
             toolbox = self.actor.toolbox
             if tier == "compact":
+                # After an unusable call the narrowing may have missed: every tool, as cards.
+                wanted = None if state.counters.corrections else state.prompt
                 every = await toolbox.offered(state.options)
-                offered, hidden = compact_offer(
-                    every, state.prompt, _recent(state), toolbox.keywords
-                )
+                offered, hidden = compact_offer(every, wanted, _recent(state), toolbox.keywords)
             else:
                 offered, hidden = await toolbox.offer(state.options, _recent(state))
         skills = (await self.skills.refresh(state.tenant)).values()
@@ -295,10 +276,22 @@ class Loop:
         calls by the gateway). A guide-only run's text is its answer, whatever it holds."""
         if state.options.get("guide_only") or not text.strip():
             return False
-        toolbox = self.actor.toolbox
-        known = [d for n in toolbox.names() if (d := toolbox.descriptor(n)) is not None]
-        return looks_like_call(text, known)
+        return looks_like_call(text, self._known_tools())
 
+    def _known_tools(self) -> list[ToolDescriptor]:
+        toolbox = self.actor.toolbox
+        return [d for n in toolbox.names() if (d := toolbox.descriptor(n)) is not None]
+
+    async def _fit(self, state: RunState, request: GenerateRequest) -> GenerateRequest:
+        """Fit the request into the model's window; dropped history is summarised by a side
+        generation when the model gives one (else it stays dropped), with a `compaction` event."""
+        fitter = Fitter(
+            self.windows.get(
+                state.model or "", self.windows.get(state.provider, self.default_window)
+            ),
+            state.prompt,
+        )
+        if not fitter.over(request.messages, request.tools):
             return request
         fitted = fitter.fit(request.messages, request.tools)
         summary = await self._summarise(request, fitted.dropped) if fitted.dropped else None
@@ -399,6 +392,8 @@ class Loop:
         """A call in a step that offered no tools. A guide-only run answers with its
         text; any other run gets one more tools-off round (`_final_round`)."""
         answer = turn.text.strip()
+        if not state.options.get("guide_only"):
+            return await self._final_round(state, turn, control)
         if last:
             record_answer(state, answer or STEP_LIMIT_ANSWER)
             return await self._end(state, "stopped", "max_steps", answer or STEP_LIMIT_ANSWER)
@@ -406,18 +401,6 @@ class Loop:
         record_answer(state, answer)
         return await self._complete(state, answer)
 
-    async def _calls(self, state: RunState, turn: ModelTurn) -> bool:
-        names = self.actor.toolbox.names()
-        usable = [c for c in turn.calls if self.actor.descriptor(c.name) is not None]
-        if not state.options.get("guide_only"):
-            return await self._final_round(state, turn, control)
-        if usable:
-            return await self._act(state, turn, turn.calls)
-        if state.counters.corrections == 0:
-            state.counters.corrections += 1
-            state.counters.low_effort = False
-            emit(
-                state,
     async def _final_round(self, state: RunState, turn: ModelTurn, control: Control) -> bool:
         """A final step never returns a tool call as its answer: the call goes into the
         history as text, and one more tools-off round asks for the answer from the
@@ -444,6 +427,16 @@ class Loop:
         state.add_message(ChatMessage(role="assistant", content=said or "(no answer)"))
         return await self._end(state, "stopped", "no_answer", None)
 
+    async def _calls(self, state: RunState, turn: ModelTurn) -> bool:
+        names = self.actor.toolbox.names()
+        usable = [c for c in turn.calls if self.actor.descriptor(c.name) is not None]
+        if usable:
+            return await self._act(state, turn, turn.calls)
+        if state.counters.corrections == 0:
+            state.counters.corrections += 1
+            state.counters.low_effort = False
+            emit(
+                state,
                 "guard",
                 step=state.step,
                 kind="unusable_call",

@@ -132,11 +132,14 @@ def choose(
 
 def compact_offer(
     specs: Sequence[OfferedToolSpec],
-    request: str,
+    request: str | None,
     recent: str,
     keywords: Mapping[str, Sequence[str]],
 ) -> tuple[list[OfferedToolSpec], str | None]:
-    """The compact tier's tools as one-line cards, and the note naming left-out services."""
+    """The compact tier's tools as one-line cards, and the note naming left-out services;
+    with no request to narrow by, every tool."""
+    if request is None:
+        return [compact_card(s) for s in specs], None
     chosen, hidden = choose_compact(specs, request, recent, keywords)
     return [compact_card(s) for s in chosen], Offer([], hidden).note()
 
