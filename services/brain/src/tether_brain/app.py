@@ -22,8 +22,8 @@ from tether_brain.loop import Loop
 from tether_brain.model import ModelClient
 from tether_brain.models_api import models_router
 from tether_brain.policy_api import policy_router
-from tether_brain.runs import RunManager
 from tether_brain.profiles import Profiles
+from tether_brain.runs import RunManager
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
 from tether_brain.skills_api import skills_router
@@ -87,8 +87,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         approvals,
         skills,
         windows=settings.context_windows,
-        default_window=settings.default_context_window,
         profiles=Profiles(bus, ttl_s=settings.profile_ttl_s, overrides=settings.prompt_tiers),
+        default_window=settings.default_context_window,
         prices=settings.prices,
     )
     manager = RunManager(bus, store, loop, settings, decision_key=required_key(common.decision_key))

@@ -172,7 +172,17 @@ class Loop:
     async def _begin(self, state: RunState) -> None:
         state.status = "running"
         await self._user_turn(state, state.prompt)
-        emit(state, "run.start", prompt=state.prompt, provider=state.provider, model=state.model)
+        # The trace id lets the runs console link the run to the tracing UI.
+        span = trace.get_current_span().get_span_context()
+        trace_id = format(span.trace_id, "032x") if span.is_valid else None
+        emit(
+            state,
+            "run.start",
+            prompt=state.prompt,
+            provider=state.provider,
+            model=state.model,
+            trace_id=trace_id,
+        )
         await self._commit(state)
 
     async def _user_turn(self, state: RunState, text: str) -> None:

@@ -93,6 +93,11 @@ class BrainSettings(HttpSettings):
         default_factory=lambda: ["openai", "anthropic", "ollama", "scripted"],
         description="providers whose token usage is reported, not estimated (max_tokens needs it)",
     )
+    prompt_tiers: dict[str, PromptTier] = Field(
+        default_factory=dict,
+        description="per model or provider: full|compact, over the model's profile from the gateway",
+    )
+    profile_ttl_s: float = Field(default=30.0, ge=0, description="how long a profile is kept")
     prices: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description='per model or provider: {"input": $, "output": $} per million tokens',
@@ -113,9 +118,4 @@ class BrainSettings(HttpSettings):
     )
     allowlist: list[str] = Field(
         default_factory=list, description="project allowlist: grant entries that need no approval"
-    prompt_tiers: dict[str, PromptTier] = Field(
-        default_factory=dict,
-        description="per model or provider: full|compact, over the model's profile from the gateway",
-    )
-    profile_ttl_s: float = Field(default=30.0, ge=0, description="how long a profile is kept")
     )
