@@ -623,16 +623,30 @@ class Bus:
 
     # ---- shutdown ----------------------------------------------------------------
 
-    async def close(self, timeout: float = 10.0) -> None:
-        """Stop taking messages, finish in-flight handlers within `timeout`, then close."""
-        for sub in self._subs:
-            with suppress(Exception):
-                await sub.unsubscribe()
-        self._subs.clear()
+    async def stop_taking(self, timeout: float = 10.0) -> None:
+        """Stop taking messages and finish in-flight handlers within `timeout` (then
+        cancel them); the connection stays open for what stopping still sends. Each
+        subscription is drained: the server stops sending, and what it had already sent
+        is still handled, never dropped. Unacknowledged JetStream messages are
+        redelivered to another replica."""
+        subs, self._subs = self._subs, []
+        # All at once, so no subscription keeps taking messages while another drains.
+        await asyncio.gather(*(self._drain(sub, timeout) for sub in subs))
         if self._inflight:
             _done, pending = await asyncio.wait(set(self._inflight), timeout=timeout)
             for task in pending:
                 task.cancel()
+
+    async def _drain(self, sub: Subscription, timeout: float) -> None:
+        with suppress(Exception):
+            if self._conn is not None and self._conn.is_connected:
+                await asyncio.wait_for(sub.drain(), timeout)  # type: ignore[no-untyped-call]
+            else:  # draining needs the server; without it, just stop locally
+                await sub.unsubscribe()
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop taking messages, finish in-flight handlers within `timeout`, then close."""
+        await self.stop_taking(timeout)
         if self._conn is not None:
             with suppress(Exception):
                 # Draining needs the server; with it gone it would wait on reconnects.

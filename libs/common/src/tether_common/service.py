@@ -1,6 +1,8 @@
 """The life of a service process: connect the bus (retrying while NATS starts), open and
-migrate the database, start handlers, answer health and readiness, and shut down in order
-(drain subscriptions, finish in-flight work, close the database)."""
+migrate the database, start handlers and background tasks, answer health and readiness,
+and shut down in order: stop taking messages (drain the subscriptions) and finish the
+handlers in flight, stop the background tasks, close what they used (the service's
+`on_stop`), drain the bus connection, close the database."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common import identity
+from tether_common.background import Background
 from tether_common.bus import Bus
 from tether_common.db import make_engine, migrate, ping
 from tether_common.errors import BusError, ConfigError
@@ -31,6 +34,9 @@ from tether_common.subjects import Subjects
 from tether_common.telemetry import setup_telemetry
 
 log = logging.getLogger(__name__)
+
+# How long stopping waits for the handlers in flight, then for the bus connection to drain.
+SHUTDOWN_WAIT_S = 10.0
 
 
 class Service:
@@ -52,6 +58,8 @@ class Service:
         self.migrations = migrations
         self.uses_db = uses_db
         self.bus = Bus(self.subjects, name)
+        # Sweepers, collectors, senders: started by the service's `on_start`, stopped here.
+        self.background = Background(logging.getLogger(f"tether.{name}"))
         # The engine connects lazily, so domain objects can hold it from construction on.
         self._engine: AsyncEngine | None = (
             make_engine(settings.database_url, pool_size=settings.db_pool_size) if uses_db else None
@@ -92,8 +100,15 @@ class Service:
                 log.warning("waiting for NATS: %s", exc.message)
                 await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
 
-    async def stop(self) -> None:
-        await self.bus.close()
+    async def stop(self, on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Shut down in order; `on_stop` runs once no handler or background task is left
+        to use what it closes, while the bus connection and the database are still open
+        (handing work back may need both)."""
+        await self.bus.stop_taking(SHUTDOWN_WAIT_S)
+        await self.background.stop()
+        if on_stop is not None:
+            await on_stop()
+        await self.bus.close(SHUTDOWN_WAIT_S)
         if self._engine is not None:
             await self._engine.dispose()
 
@@ -121,9 +136,7 @@ class Service:
             try:
                 yield
             finally:
-                if on_stop is not None:
-                    await on_stop()
-                await self.stop()
+                await self.stop(on_stop)
                 log.info("%s stopped", self.name)
 
         app = FastAPI(title=title, lifespan=lifespan)

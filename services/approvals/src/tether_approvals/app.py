@@ -3,10 +3,8 @@ operator API and console, the webhooks API, the expiry sweeper and the notice se
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from contextlib import suppress
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -88,22 +86,16 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
     )
     sender = Sender(service.engine, settings.webhooks, publish_notice)
     pending = PendingGauge(service.engine)
-    sweeper: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
         await serve_bus(service.bus, store, lifecycle, tokens, board)
         await serve_verify(service.bus, tokens)
-        sweeper.append(
-            asyncio.create_task(sweep_forever(lifecycle, store, board, settings, pending))
-        )
-        sweeper.append(asyncio.create_task(sender.run_forever()))
+        sweep = sweep_forever(lifecycle, store, board, settings, pending)
+        service.background.start("the approval sweep", sweep)
+        service.background.start("the notice sender", sender.run_forever())
 
     async def on_stop() -> None:
-        for task in sweeper:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
-        await sender.aclose()
+        await sender.aclose()  # its loop has stopped: Service.stop ends background first
 
     routers = [
         approvals_router(store, lifecycle, tokens, board),

@@ -4,8 +4,6 @@ JetStream object store as `TETHER_OUTPUTS_BACKEND` says."""
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import suppress
 from datetime import timedelta
 from pathlib import Path
 
@@ -57,7 +55,6 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
         keep_tombstones=timedelta(days=settings.tombstone_days),
         objects=objects,
     )
-    background: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
         if settings.backend == "jetstream":
@@ -66,18 +63,11 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
         gc = collector.run_forever(
             settings.gc_interval_s, orphans_every_s=settings.orphan_sweep_interval_s
         )
-        background.append(asyncio.create_task(gc))
-
-    async def on_stop() -> None:
-        for task in background:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
+        service.background.start("the output collector", gc)
 
     return service.app(
         title="Tether output-store",
         on_start=on_start,
-        on_stop=on_stop,
         routers=[
             outputs_router(store, TokenStore(service.engine, operator_token=common.operator_token))
         ],

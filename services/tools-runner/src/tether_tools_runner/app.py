@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import socket
@@ -101,7 +100,6 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         return Catalog(tools=registry.descriptors(), sandbox_level=attestation.level)
 
     mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
-    loops: list[asyncio.Task[None]] = []
 
     async def sweep() -> None:
         await ledger.sweep(settings.effects_retention_s)
@@ -111,15 +109,16 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         await builtins.file_workers().start()
         await mcp.start()
         renewal = every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
-        loops.append(asyncio.create_task(renewal))
-        loops.append(asyncio.create_task(every(3600.0, sweep, FailureLog(log, "effects sweep"))))
+        service.background.start("lease renewal", renewal)
+        service.background.start(
+            "effects sweep", every(3600.0, sweep, FailureLog(log, "effects sweep"))
+        )
         await service.bus.serve(service.subjects.tool_catalog, catalog)
         await service.bus.serve(service.subjects.tool_execute, calls.execute)
 
     async def on_stop() -> None:
-        for task in loops:
-            task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
+        # No call is in flight any more (Service.stop drained the bus first), so the MCP
+        # sessions and file workers can go.
         await mcp.stop()
         builtins.close()
         release_cgroups()
