@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,11 @@ async def test_watch_a_run_approve_its_call_and_see_it_finish(
     await asyncio.to_thread(wait_for, browser, row, gone=True)
     status.select_by_visible_text("awaiting_approval")
     await asyncio.to_thread(wait_for, browser, row)
+    browser.find_element(By.ID, "f-agent").send_keys("nobody")
+    await asyncio.to_thread(wait_for, browser, row, gone=True)
+    browser.find_element(By.ID, "f-clear").click()
+    await asyncio.to_thread(wait_for, browser, row)
+    status.select_by_visible_text("awaiting_approval")
     screenshot(browser, tmp_path_factory, "console-list")
 
     await asyncio.to_thread(open_run, browser, run_id)
@@ -402,6 +408,24 @@ async def test_the_page_is_served_locked_down(stack: Supervisor) -> None:
             "/v1/console/settings", headers={"Authorization": f"Bearer {ADMIN}"}
         )
         assert allowed.status_code == 200
+
+
+async def test_the_list_filters_by_agent_and_time(console: Console) -> None:
+    run_id = await console.start([say("hello")], prompt="filter me")
+    created = datetime.fromisoformat((await console.run(run_id))["created_at"])
+    later = created + timedelta(seconds=1)
+
+    async def listed(**query: str) -> dict[str, dict[str, Any]]:
+        found = await console.http.get("/v1/runs", params=query | {"limit": "500"})
+        assert found.status_code == 200, found.text
+        return {r["run_id"]: r for r in found.json()["runs"]}
+
+    mine = await listed(agent="default", since=created.isoformat())
+    assert mine[run_id]["agent"] == "default"  # a run started without an agent: the default
+    assert run_id not in await listed(agent="someone-else")
+    assert run_id not in await listed(since=later.isoformat())
+    assert run_id in await listed(since=created.isoformat(), before=later.isoformat())
+    assert run_id not in await listed(before=created.isoformat())
 
 
 def test_artefacts_go_where_asked(

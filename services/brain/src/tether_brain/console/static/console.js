@@ -163,14 +163,25 @@ function listPage() {
     if (!stopped) timer = setTimeout(loop, POLL_MS);
   }
 
-  const onChange = () => refresh();
+  // Typing in a filter asks again once the typing pauses.
+  let typing = null;
+  const onChange = () => { clearTimeout(typing); typing = setTimeout(refresh, 300); };
+  const onClear = () => {
+    for (const id of ["f-status", "f-agent", "f-parent", "f-since", "f-until"]) $(id).value = "";
+    refresh();
+  };
+  $("filters").addEventListener("input", onChange);
   $("filters").addEventListener("change", onChange);
+  $("f-clear").addEventListener("click", onClear);
   loop();
   return {
     stop() {
       stopped = true;
       clearTimeout(timer);
+      clearTimeout(typing);
+      $("filters").removeEventListener("input", onChange);
       $("filters").removeEventListener("change", onChange);
+      $("f-clear").removeEventListener("click", onClear);
       $("list-view").hidden = true;
     },
   };
