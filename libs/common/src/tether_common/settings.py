@@ -14,7 +14,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+from tether_common.topology import LOOPBACK, NATS_PORT, POSTGRES_PORT
+
+DEFAULT_NATS_URL = f"nats://{LOOPBACK}:{NATS_PORT}"
 
 
 def default_home() -> Path:
@@ -43,7 +45,7 @@ class CommonSettings(BaseSettings):
     nats_tls_cert: Path | None = None
     nats_tls_key: Path | None = None
     nats_tls_ca: Path | None = None
-    database_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/tether"
+    database_url: str = f"postgresql+asyncpg://postgres@{LOOPBACK}:{POSTGRES_PORT}/tether"
     db_pool_size: int = Field(default=10, ge=1, le=200)
     subject_prefix: str = Field(default="tether", pattern=r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
     home: Path = Field(default_factory=default_home)

@@ -23,29 +23,10 @@ import httpx
 
 from tether_common.embedded import free_port
 from tether_common.errors import ConfigError
+from tether_common.topology import SERVICES as SERVICES  # the table, re-exported here
+from tether_common.topology import ServiceSpec as ServiceSpec
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ServiceSpec:
-    name: str
-    module: str
-    env_prefix: str
-    default_port: int
-
-    @property
-    def port_env(self) -> str:
-        return f"{self.env_prefix}HTTP_PORT"
-
-
-SERVICES: tuple[ServiceSpec, ...] = (
-    ServiceSpec("output-store", "tether_output_store", "TETHER_OUTPUTS_", 8702),
-    ServiceSpec("approvals", "tether_approvals", "TETHER_APPROVALS_", 8701),
-    ServiceSpec("tools-runner", "tether_tools_runner", "TETHER_RUNNER_", 8704),
-    ServiceSpec("gateway", "tether_gateway", "TETHER_GATEWAY_", 8703),
-    ServiceSpec("brain", "tether_brain", "TETHER_BRAIN_", 8700),
-)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from tether_common.settings import HttpSettings
+from tether_common.topology import port_of
 
 
 class ApproverRule(BaseModel):
@@ -49,7 +50,7 @@ class ApprovalSettings(HttpSettings):
         env_prefix="TETHER_APPROVALS_", env_nested_delimiter="__", extra="ignore"
     )
 
-    http_port: int = 8701
+    http_port: int = port_of("approvals")
     default_expiry_s: float = Field(default=180.0, gt=0)
     sweep_interval_s: float = Field(default=1.0, gt=0, le=60)
     # A decision not yet on JetStream this long after it was made is re-sent by the sweeper.

@@ -17,6 +17,7 @@ from pydantic_settings import NoDecode, SettingsConfigDict
 
 from tether_common.messages.profiles import ModelPrice
 from tether_common.settings import HttpSettings
+from tether_common.topology import LOCAL_MODEL_PORT, LOOPBACK, port_of
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -33,7 +34,7 @@ class GatewaySettings(HttpSettings):
         env_ignore_empty=True,
     )
 
-    http_port: int = 8703
+    http_port: int = port_of("gateway")
     scripts_dir: Path | None = None
 
     # Shared by every HTTP provider.
@@ -78,7 +79,7 @@ class GatewaySettings(HttpSettings):
     ollama_model: str | None = None
 
     # `local`: llama.cpp's OpenAI-compatible server that `tether up` starts on a GGUF.
-    local_base_url: str = "http://127.0.0.1:8705/v1"
+    local_base_url: str = f"http://{LOOPBACK}:{LOCAL_MODEL_PORT}/v1"
     local_model: str = Field(
         default="smollm2-135m-instruct", description="the alias the local server answers to"
     )

@@ -7,13 +7,14 @@ from pydantic_settings import SettingsConfigDict
 
 from tether_common.messages.outputs import MAX_INLINE_BYTES
 from tether_common.settings import HttpSettings
+from tether_common.topology import port_of
 from tether_output_store.store import Backend
 
 
 class OutputSettings(HttpSettings):
     model_config = SettingsConfigDict(env_prefix="TETHER_OUTPUTS_", extra="ignore")
 
-    http_port: int = 8702
+    http_port: int = port_of("output-store")
     # Where new chunk bytes go. PostgreSQL keeps the index either way (outputs, uploads,
     # one row per chunk), so a commit stays one transaction; chunks written under the
     # other backend stay readable, so switching needs no migration.

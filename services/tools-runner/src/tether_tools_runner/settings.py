@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
 from tether_common.settings import HttpSettings
+from tether_common.topology import port_of
 
 SearchProvider = Literal["brave", "tavily", "serper", "searxng"]
 # `shared`: every run works in the workspace root itself (one user's project folder).
@@ -36,7 +37,7 @@ class McpServer(BaseModel):
 class RunnerSettings(HttpSettings):
     model_config = SettingsConfigDict(env_prefix="TETHER_RUNNER_", extra="ignore")
 
-    http_port: int = 8704
+    http_port: int = port_of("tools-runner")
     workspace: Path = Field(default_factory=lambda: Path.home() / ".tether" / "workspace")
     workspace_layout: WorkspaceLayout = "shared"
     # A replica running a non-idempotent call renews its claim on the call's key this
