@@ -23,6 +23,12 @@ def default_home() -> Path:
     return Path.home() / ".tether"
 
 
+def default_workspace() -> Path:
+    """The folder tools work in unless `TETHER_RUNNER_WORKSPACE` (the runner) and
+    `TETHER_BRAIN_WORKSPACE` (the brain's path checks) say otherwise."""
+    return default_home() / "workspace"
+
+
 def tether_home() -> Path:
     """`TETHER_HOME`, else `~/.tether`: where `tether up` keeps its data and the operator
     token, and where the CLI looks for them."""

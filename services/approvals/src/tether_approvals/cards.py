@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from tether_common.excerpt import cut
 from tether_common.messages.approvals import (
     ApprovalCard,
     ApprovalNotice,
@@ -17,7 +18,6 @@ from tether_common.messages.approvals import (
     NoticeKind,
 )
 
-CUT_AT = 2000
 SUMMARY_AT = 300
 VALUE_AT = 100
 
@@ -36,17 +36,6 @@ _TITLES: dict[NoticeKind, str] = {
     "approval.expired": "Approval expired",
     "approval.withdrawn": "Approval withdrawn",
 }
-
-
-def cut(value: Any) -> Any:
-    """Long strings cut at 2,000 characters (the same rule as the brain's run events)."""
-    if isinstance(value, str) and len(value) > CUT_AT:
-        return value[:CUT_AT] + f"… [{len(value) - CUT_AT} more characters]"
-    if isinstance(value, dict):
-        return {k: cut(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [cut(v) for v in value]
-    return value
 
 
 def _short(value: Any) -> str:

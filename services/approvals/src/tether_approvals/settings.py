@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
+from tether_common.messages.approvals import DEFAULT_EXPIRY_S
 from tether_common.settings import HttpSettings
 from tether_common.topology import port_of
 
@@ -51,7 +52,7 @@ class ApprovalSettings(HttpSettings):
     )
 
     http_port: int = port_of("approvals")
-    default_expiry_s: float = Field(default=180.0, gt=0)
+    default_expiry_s: float = Field(default=DEFAULT_EXPIRY_S, gt=0)
     sweep_interval_s: float = Field(default=1.0, gt=0, le=60)
     # A decision not yet on JetStream this long after it was made is re-sent by the sweeper.
     republish_after_s: float = Field(default=5.0, gt=0)

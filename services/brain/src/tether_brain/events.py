@@ -8,20 +8,8 @@ from typing import Any
 
 from tether_brain.state import RunState
 from tether_common.bus import Bus
+from tether_common.excerpt import cut
 from tether_common.messages.runs import RunEvent, RunEventKind
-
-CUT_AT = 2000
-
-
-def cut(value: Any) -> Any:
-    """Long strings cut at 2,000 characters, for the operator's card."""
-    if isinstance(value, str) and len(value) > CUT_AT:
-        return value[:CUT_AT] + f"… [{len(value) - CUT_AT} more characters]"
-    if isinstance(value, dict):
-        return {k: cut(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [cut(v) for v in value]
-    return value
 
 
 def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
-from tether_common.settings import HttpSettings
+from tether_common.settings import HttpSettings, default_workspace
 from tether_common.topology import port_of
 
 SearchProvider = Literal["brave", "tavily", "serper", "searxng"]
@@ -38,7 +38,7 @@ class RunnerSettings(HttpSettings):
     model_config = SettingsConfigDict(env_prefix="TETHER_RUNNER_", extra="ignore")
 
     http_port: int = port_of("tools-runner")
-    workspace: Path = Field(default_factory=lambda: Path.home() / ".tether" / "workspace")
+    workspace: Path = Field(default_factory=default_workspace)
     workspace_layout: WorkspaceLayout = "shared"
     # A replica running a non-idempotent call renews its claim on the call's key this
     # often (a third of the lease); a claim not renewed for `effect_lease_s` belonged to a

@@ -21,6 +21,8 @@ from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
 from tether_common.messages.identity import DEFAULT_TENANT
 
 # `withdrawn`: the run stopped while it waited; nothing may be decided or spent any more.
+# An approval nobody decided in this long expires, which counts as denied (DESIGN §4).
+DEFAULT_EXPIRY_S = 180.0
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", "withdrawn"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
 DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
@@ -46,7 +48,7 @@ class CreateApproval(WireRequest):
     reason: str
     reach: str = "external"
     action_digest: str
-    # None: the service's default expiry (180 s unless configured).
+    # None: the service's default expiry (`DEFAULT_EXPIRY_S` unless configured).
     expires_in_s: float | None = Field(default=None, gt=0, le=7 * 86400)
     agent: str | None = None
     owner: str | None = None
