@@ -29,6 +29,9 @@ def stack_extra_env() -> dict[str, str]:
         "TETHER_BRAIN_LEASE_S": str(LEASE_S),
         "TETHER_BRAIN_DRAIN_S": "5",
         "TETHER_BRAIN_AGENTS": json.dumps({"ops": {"grants": ["shell#noapproval"]}}),
+        # A runner killed mid-call leaves its claim on the call's key; after this long
+        # the key answers `in_doubt` (the card's test below).
+        "TETHER_RUNNER_EFFECT_LEASE_S": "2",
     }
 
 
@@ -134,8 +137,10 @@ async def test_a_run_finishes_once_with_two_replicas_racing(
 async def test_a_call_in_doubt_gets_a_reconcile_card(
     stack: Supervisor, scripts_dir: Path, decision: str, outcome: str | None
 ) -> None:
-    """A non-idempotent call in flight when its replica died is never re-run blindly: an
-    operator decides to run it again or to leave it as it is."""
+    """A non-idempotent call in flight when its replica and its runner both died is
+    never re-run blindly (its outcome was never recorded): an operator decides to run it
+    again or to leave it as it is. With the runner alive, the new replica would get the
+    recorded outcome instead (tests/chaos/test_faults.py)."""
     doomed = await victim(stack)
     turns: list[Turn] = [[call("shell", command="sleep 3; echo done")], say("reconciled")]
     model = write_script(scripts_dir, turns)
@@ -147,6 +152,12 @@ async def test_a_call_in_doubt_gets_a_reconcile_card(
     await asyncio.sleep(0.8)
     assert doomed.proc is not None
     doomed.proc.kill()
+    runner = stack.child("tools-runner")
+    assert runner.proc is not None
+    runner.proc.kill()  # mid-call too: nobody recorded whether the command ran
+    await runner.proc.wait()
+    await stack.start_child(runner)
+    await stack.wait_ready(timeout=90, children=[runner])
     survivor = stack.child("brain").url
     async with TetherClient(survivor) as client:
         async for event in client.events(accepted.run_id):

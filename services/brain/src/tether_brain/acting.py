@@ -1,6 +1,12 @@
 """The act half of a step: every call through the gates (validation, then the permission
 chain, then budget), identical calls from the cache, results paired to call ids, and the
-run's taint raised by every result of a tool whose output is not declared trusted."""
+run's taint raised by every result of a tool whose output is not declared trusted.
+
+Every call goes to the runner with its idempotency key (`run_id:call_id`) and its run
+tree's workspace folder. A call sent again (after a lost reply, or by the replica that
+took the run over) is the same effect: the runner answers a non-idempotent call it has
+already run with the recorded result, and `in_doubt` only when the outcome cannot be
+known (the runner that ran it died before recording it)."""
 
 from __future__ import annotations
 
@@ -19,14 +25,24 @@ from tether_brain.events import emit
 from tether_brain.gates import Verdict, decide
 from tether_brain.results import interrupted, refused
 from tether_brain.state import RunState, call_key
+from tether_brain.subagents import workspace_of
 from tether_brain.toolbox import NO_RUNNER, RUNNER_LOST, GateOutcome, Toolbox
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
-from tether_common.messages.tools import ToolDescriptor, ToolResult
+from tether_common.messages.tools import (
+    EFFECTS_UNAVAILABLE,
+    IN_DOUBT,
+    ToolDescriptor,
+    ToolResult,
+)
 
 tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
+# Answers to a call sent again that say nothing of what its first send did: nobody got
+# this send, it was lost too, or the runner would not start it. For a non-idempotent call
+# sent again after a takeover, such an answer leaves the first send's outcome unknown.
+UNSETTLED = frozenset({NO_RUNNER, RUNNER_LOST, "interrupted", EFFECTS_UNAVAILABLE, "unknown_tool"})
 WAIT_POLL_S = 0.5  # between sends to a service nobody answers for, within the wait
 
 
@@ -36,6 +52,9 @@ class Planned:
     gate: GateOutcome
     verdict: Verdict | None = None
     cached: str | None = None
+    # An operator's "run it again" on an in-doubt card: the runner may take over the
+    # call's key although its first run left no outcome.
+    retry_in_doubt: bool = False
 
     @property
     def decision(self) -> Literal["run", "cached", "refused", "ask"]:
@@ -54,6 +73,21 @@ def refusal(item: Planned) -> ToolResult:
     if not item.gate.allowed or item.verdict is None:
         return refused(item.call, item.gate.code or "refused", item.gate.message)
     return refused(item.call, item.verdict.code or "refused", item.verdict.reason)
+
+
+def resendable(item: Planned) -> bool:
+    """Sent again after a takeover: an idempotent call whatever the gates say now (a
+    refusal is its result), a non-idempotent one only when they would still run it."""
+    return item.tool is None or item.tool.idempotent or item.decision in ("run", "cached")
+
+
+def in_doubt_after_resend(tool: ToolDescriptor | None, result: ToolResult | None) -> bool:
+    """A non-idempotent call whose outcome sending it again did not learn: not sent (the
+    gates would not run it now), or answered with something that says nothing of its first
+    send (the runner's `in_doubt`, no runner, the call lost again)."""
+    if tool is None or tool.idempotent:
+        return False
+    return result is None or result.error_code in UNSETTLED
 
 
 def taints(tool: ToolDescriptor) -> bool:
@@ -203,27 +237,33 @@ class Actor:
         return result
 
     async def _remote(self, state: RunState, item: Planned) -> ToolResult:
-        """Send the call to the runner. With no reply (the runner died mid-call) an
-        idempotent call is sent again through every gate, at most 3 times in all; any
-        other call is in doubt and reported as interrupted, never re-run."""
+        """Send the call to the runner. With no reply (the runner died mid-call, or the
+        reply was lost) the call is sent again, at most 3 times in all: an idempotent one
+        through every gate again; any other with the same key, which the runner never runs
+        twice (it answers the recorded outcome, waits for a run still going, or says the
+        outcome is in doubt, reported as interrupted)."""
         assert item.tool is not None
         tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
         lost = False
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result = await self._delivered(state, item, tree, after_loss=lost)
+            if result.error_code == IN_DOUBT:
+                return refused(item.call, "interrupted", _after_colon(result.content))
             # A runner restarted after a loss may not know its MCP tools yet.
             recovering = lost and result.error_code == "unknown_tool"
             if result.error_code != RUNNER_LOST and not recovering:
+                if lost and not item.tool.idempotent and result.error_code in UNSETTLED:
+                    break  # this send did not run, which says nothing of the lost one
                 return result
             lost = True
-            if not item.tool.idempotent:
-                return interrupted(item.call)
-            if attempt < MAX_ATTEMPTS:
-                await asyncio.sleep(1.0 * attempt)
+            if attempt == MAX_ATTEMPTS:
+                break
+            await asyncio.sleep(1.0 * attempt)
+            if item.tool.idempotent:
                 again = self._plan_one(state, item.call, 0, None)
                 if again.decision != "run":
                     return refusal(again)
-        return result
+        return result if item.tool.idempotent else interrupted(item.call)
 
     async def _delivered(
         self, state: RunState, item: Planned, tree: list[str], *, after_loss: bool
@@ -238,7 +278,14 @@ class Actor:
         deadline = time.monotonic() + self.service_wait_s
         told = False
         while True:
-            result = await self.toolbox.execute(state.run_id, item.call, item.tool, tree)
+            result = await self.toolbox.execute(
+                state.run_id,
+                item.call,
+                item.tool,
+                tree,
+                workspace=workspace_of(state),
+                retry_in_doubt=item.retry_in_doubt,
+            )
             restarting = result.error_code == NO_RUNNER or (
                 result.error_code == "unknown_tool" and (told or after_loss)
             )
@@ -265,3 +312,8 @@ class Actor:
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
         return self.toolbox.descriptor(name)
+
+
+def _after_colon(content: str) -> str:
+    """The runner's explanation of a failure, without its `FAILED: code:` head."""
+    return content.split(": ", 2)[-1] if content.startswith("FAILED: ") else content

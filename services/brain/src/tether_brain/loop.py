@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy.exc import DBAPIError
 
 from tether_brain import rules
-from tether_brain.acting import Actor, Planned
+from tether_brain.acting import Actor, Planned, in_doubt_after_resend, resendable
 from tether_brain.approval import ApprovalClient, Decision, in_doubt
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
@@ -541,10 +541,13 @@ class Loop:
         await self._commit(state)
 
     async def _recover(self, state: RunState, *, stopping: bool = False) -> bool:
-        """After a takeover: calls left without a result are re-run through every gate if
-        idempotent; a non-idempotent one is in doubt and never re-run blindly: an operator
-        gets a reconcile card (the run parks; True) or, with no one to ask, the model is
-        told it was interrupted. A run being stopped runs nothing."""
+        """After a takeover: calls left without a result are sent again through every
+        gate, each with its idempotency key: an idempotent one is simply re-run; for a
+        non-idempotent one the runner answers its recorded outcome (or runs it, if no send
+        ever reached it), never running it twice. Only a call whose outcome stays unknown
+        (the runner answers in doubt, or cannot be reached) or that the gates would no
+        longer run gets an operator's reconcile card (the run parks; True) or, with no one
+        to ask, is reported interrupted. A run being stopped runs nothing."""
         calls = state.unanswered_calls()
         if stopping:
             await self.parking.withdraw(state)
@@ -556,20 +559,18 @@ class Loop:
         # not) is only known from the catalogue.
         await self._await_catalogue(state)
         tools = {c.id: self.actor.descriptor(c.name) for c in calls}
-        rerun = (
-            []
-            if stopping
-            else [c for c in calls if (d := tools[c.id]) is not None and d.idempotent]
-        )
-        planned = await self.actor.plan(state, rerun)
+        known = [] if stopping else [c for c in calls if tools[c.id] is not None]
+        planned = [p for p in await self.actor.plan(state, known) if resendable(p)]
         results = dict(
             zip((p.call.id for p in planned), await self.actor.run(state, planned), strict=True)
         )
-        doubtful = [c for c in calls if c.id not in results and tools[c.id] is not None]
+        doubtful = [c for c in calls if in_doubt_after_resend(tools[c.id], results.get(c.id))]
         card = None if stopping or not doubtful else doubtful[0]
         for call in calls:
             if call is not card:
-                result = results.get(call.id) or (not_run(call) if stopping else interrupted(call))
+                result = results.get(call.id)
+                if result is None or call in doubtful:
+                    result = not_run(call) if stopping else interrupted(call)
                 record_result(state, Planned(call, GateOutcome(True)), result)
         state.counters.low_effort = False
         parked = card is not None and await self._reconcile(state, card)

@@ -4,6 +4,7 @@ sealed digest, and spends the approval once."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -165,4 +166,6 @@ class Parking:
         if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
             grants = set(state.options.get("session_grants", ()))
             state.options["session_grants"] = sorted(grants | {tool.name})
+        if pending.reconcile:  # "run it again": the runner may take over the in-doubt key
+            planned = dataclasses.replace(planned, retry_in_doubt=True)
         return (await self.actor.run(state, [planned]))[0], True

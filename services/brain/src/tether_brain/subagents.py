@@ -78,6 +78,12 @@ class AgentTool:
 Launch = Callable[[RunState], Awaitable[None]]
 
 
+def workspace_of(state: RunState) -> str:
+    """The run tree's workspace folder on the runner: the root run's id, which its
+    sub-agents inherit, so a helper sees (and changes) the files of the run that started it."""
+    return str(state.options.get("workspace") or state.run_id)
+
+
 def _share(total: float | None, spent: float, parts: int) -> float | None:
     return None if total is None else max(total - spent, 0.0) / parts
 
@@ -134,7 +140,12 @@ class Children:
             k: v
             for k, v in parent.options.items()
             if k in ("agent", "mode", "allow_shell", "allow_web", "session_grants", "interactive")
-        } | {"allowed_tools": allowed, "helper": True, "depth": depth}
+        } | {
+            "allowed_tools": allowed,
+            "helper": True,
+            "depth": depth,
+            "workspace": workspace_of(parent),
+        }
         now = datetime.now(UTC)
         return RunState(
             run_id=f"run_{uuid.uuid4().hex}",

@@ -24,6 +24,7 @@ from tether_common.messages.tools import (
     ExecuteTool,
     ToolDescriptor,
     ToolResult,
+    effect_key,
 )
 
 
@@ -172,7 +173,14 @@ class Toolbox:
         return GateOutcome(True, tool=tool)
 
     async def execute(
-        self, run_id: str, call: CallRecord, tool: ToolDescriptor, run_tree: Sequence[str] = ()
+        self,
+        run_id: str,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        run_tree: Sequence[str] = (),
+        *,
+        workspace: str | None = None,
+        retry_in_doubt: bool = False,
     ) -> ToolResult:
         request = ExecuteTool(
             run_id=run_id,
@@ -180,6 +188,11 @@ class Toolbox:
             name=tool.name,
             args=call.arguments,
             run_tree=list(run_tree),
+            # The same call sent again (a retry, a takeover) is the same effect: the
+            # runner runs a non-idempotent call once per key and answers repeats.
+            idempotency_key=effect_key(run_id, call.id),
+            retry_in_doubt=retry_in_doubt,
+            workspace=workspace,
         )
         route = self.bus.subjects.tool_execute
         try:
