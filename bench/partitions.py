@@ -36,7 +36,14 @@ from bench.stats import line
 from tether_client import TetherClient
 from tether_common.errors import ConfigError, TetherError
 from tether_common.testing import Turn, call, say, write_script
-from tether_common.testing.netlab import LabService, LabStack, NetLab, lab_env, start_lab
+from tether_common.testing.netlab import (
+    LabService,
+    LabStack,
+    NetLab,
+    lab_env,
+    start_lab,
+    tool_offered,
+)
 
 LEASE_S = 2.0
 BUS_LOSS_S = 1.5
@@ -60,8 +67,9 @@ class Tally:
     steps_duplicated: int = 0
     effects: int = 0
     effects_duplicated: int = 0
-    unfenced: int = 0  # runs live at a cut whose replica never said it stopped
+    unfenced: int = 0  # runs live at a cut whose replica never said it stopped acting
     fenced_after_takeover: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
     fence_ms: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CUTS})
     takeover_ms: dict[str, list[float]] = field(default_factory=lambda: {c: [] for c in CUTS})
 
@@ -114,6 +122,7 @@ async def measure(lab: Lab, rounds: int, results: Results) -> None:
     tally = Tally()
     for brain in lab.brains:
         await working(lab, brain)
+        await tool_offered(brain, TOOL, OPERATOR_TOKEN)
     started = time.monotonic()
     run_ids: list[str] = []
     for number in range(rounds):
@@ -142,15 +151,15 @@ async def one_round(
         for peer in peers:
             lab.net.heal(victim.host, peer)
     for run_id in run_ids:
-        fenced = logged(victim, f"fenced run {run_id}")
-        took = logged(survivor, f"taking over run {run_id}")
-        if fenced is None:
+        stopped = victim.stopped_acting(run_id)
+        took = survivor.logged(f"taking over run {run_id}")
+        if stopped is None:
             tally.unfenced += 1
         else:
-            tally.fence_ms[cut].append((fenced - cut_at).total_seconds() * 1000)
+            tally.fence_ms[cut].append((stopped - cut_at).total_seconds() * 1000)
         if took is not None:
             tally.takeover_ms[cut].append((took - cut_at).total_seconds() * 1000)
-            if fenced is not None and fenced >= took:
+            if stopped is not None and stopped >= took:
                 tally.fenced_after_takeover += 1
     await working(lab, victim)
     return run_ids
@@ -187,10 +196,13 @@ async def working(lab: Lab, brain: LabService) -> None:
 
 
 async def each_called(lab: Lab, run_ids: list[str]) -> bool:
+    """Each run has a call's result (or has already ended: it is counted, not waited on)."""
     count = await lab.db.fetchval(
-        "SELECT count(DISTINCT run_id) FROM run_journal WHERE run_id = ANY($1) "
-        "AND kind = 'event' AND data->>'kind' = 'tool.result'",
+        "SELECT count(*) FROM runs r WHERE run_id = ANY($1) AND (status = ANY($2) OR EXISTS "
+        "(SELECT 1 FROM run_journal j WHERE j.run_id = r.run_id AND j.kind = 'event' "
+        "AND j.data->>'kind' = 'tool.result'))",
         run_ids,
+        list(TERMINAL),
     )
     return bool(count == len(run_ids))
 
@@ -202,13 +214,6 @@ async def all_ended(lab: Lab, run_ids: list[str]) -> bool:
         list(TERMINAL),
     )
     return bool(count == len(run_ids))
-
-
-def logged(service: LabService, text: str) -> datetime | None:
-    for entry in service.lines():
-        if text in str(entry.get("msg", "")):
-            return datetime.fromisoformat(str(entry["ts"]))
-    return None
 
 
 async def until(check: Any, timeout: float, what: str) -> None:
@@ -223,7 +228,8 @@ async def check_runs(lab: Lab, tally: Tally, run_ids: list[str]) -> None:
     """Every run from the journal, every effect from the ledger."""
     tally.tried = len(run_ids)
     rows = await lab.db.fetch("SELECT run_id, status FROM runs WHERE run_id = ANY($1)", run_ids)
-    tally.lost = sum(1 for r in rows if r["status"] != "completed") + len(run_ids) - len(rows)
+    tally.statuses = Counter(r["status"] for r in rows)
+    tally.lost = len(run_ids) - tally.statuses["completed"]
     entries = await lab.db.fetch(
         "SELECT run_id, kind, data FROM run_journal WHERE run_id = ANY($1) AND kind <> 'message'",
         run_ids,
@@ -247,19 +253,19 @@ async def check_runs(lab: Lab, tally: Tally, run_ids: list[str]) -> None:
 def report(tally: Tally, results: Results) -> None:
     print(
         f"runs tried {tally.tried}   lost (not completed) {tally.lost}   ended twice "
-        f"{tally.ended_twice}"
+        f"{tally.ended_twice}   by status {dict(tally.statuses)}"
     )
     print(
         f"steps duplicated {tally.steps_duplicated}   effects {tally.effects}, duplicated "
         f"{tally.effects_duplicated}"
     )
     print(
-        f"runs never fenced by the cut replica {tally.unfenced}   fenced only after the "
-        f"takeover {tally.fenced_after_takeover}"
+        f"runs the cut replica never stopped acting on {tally.unfenced}   stopped only after "
+        f"the takeover {tally.fenced_after_takeover}"
     )
     for cut in CUTS:
         if tally.fence_ms[cut]:
-            print(line(f"fencing after a cut from {cut}", tally.fence_ms[cut]))
+            print(line(f"stopped acting after a cut from {cut}", tally.fence_ms[cut]))
         if tally.takeover_ms[cut]:
             print(line(f"takeover after a cut from {cut}", tally.takeover_ms[cut]))
     print(

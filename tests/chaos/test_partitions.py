@@ -32,7 +32,14 @@ from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import TERMINAL_STATUSES, RunView
 from tether_common.subjects import Subjects
 from tether_common.testing import Turn, call, say, write_script
-from tether_common.testing.netlab import LabService, LabStack, NetLab, lab_env, start_lab
+from tether_common.testing.netlab import (
+    LabService,
+    LabStack,
+    NetLab,
+    lab_env,
+    start_lab,
+    tool_offered,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -73,7 +80,7 @@ async def lab() -> AsyncIterator[Lab]:
         with NetLab() as net:
             stack, brains = await start_lab(net, base, env)
             try:
-                await tools_offered(brains[0].url, WRITE)
+                await tool_offered(brains[0], WRITE, os.environ["TETHER_TOKEN"])
                 prefix = env["TETHER_SUBJECT_PREFIX"]
                 yield Lab(stack, net, brains, base / "scripts", ledger, prefix)
             finally:
@@ -81,15 +88,6 @@ async def lab() -> AsyncIterator[Lab]:
     finally:
         if not os.environ.get("TETHER_CHAOS_KEEP"):
             shutil.rmtree(base, ignore_errors=True)
-
-
-async def tools_offered(url: str, name: str) -> None:
-    async with TetherClient(url) as client:
-        await until(lambda: _offered(client, name), 60, f"{name} never offered")
-
-
-async def _offered(client: TetherClient, name: str) -> bool:
-    return name in {t.name for t in await client.tools() if t.available}
 
 
 async def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -130,14 +128,6 @@ async def journal(url: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
     return [(r["kind"], json.loads(r["data"])) for r in rows]
 
 
-def log_time(service: LabService, text: str) -> datetime | None:
-    """When the service first logged a line containing `text` (its JSON `ts`)."""
-    for entry in service.lines():
-        if text in str(entry.get("msg", "")):
-            return datetime.fromisoformat(str(entry["ts"]))
-    return None
-
-
 def check_once(entries: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """No step journalled twice, events numbered 1..n, one run.end; the events."""
     steps = [(d["step"], d["kind"], d.get("call_id")) for k, d in entries if k == "step"]
@@ -171,10 +161,11 @@ async def test_a_brain_cut_from_postgres_fences_itself_and_the_other_takes_over(
     lab.lab.cut(lab.host("b1"), lab.host("pg"))
     try:
         run = await settled(b2.url, run_id)
-        fenced = await until(lambda: log_time(b1, f"fenced run {run_id}"), 30, "never fenced")
+        # Fenced (or its task ended by itself on a failed commit): no more acting.
+        fenced = await until(lambda: b1.stopped_acting(run_id), 30, "brain-1 went on")
     finally:
         lab.lab.heal(lab.host("b1"), lab.host("pg"))
-    took_over = log_time(b2, f"taking over run {run_id}")
+    took_over = b2.logged(f"taking over run {run_id}")
     assert took_over is not None, "brain-2 never took the run over"
     # A takeover needs the lease to have run out in the database: brain-1 stopped first.
     assert fenced < took_over
@@ -193,7 +184,7 @@ async def test_a_brain_cut_from_postgres_fences_itself_and_the_other_takes_over(
     # brain-1 serves again after the heal, and did not take its run back.
     async with TetherClient(b1.url) as client:
         assert (await client.get_run(run_id)).status == "completed"
-    assert log_time(b1, f"taking over run {run_id}") is None
+    assert b1.logged(f"taking over run {run_id}") is None
 
 
 async def test_a_nats_node_lost_loses_no_event_or_decision(lab: Lab) -> None:

@@ -28,12 +28,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TypeVar
 
 import httpx
 
 from tether_common.bus import Bus
+from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.errors import ConfigError
 from tether_common.settings import async_database_url
@@ -223,6 +225,19 @@ class LabService:
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
 
+    def logged(self, text: str) -> datetime | None:
+        """When the service first logged a message containing `text` (its JSON `ts`)."""
+        for entry in self.lines():
+            if text in str(entry.get("msg", "")):
+                return datetime.fromisoformat(str(entry["ts"]))
+        return None
+
+    def stopped_acting(self, run_id: str) -> datetime | None:
+        """When this brain stopped acting on the run: fenced it, or its task ended by
+        itself on a failed commit (database unreachable, or the fence moved on)."""
+        said = (f"fenced run {run_id}", f"run {run_id} paused", f"run {run_id} handed over")
+        return min((t for t in map(self.logged, said) if t is not None), default=None)
+
     def lines(self) -> list[dict[str, object]]:
         """The service's JSON log records so far (other lines skipped)."""
         records = []
@@ -347,6 +362,22 @@ def tail(log: Path, lines: int = 20) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
+async def tool_offered(service: LabService, name: str, token: str, timeout: float = 90.0) -> None:
+    """Wait until the brain `service` offers the tool `name` (an MCP server's tools come
+    some time after the runner is ready)."""
+    deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(timeout=5.0, headers=headers) as client:
+        while True:
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                tools = (await client.get(f"{service.url}/v1/tools")).json()
+                if any(t.get("name") == name and t.get("available") for t in tools):
+                    return
+            if time.monotonic() > deadline:
+                raise ConfigError(f"{service.label} never offered {name}")
+            await asyncio.sleep(0.2)
+
+
 async def streams_ready(stack: LabStack, prefix: str, timeout: float = 60.0) -> None:
     """Declare the streams at three replicas once the cluster has a JetStream leader (a
     service declaring them while the cluster still elects one would exit)."""
@@ -414,6 +445,8 @@ def lab_env(
     return {
         "TETHER_SUBJECT_PREFIX": f"lab{secrets.token_hex(5)}",
         "TETHER_OPERATOR_TOKEN": token,
+        # The brain refuses to start without the key approval decisions are signed with.
+        "TETHER_DECISION_KEY": os.environ.get("TETHER_DECISION_KEY") or new_key(),
         "TETHER_LOG_LEVEL": "INFO",
         "TETHER_DB_POOL_SIZE": "5",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(base / "scripts"),
