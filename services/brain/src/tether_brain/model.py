@@ -67,7 +67,11 @@ def collect(
         case ThinkingEvent():
             turn.thinking += event.text
         case ToolCallEvent():
-            turn.calls.append(CallRecord(id=event.id, name=event.name, arguments=event.arguments))
+            turn.calls.append(
+                CallRecord(
+                    id=event.id, name=event.name, arguments=event.arguments, repairs=event.repairs
+                )
+            )
         case UsageEvent():
             turn.usage = Usage(
                 input_tokens=turn.usage.input_tokens + event.input_tokens,

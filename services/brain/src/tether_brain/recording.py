@@ -17,6 +17,8 @@ def record_result(state: RunState, item: Planned, result: ToolResult) -> None:
         ChatMessage(role="tool", content=result.content, tool_call_id=call.id, name=call.name)
     )
     outcome = "ok" if result.ok else (result.error_code or "failed")
+    # What the gateway and the tool changed to make the call usable, recorded on the step.
+    repairs = [*call.repairs, *result.repairs]
     state.add_step(
         StepView(
             step=state.step,
@@ -39,6 +41,7 @@ def record_result(state: RunState, item: Planned, result: ToolResult) -> None:
         cached=item.cached is not None,
         duration_ms=round(result.duration_ms, 2),
         output_ref=result.output_ref,  # the whole output, for the console's download
+        **({"repairs": repairs} if repairs else {}),
     )
 
 

@@ -29,6 +29,7 @@ from tether_gateway.providers import (
     TextProtocol,
 )
 from tether_gateway.providers.local import LocalProvider
+from tether_gateway.providers.text_protocol import fitted
 from tether_gateway.settings import GatewaySettings
 
 SERVICE = "gateway"
@@ -72,7 +73,7 @@ def handler(
         async with aclosing(metered(provider.name, model, provider.generate(request))) as events:
             async for event in events:
                 last = event.code if event.kind == "error" else event.kind
-                yield ModelEventMessage(event=event)
+                yield ModelEventMessage(event=fitted(event, request.tools))
         log.info(
             "generated run_id=%s provider=%s model=%s outcome=%s in %.0f ms",
             request.run_id,

@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 MAX_FILE_BYTES = 64 * 1024
 MAX_FILES = 1000
 SUFFIX = ".yaml"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Anything but letters, digits, `_`, `-` and single dots; a run of dots is no name part.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")
 
 
 def file_name(provider: str, model: str) -> str:

@@ -23,6 +23,9 @@ class CallRecord(_Body):
     id: str
     name: str
     arguments: dict[str, Any]
+    # The gateway's repairs of this call (`ToolCallEvent.repairs`), for the step's record;
+    # excluded from every dump, so histories, digests and the wire stay as they were.
+    repairs: list[str] = Field(default_factory=list, exclude=True)
 
 
 class ChatMessage(_Body):

@@ -1,8 +1,9 @@
 """How a model is asked for tool calls, as its profile says: wraps any adapter.
 
-`native` profiles go to the adapter as they are; each native call is then fitted to the
-offered tools (`fit_call`: a near or alias name, key synonyms, a missing name inferred
-from the keys), and what was changed travels on the call's `repairs`.
+`native` profiles go to the adapter as they are. Every provider's calls are then fitted
+to the offered tools by the gateway's handler (`fitted`: a near or alias name, key
+synonyms, a missing name inferred from the keys), and what was changed travels on the
+call's `repairs`.
 
 `text` profiles get the text protocol: the tool prompt (`render_tool_prompt`) is put at
 the *start* of the system message, ahead of the brain's text (which carries the date and
@@ -87,15 +88,10 @@ class TextProtocol:
     def _events(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         profile = self.profile(request)
         if profile.tool_calling == "native":
-            return self._native(request)
+            return self.inner.generate(request)
         if profile.grammar and request.tools and isinstance(self.inner, HostedProvider):
             return self._constrained(request, self.inner)
         return self._textual(request)
-
-    async def _native(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
-        async with aclosing(self.inner.generate(request)) as events:
-            async for event in events:
-                yield fitted(event, request.tools)
 
     async def _textual(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         splitter = TextSplitter(hold_calls=bool(request.tools))
@@ -150,15 +146,16 @@ class TextProtocol:
 
 
 def fitted(event: ModelEvent, tools: Sequence[OfferedToolSpec]) -> ModelEvent:
-    """A native call fitted to the offered tools; any other event as it is."""
+    """A call fitted to the offered tools (every provider's, native or parsed from text;
+    a parsed call is already fitted and comes through unchanged); any other event as it
+    is. What the fitting changed is added to the call's `repairs`."""
     if not isinstance(event, ToolCallEvent) or not tools:
         return event
     call = fit_call(event.name, event.arguments, tools)
     if call is None:
         return event
-    return event.model_copy(
-        update={"name": call.name, "arguments": call.args, "repairs": list(call.repairs)}
-    )
+    repairs = [*event.repairs, *(r for r in call.repairs if r not in event.repairs)]
+    return event.model_copy(update={"name": call.name, "arguments": call.args, "repairs": repairs})
 
 
 def read_constrained(text: str, tools: Sequence[OfferedToolSpec]) -> list[ModelEvent]:
