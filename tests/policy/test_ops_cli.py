@@ -97,7 +97,7 @@ async def test_tools_run_asks_then_spends_the_approval(
     code, out = await tether(capsys, *argv)
     assert (code, "convert_time: ok" in out) == (0, True)
     code, _ = await tether(capsys, *argv)
-    assert code == 2  # an approval is spent once
+    assert code == 6  # conflict: an approval is spent once
 
 
 @pytest.mark.usefixtures("cli_env")

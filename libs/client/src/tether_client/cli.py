@@ -6,6 +6,7 @@ turns every expected failure into one line, a hint and an exit code (the table i
     tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
     tether tools list|run    tether policy explain    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
+    tether models list|show|set|probe
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typer
 
 from tether_client import (
     agents_cli,
+    models_cli,
     runs_cli,
     skills_cli,
     status,
@@ -100,6 +102,7 @@ app.add_typer(skills_cli.app, name="skills")
 app.add_typer(agents_cli.app, name="agents")
 app.add_typer(tokens_cli.app, name="tokens")
 app.add_typer(webhooks_cli.app, name="webhooks")
+app.add_typer(models_cli.app, name="models")
 
 
 def main(argv: list[str] | None = None) -> int:

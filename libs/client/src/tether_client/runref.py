@@ -50,8 +50,8 @@ async def resolve_run_id(client: TetherClient, ref: str) -> str:
     found = await _matching(client, ref)
     if len(found) == 1:
         return found[0]
-    if not found:
-        raise NotFoundError(f"no run of yours starts with {ref!r}", code="not_found")
+    if not found:  # perhaps a whole id the listing leaves out (a manual tool run's)
+        return ref
     listed = ", ".join(found[:8]) + (" …" if len(found) > 8 else "")
     raise MessageError(
         f"{ref!r} matches {len(found)} runs: {listed}; type more of the id",
