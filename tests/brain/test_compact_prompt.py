@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from builtin_tools import RUNNER_TOOLS, offered
 from tether_brain.cards import compact_card
 from tether_brain.fitting import estimate
 from tether_brain.offering import DEFAULT_KEYWORDS, compact_offer
@@ -27,36 +28,10 @@ from tether_common.messages.gateway import (
 from tether_common.messages.profiles import PromptTier
 from tether_common.messages.tools import ToolDescriptor
 from tether_gateway.providers.text_protocol import textual_request
-from tether_tools_runner.tools.calculate import CALCULATE
-from tether_tools_runner.tools.clock import CONVERT_TIME, CURRENT_TIME
-from tether_tools_runner.tools.files_read import FILE_LIST, FILE_READ, FILE_SEARCH
-from tether_tools_runner.tools.files_write import FILE_EDIT, FILE_WRITE
-from tether_tools_runner.tools.retrieve import RETRIEVE_OUTPUT
-from tether_tools_runner.tools.shell import SHELL
-from tether_tools_runner.tools.web_fetch import WEB_FETCH
-from tether_tools_runner.tools.web_search import WEB_SEARCH
 
 SKILLS = Path(__file__).resolve().parents[2] / "skills"
-BUILTINS: list[ToolDescriptor] = [
-    CURRENT_TIME,
-    CONVERT_TIME,
-    CALCULATE,
-    FILE_READ,
-    FILE_LIST,
-    FILE_SEARCH,
-    FILE_WRITE,
-    FILE_EDIT,
-    SHELL,
-    WEB_FETCH,
-    WEB_SEARCH,
-    RETRIEVE_OUTPUT,
-    RUN_AGENT,
-    load_skill_descriptor(None),
-]
-SPECS = [
-    OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-    for t in BUILTINS
-]
+BUILTINS: list[ToolDescriptor] = [*RUNNER_TOOLS, RUN_AGENT, load_skill_descriptor(None)]
+SPECS = offered(BUILTINS)
 
 
 def run_state(prompt: str, *, run_id: str = "run_a", step: int = 0) -> RunState:

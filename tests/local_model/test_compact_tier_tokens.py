@@ -11,37 +11,16 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from builtin_tools import RUNNER_TOOLS, offered
 from tether_brain.offering import DEFAULT_KEYWORDS, compact_offer
 from tether_brain.prompting import build_request
 from tether_brain.state import Limits, RunState
 from tether_client.local_model import LlamaServer
-from tether_common.messages.gateway import CallRecord, ChatMessage, OfferedToolSpec
+from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.profiles import PromptTier
 from tether_gateway.providers.text_protocol import textual_request
-from tether_tools_runner.tools.calculate import CALCULATE
-from tether_tools_runner.tools.clock import CONVERT_TIME, CURRENT_TIME
-from tether_tools_runner.tools.files_read import FILE_LIST, FILE_READ, FILE_SEARCH
-from tether_tools_runner.tools.files_write import FILE_EDIT, FILE_WRITE
-from tether_tools_runner.tools.shell import SHELL
-from tether_tools_runner.tools.web_fetch import WEB_FETCH
-from tether_tools_runner.tools.web_search import WEB_SEARCH
 
-TOOLS = [
-    OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-    for t in (
-        CURRENT_TIME,
-        CONVERT_TIME,
-        CALCULATE,
-        FILE_READ,
-        FILE_LIST,
-        FILE_SEARCH,
-        FILE_WRITE,
-        FILE_EDIT,
-        SHELL,
-        WEB_FETCH,
-        WEB_SEARCH,
-    )
-]
+TOOLS = offered(RUNNER_TOOLS)
 PROMPT = "What time is it in Tokyo?"
 
 
