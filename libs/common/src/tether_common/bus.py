@@ -31,7 +31,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel
 
-from tether_common.errors import BusError, BusTimeoutError, MessageError, TetherError
+from tether_common.errors import BusError, BusTimeoutError, ErrorCode, MessageError, TetherError
 from tether_common.messages.base import ErrorReply, decode, decode_reply, encode
 from tether_common.metrics import bus_errors
 from tether_common.natsauth import inbox_prefix
@@ -113,7 +113,9 @@ class Bus:
     @property
     def _nc(self) -> NatsClient:
         if self._conn is None:
-            raise BusError(f"{self.service}: the bus is not connected yet", code="not_connected")
+            raise BusError(
+                f"{self.service}: the bus is not connected yet", code=ErrorCode.NOT_CONNECTED
+            )
         return self._conn
 
     @classmethod
@@ -200,7 +202,7 @@ class Bus:
         except BusError:
             raise
         except Exception as exc:
-            raise BusError(f"no round trip to NATS: {exc!r}", code="unreachable") from exc
+            raise BusError(f"no round trip to NATS: {exc!r}", code=ErrorCode.UNREACHABLE) from exc
 
     @property
     def max_payload(self) -> int:
@@ -252,14 +254,14 @@ class Bus:
                 return bytes(msg.data)
             except NoRespondersError:
                 if time.monotonic() + delay > deadline:
-                    bus_errors.add(1, {"service": self.service, "code": "no_responders"})
+                    bus_errors.add(1, {"service": self.service, "code": ErrorCode.NO_RESPONDERS})
                     raise BusError(
-                        f"no service answers on {subject}", code="no_responders"
+                        f"no service answers on {subject}", code=ErrorCode.NO_RESPONDERS
                     ) from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
             except NatsTimeoutError:
-                bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                bus_errors.add(1, {"service": self.service, "code": ErrorCode.TIMEOUT})
                 raise BusTimeoutError(f"no reply on {subject} within {timeout}s") from None
 
     async def request_watched(
@@ -299,13 +301,17 @@ class Bus:
                         raise NatsTimeoutError
                     msg = await sub.next_msg(timeout=min(left, silence) if alive else left)
                 except NatsTimeoutError:
-                    bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                    bus_errors.add(1, {"service": self.service, "code": ErrorCode.TIMEOUT})
                     why = "heartbeats stopped" if alive and left > 0 else "no reply"
                     raise BusTimeoutError(f"{why} on {target} (limit {timeout}s)") from None
                 if _no_responders(msg):
                     if time.monotonic() + delay > grace:
-                        bus_errors.add(1, {"service": self.service, "code": "no_responders"})
-                        raise BusError(f"no service answers on {target}", code="no_responders")
+                        bus_errors.add(
+                            1, {"service": self.service, "code": ErrorCode.NO_RESPONDERS}
+                        )
+                        raise BusError(
+                            f"no service answers on {target}", code=ErrorCode.NO_RESPONDERS
+                        )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.5)
                     await self._nc.publish(target, data, reply=inbox, headers=headers)
@@ -344,7 +350,7 @@ class Bus:
                 try:
                     msg = await sub.next_msg(timeout=timeout)
                 except NatsTimeoutError:
-                    bus_errors.add(1, {"service": self.service, "code": "timeout"})
+                    bus_errors.add(1, {"service": self.service, "code": ErrorCode.TIMEOUT})
                     span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
                 if _no_responders(msg):
@@ -365,8 +371,8 @@ class Bus:
         """Re-send a streamed request that met "no responders", within the grace period."""
         attempts = headers.get("Tether-Attempt", "0")
         if int(attempts) >= NO_RESPONDERS_RETRIES:
-            bus_errors.add(1, {"service": self.service, "code": "no_responders"})
-            raise BusError(f"no service answers on {target}", code="no_responders")
+            bus_errors.add(1, {"service": self.service, "code": ErrorCode.NO_RESPONDERS})
+            raise BusError(f"no service answers on {target}", code=ErrorCode.NO_RESPONDERS)
         headers["Tether-Attempt"] = str(int(attempts) + 1)
         await asyncio.sleep(0.02 * 2 ** int(attempts))
         await self._nc.publish(target, encode(body), reply=inbox, headers=headers)
@@ -465,7 +471,7 @@ class Bus:
                 bus_errors.add(1, {"service": self.service, "code": exc.code})
                 log.warning("ignored message on %s: %s", subject, exc.message)
             except Exception:
-                bus_errors.add(1, {"service": self.service, "code": "internal"})
+                bus_errors.add(1, {"service": self.service, "code": ErrorCode.INTERNAL})
                 log.exception("listener for %s failed", subject)
 
         async def on_msg(msg: Msg) -> None:
@@ -500,7 +506,7 @@ class Bus:
             try:
                 await handler(body)
             except Exception:
-                bus_errors.add(1, {"service": self.service, "code": "internal"})
+                bus_errors.add(1, {"service": self.service, "code": ErrorCode.INTERNAL})
                 log.exception("consumer of %s failed; the message will be redelivered", subject)
                 await msg.nak(delay=1.0)
                 return

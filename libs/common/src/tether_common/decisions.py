@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import SecretStr
 
-from tether_common.errors import ConfigError
+from tether_common.errors import ConfigError, ErrorCode
 from tether_common.placeholders import is_placeholder
 
 VERSION = "v1"
@@ -99,7 +99,7 @@ def check_key(secret: str) -> None:
         raise ConfigError(
             "TETHER_DECISION_KEY must be a random secret of at least "
             f"{MIN_KEY_CHARS} characters (not a template value); `tether up` makes one",
-            code="decision_key_invalid",
+            code=ErrorCode.DECISION_KEY_INVALID,
         )
 
 
@@ -109,6 +109,6 @@ def required_key(secret: SecretStr | None) -> DecisionKey:
         raise ConfigError(
             "TETHER_DECISION_KEY is not set: the approvals service signs decisions with it "
             "and the brain refuses decisions it cannot verify",
-            code="decision_key_missing",
+            code=ErrorCode.DECISION_KEY_MISSING,
         )
     return DecisionKey(secret.get_secret_value())

@@ -18,9 +18,9 @@
 
 Every code is an `ErrorCode`, declared once below with its HTTP status, whether trying
 again may help, and the class a caller catches (`CODES`). Errors cross the bus as
-`ErrorReply(code, message, retryable)` and HTTP as `{"error": {code, message,
-retryable}}`; `from_wire` turns either back into the matching class, so callers catch by
-layer whichever side raised.
+`ErrorReply(code, message, retryable)` and HTTP as `{"error": {code, message}}` (the
+status and retryability being the code's); `from_wire` turns either back into the
+matching class, so callers catch by layer whichever side raised.
 """
 
 from __future__ import annotations

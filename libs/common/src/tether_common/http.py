@@ -1,6 +1,6 @@
 """What every service's HTTP side shares: `/healthz`, `/readyz`, the error body
-`{"error": {"code", "message", "retryable"}}` for every failure (status and code from
-`tether_common.errors.CODES`), the request body limits, the shapes
+`{"error": {"code", "message"}}` for every failure (its status, and the retryability a
+client reads back, from `tether_common.errors.CODES`), the request body limits, the shapes
 of path ids and `Last-Event-ID`, bearer-token checks, and serving under uvicorn with
 graceful shutdown."""
 
@@ -56,11 +56,8 @@ def parse_last_event_id(value: str | None) -> int | None:
     return int(value)
 
 
-def error_response(
-    status: int, code: str, message: str, *, retryable: bool = False
-) -> JSONResponse:
-    body = {"error": {"code": code, "message": message, "retryable": retryable}}
-    return JSONResponse(body, status_code=status)
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def status_for(exc: TetherError) -> int:
@@ -78,14 +75,14 @@ _HTTP_CODES = {
 
 
 def install_error_handlers(app: FastAPI, service: str) -> None:
-    """Every error, ours or the framework's, leaves as `{"error": {code, message, ...}}`."""
+    """Every error, ours or the framework's, leaves as `{"error": {code, message}}`."""
 
     async def on_tether(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, TetherError)
         http_errors.add(1, {"service": service, "code": exc.code})
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        response = error_response(status, exc.code, exc.message, retryable=exc.retryable)
+        response = error_response(status, exc.code, exc.message)
         if headers:
             response.headers.update(headers)
         return response

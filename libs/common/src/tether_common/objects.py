@@ -24,7 +24,7 @@ from nats.js.errors import NotFoundError as JsNotFoundError
 from nats.js.object_store import ObjectStore
 
 from tether_common.bus import Bus
-from tether_common.errors import NotFoundError, StoreError
+from tether_common.errors import ErrorCode, NotFoundError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,9 @@ class BlobBucket:
         try:
             store = await self.open()
         except NotFoundError as exc:  # a failed write, not a missing thing the caller asked for
-            raise StoreError(exc.message, code="store_unavailable", retryable=False) from None
+            raise StoreError(
+                exc.message, code=ErrorCode.STORE_UNAVAILABLE, retryable=False
+            ) from None
         # One chunk message per blob: nothing to reassemble, nothing half-written to see.
         meta = js_api.ObjectMeta(
             name=name, options=js_api.ObjectMetaOptions(max_chunk_size=max(len(data), 1))

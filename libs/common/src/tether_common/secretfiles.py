@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from tether_common.errors import ConfigError
+from tether_common.errors import ConfigError, ErrorCode
 
 SECRET_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -62,7 +62,9 @@ def _check(path: Path) -> None:
     """Refuse a link or a non-file; narrow a secret an older version left readable."""
     info = os.lstat(path)
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"{path} should be a regular file holding a secret", code="secret_file")
+        raise ConfigError(
+            f"{path} should be a regular file holding a secret", code=ErrorCode.SECRET_FILE
+        )
     if info.st_mode & 0o077:
         os.chmod(path, SECRET_MODE, follow_symlinks=False)
 

@@ -39,7 +39,7 @@ from tether_approvals.tables import approvals
 from tether_approvals.trail import record, run_trail
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey
-from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalView,
@@ -287,14 +287,14 @@ class Lifecycle:
             elif decision in ("allow_run", "allow_chat") and _is_delete(row):
                 raise MessageError(
                     "deletes are never remembered: allow it once or deny it",
-                    code="delete_not_remembered",
+                    code=ErrorCode.DELETE_NOT_REMEMBERED,
                 )
             else:
                 item = await self._settle(conn, row, decision, who.label, note)
         observe_decision(item)
         await self.announce(item)
         if item.status == "expired":
-            raise ConflictError(f"approval '{approval_id}' has expired", code="expired")
+            raise ConflictError(f"approval '{approval_id}' has expired", code=ErrorCode.EXPIRED)
         return item
 
     async def consume(self, req: ConsumeApproval) -> ConsumeResult:

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import new_secret
 from tether_approvals.tables import notice_outbox, webhook_endpoints
-from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
 from tether_common.http import PathId
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
@@ -124,14 +124,15 @@ def check_url(raw: str, allow_private: bool) -> str:
     try:
         url = httpx.URL(raw)
     except httpx.InvalidURL as exc:
-        raise MessageError("not a URL", code="webhook_url_refused") from exc
+        raise MessageError("not a URL", code=ErrorCode.WEBHOOK_URL_REFUSED) from exc
     if url.scheme not in ("http", "https") or not url.host:
-        raise MessageError("only http(s) URLs with a host", code="webhook_url_refused")
+        raise MessageError("only http(s) URLs with a host", code=ErrorCode.WEBHOOK_URL_REFUSED)
     if url.userinfo:
-        raise MessageError("no credentials in the URL", code="webhook_url_refused")
+        raise MessageError("no credentials in the URL", code=ErrorCode.WEBHOOK_URL_REFUSED)
     if not allow_private and private_host(url.host):
         raise MessageError(
-            "loopback and private receivers are not allowed here", code="webhook_url_refused"
+            "loopback and private receivers are not allowed here",
+            code=ErrorCode.WEBHOOK_URL_REFUSED,
         )
     return str(url)
 

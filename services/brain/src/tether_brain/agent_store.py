@@ -38,7 +38,7 @@ from tether_brain.grant_overrides import API, SETTINGS, GrantOverrides, row_valu
 from tether_brain.policy_tables import agents_table, bump, lock, policy_documents, policy_generation
 from tether_common import audit
 from tether_common.bus import Bus
-from tether_common.errors import ConflictError, NotFoundError
+from tether_common.errors import ConflictError, ErrorCode, NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -245,13 +245,15 @@ class AgentStore(GrantOverrides):
             ).first()
             current = None if row is None or row.deleted else _agent(row)
             if create and row is not None and not row.deleted:
-                raise ConflictError(f"agent '{agent_id}' already exists", code="agent_exists")
+                raise ConflictError(
+                    f"agent '{agent_id}' already exists", code=ErrorCode.AGENT_EXISTS
+                )
             if not create and current is None:
                 raise NotFoundError(f"no agent '{agent_id}'")
             if not create and expected is not None and current and current.version != expected:
                 raise ConflictError(
                     f"agent '{agent_id}' is at version {current.version}, not {expected}",
-                    code="version_conflict",
+                    code=ErrorCode.VERSION_CONFLICT,
                 )
             new = decide(current)
             version = 1 if row is None else row.version + 1
@@ -345,7 +347,7 @@ class AgentStore(GrantOverrides):
             if expected is not None and expected != version:
                 raise ConflictError(
                     f"the {kind} of '{scope}' are at version {version}, not {expected}",
-                    code="version_conflict",
+                    code=ErrorCode.VERSION_CONFLICT,
                 )
             before = None if found is None else found.body
             await self._write_document(conn, kind, scope, body, version + 1, who, API)

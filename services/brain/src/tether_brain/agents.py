@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import CATEGORIES, RULE_RANK, Category, Rule
-from tether_common.errors import AuthError, NotFoundError
+from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import PermissionMode
 from tether_common.patterns import PatternProblem, UserPattern, compile_pattern
@@ -205,7 +205,7 @@ class Agents:
             if allowed is not None and value not in allowed:
                 raise AuthError(
                     f"the agent '{agent_id or DEFAULT_AGENT}' may not use the {kind} '{value}'",
-                    code="forbidden",
+                    code=ErrorCode.FORBIDDEN,
                 )
 
     def budgets(self, agent_id: str | None, asked: Mapping[str, Any]) -> dict[str, Any]:

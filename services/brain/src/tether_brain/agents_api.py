@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether_brain.agent_store import AgentStore, Kind, StoredAgent, StoredDocument
 from tether_brain.agents import DEFAULT_AGENT, GLOBAL, AgentConfig
 from tether_brain.gates.grants import NONE, parse_grant
-from tether_common.errors import AuthError, MessageError
+from tether_common.errors import AuthError, ErrorCode, MessageError
 from tether_common.http import PathId
 from tether_common.identity import Principal, TokenStore, principal_dependency
 from tether_common.messages.base import ID_PATTERN, RequestModel
@@ -169,7 +169,9 @@ def expected_version(if_match: str | None, version: int | None) -> int | None:
         return version
     found = _ETAG.fullmatch(if_match.strip())
     if found is None:
-        raise MessageError('If-Match takes the ETag of a read, e.g. "3"', code="invalid_request")
+        raise MessageError(
+            'If-Match takes the ETag of a read, e.g. "3"', code=ErrorCode.INVALID_REQUEST
+        )
     return int(found.group(1))
 
 
@@ -212,7 +214,9 @@ def may_read(who: Principal, config: AgentConfig) -> bool:
 def check_create(who: Principal, new: AgentConfig) -> None:
     who.require("agents.write")
     if who.reach_of("agents.write") == "own":
-        raise AuthError("an agent's owner may change it; operators create agents", code="forbidden")
+        raise AuthError(
+            "an agent's owner may change it; operators create agents", code=ErrorCode.FORBIDDEN
+        )
     _within_reach(who, new)
 
 
@@ -223,7 +227,7 @@ def check_change(who: Principal, current: AgentConfig, new: AgentConfig) -> None
             if getattr(new, name) != getattr(current, name):
                 raise AuthError(
                     f"an agent's owner may not change its '{name}' (operators may)",
-                    code="forbidden",
+                    code=ErrorCode.FORBIDDEN,
                 )
     _within_reach(who, new)
 
@@ -231,7 +235,9 @@ def check_change(who: Principal, current: AgentConfig, new: AgentConfig) -> None
 def check_delete(who: Principal, current: AgentConfig) -> None:
     who.require("agents.write", current.tenant, current.owner)
     if who.reach_of("agents.write") == "own":
-        raise AuthError("an agent's owner may not delete it (operators may)", code="forbidden")
+        raise AuthError(
+            "an agent's owner may not delete it (operators may)", code=ErrorCode.FORBIDDEN
+        )
 
 
 def _within_reach(who: Principal, new: AgentConfig) -> None:
@@ -240,7 +246,7 @@ def _within_reach(who: Principal, new: AgentConfig) -> None:
     if not who.sees("agents.write", new.tenant, new.owner):
         raise AuthError(
             f"this token may not write agents of tenant '{new.tenant}' owned by '{new.owner}'",
-            code="forbidden",
+            code=ErrorCode.FORBIDDEN,
         )
 
 
@@ -252,7 +258,9 @@ def check_policy(
         return
     who.require(action)
     if action == "policy.write" and who.reach_of(action) != "all":
-        raise AuthError("only an admin changes the organisation-wide policy", code="forbidden")
+        raise AuthError(
+            "only an admin changes the organisation-wide policy", code=ErrorCode.FORBIDDEN
+        )
 
 
 # ---- the routes ----------------------------------------------------------------------
@@ -324,7 +332,7 @@ def agents_router(store: AgentStore, identity: TokenStore) -> APIRouter:
         if agent_id == DEFAULT_AGENT:
             raise MessageError(
                 "the default agent cannot be deleted (narrow its grants instead)",
-                code="invalid_request",
+                code=ErrorCode.INVALID_REQUEST,
             )
 
         def decide(current: StoredAgent | None) -> None:

@@ -14,7 +14,7 @@ from tether_brain.gates import Verdict
 from tether_brain.state import RunState
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
-from tether_common.errors import MessageError
+from tether_common.errors import ErrorCode, MessageError
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalView,
@@ -163,7 +163,7 @@ class ApprovalClient:
         except ValidationError as exc:  # e.g. arguments no database can store (NUL)
             raise MessageError(
                 f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
-                code="invalid_message",
+                code=ErrorCode.INVALID_MESSAGE,
             ) from None
         view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
         reconcile = verdict.code == IN_DOUBT

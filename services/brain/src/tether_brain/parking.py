@@ -18,7 +18,7 @@ from tether_brain.recording import record_result
 from tether_brain.results import refused
 from tether_brain.state import RunState
 from tether_brain.toolbox import GateOutcome
-from tether_common.errors import TetherError
+from tether_common.errors import ErrorCode, TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolResult
 
@@ -51,7 +51,7 @@ class Parking:
         assert item.verdict is not None
         try:
             if state.options.get("interactive") and not await self.watched(state):
-                raise TetherError("no operator is connected to decide", code="no_operator")
+                raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
             owner = self.actor.agents.config(state.options.get("agent")).owner
             view, pending = await self.approvals.request(
                 state, item.call, item.tool, item.verdict, owner

@@ -32,7 +32,7 @@ from tether_brain.grant_overrides import GrantOverrides
 from tether_brain.manual_runs import ManualRunBody, ManualRuns, run_gates
 from tether_brain.toolbox import Toolbox
 from tether_common import audit
-from tether_common.errors import AuthError, MessageError, NotFoundError
+from tether_common.errors import AuthError, ErrorCode, MessageError, NotFoundError
 from tether_common.http import hash_token
 from tether_common.identity import (
     DEFAULT_TENANT,
@@ -250,7 +250,7 @@ class PolicyService:
         self.agent_reach(who, "agents.write", agent_id)
         by = _by(who)
         if problems := parse_grants(grants).problems:
-            raise MessageError("; ".join(problems), code="invalid_grant")
+            raise MessageError("; ".join(problems), code=ErrorCode.INVALID_GRANT)
         new = list(grants)
         async with self.engine.begin() as conn:
             old = await self.overrides.in_force(conn, agent_id)
@@ -309,10 +309,10 @@ class StaticVerifier:
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
-            raise AuthError("a bearer token is required", code="unauthenticated")
+            raise AuthError("a bearer token is required", code=ErrorCode.UNAUTHENTICATED)
         found = self._known.get(hash_token(token))
         if found is None:
-            raise AuthError("the bearer token is not valid", code="unauthenticated")
+            raise AuthError("the bearer token is not valid", code=ErrorCode.UNAUTHENTICATED)
         return found
 
 

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field
 
 from tether_brain.skills import Skill, SkillStore
-from tether_common.errors import AuthError
+from tether_common.errors import AuthError, ErrorCode
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.base import ID_PATTERN, CarryableText, RequestModel
@@ -130,7 +130,7 @@ def skills_router(
         if skill.tenant is None and scope is not None:
             # A global skill seen from a tenant's view: only an admin writes those.
             raise AuthError(
-                f"skill {name!r} is global: only an admin may delete it", code="forbidden"
+                f"skill {name!r} is global: only an admin may delete it", code=ErrorCode.FORBIDDEN
             )
         store.delete(name, scope)
         changed()

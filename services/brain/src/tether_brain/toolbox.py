@@ -16,7 +16,7 @@ from tether_brain.local_tools import LocalTool
 from tether_brain.offering import DEFAULT_KEYWORDS, choose
 from tether_brain.subagents import MAX_DEPTH, RUN_AGENT
 from tether_common.bus import Bus
-from tether_common.errors import BusTimeoutError, TetherError
+from tether_common.errors import BusTimeoutError, ErrorCode, TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import (
     Catalog,
@@ -204,7 +204,7 @@ class Toolbox:
         except TetherError as exc:
             # No reply: the runner may have died mid-call, so the outcome is unknown. No
             # responders: NATS delivered the call to nobody, so it certainly did not run.
-            if exc.code == "no_responders":
+            if exc.code == ErrorCode.NO_RESPONDERS:
                 code = NO_RUNNER
             else:
                 code = RUNNER_LOST if isinstance(exc, BusTimeoutError) else exc.code

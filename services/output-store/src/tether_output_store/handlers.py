@@ -6,7 +6,7 @@ import base64
 from dataclasses import dataclass
 
 from tether_common.bus import Bus
-from tether_common.errors import MessageError
+from tether_common.errors import ErrorCode, MessageError
 from tether_common.messages.outputs import (
     BeginOutput,
     ChunkStored,
@@ -31,7 +31,7 @@ def decode_content(body: PutOutput) -> bytes:
     try:
         return base64.b64decode(body.content, validate=True)
     except ValueError:
-        raise MessageError("content is not valid base64", code="invalid_message") from None
+        raise MessageError("content is not valid base64", code=ErrorCode.INVALID_MESSAGE) from None
 
 
 def stored_reply(stored: StoredOutput) -> OutputStored:

@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common.background import FailureLog, every
-from tether_common.errors import NotFoundError, StoreError
+from tether_common.errors import ErrorCode, NotFoundError, StoreError
 from tether_common.objects import BlobBucket
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class Collector:
                     raise StoreError(
                         f"{len(outside)} unused chunks are in the JetStream object store, "
                         "which this collector has not been given",
-                        code="store_unavailable",
+                        code=ErrorCode.STORE_UNAVAILABLE,
                     )
                 await self.objects.delete(outside)
             await conn.execute(DROP_CHUNKS, {"digests": [r.digest for r in rows]})

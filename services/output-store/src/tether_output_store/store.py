@@ -25,7 +25,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_common.errors import ConfigError, NotFoundError, StoreError
+from tether_common.errors import ConfigError, ErrorCode, NotFoundError, StoreError
 from tether_common.metrics import outputs_offloaded
 from tether_common.objects import BlobBucket
 from tether_output_store.tables import chunks, outputs
@@ -107,7 +107,7 @@ class OutputStore:
         except NotFoundError:  # the output exists; its bytes do not: say so, not not_found
             raise StoreError(
                 f"chunk {digest[:12]} of a stored output is missing from the object store",
-                code="chunk_missing",
+                code=ErrorCode.CHUNK_MISSING,
                 retryable=False,
             ) from None
 
@@ -116,7 +116,7 @@ class OutputStore:
             raise StoreError(
                 f"chunk {digest[:12]} is in the JetStream object store, which this "
                 "output-store has not been given",
-                code="store_unavailable",
+                code=ErrorCode.STORE_UNAVAILABLE,
             )
         return self.objects
 
@@ -190,7 +190,7 @@ class OutputStore:
         if row.purged_at is not None or row.expires_at <= datetime.now(UTC):
             raise NotFoundError(
                 f"output '{ref}' has expired: its retention passed and it was deleted",
-                code="expired",
+                code=ErrorCode.EXPIRED,
             )
         return StoredOutput(
             ref=row.ref,

@@ -18,7 +18,7 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
 from tether_common.messages.outputs import BeginOutput, OutputChunk
 from tether_common.metrics import outputs_offloaded
 from tether_output_store.store import OutputStore, StoredOutput, count_lines
@@ -31,7 +31,9 @@ def decode_chunk(data: str) -> bytes:
     try:
         return base64.b64decode(data)
     except ValueError:
-        raise MessageError("chunk data is not valid base64", code="invalid_message") from None
+        raise MessageError(
+            "chunk data is not valid base64", code=ErrorCode.INVALID_MESSAGE
+        ) from None
 
 
 class Uploads:
@@ -78,7 +80,7 @@ class Uploads:
                 raise MessageError(
                     f"chunk {body.seq} has {len(data)} bytes; expected {max(expected, 0)} "
                     f"(chunk {body.seq} of {row.chunks})",
-                    code="invalid_message",
+                    code=ErrorCode.INVALID_MESSAGE,
                 )
             (digest,) = await self.store.save_chunks(conn, [data])
             stmt = insert(upload_parts).values(
@@ -142,6 +144,6 @@ class Uploads:
         if size != draft.size or hasher.hexdigest() != draft.sha256:
             raise ConflictError(
                 f"upload does not match its announced size and sha256 ({size} bytes received)",
-                code="checksum_mismatch",
+                code=ErrorCode.CHECKSUM_MISMATCH,
             )
         return per_chunk, count_lines(sum(per_chunk), size, last)

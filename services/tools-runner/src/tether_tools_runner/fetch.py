@@ -17,7 +17,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx
 
-from tether_common.errors import BlockedDestination
+from tether_common.errors import BlockedDestination, ErrorCode
 from tether_common.safety import Resolver, check, check_address, system_resolver
 from tether_tools_runner.tool import ToolFailure
 
@@ -121,7 +121,7 @@ class Fetcher:
         except ValueError:
             answers = list(self.guard.resolve(host))
         if not answers:
-            raise BlockedDestination(f"{host} resolved to no address", code="dns_failed")
+            raise BlockedDestination(f"{host} resolved to no address", code=ErrorCode.DNS_FAILED)
         for answer in answers:
             self.guard.check_address(answer.split("%", 1)[0])
         return answers[0].split("%", 1)[0]

@@ -6,7 +6,7 @@ handler reads its caller's token from the message's `Authorization` header with
 from __future__ import annotations
 
 from tether_common.bus import Bus, message_headers
-from tether_common.errors import AuthError
+from tether_common.errors import AuthError, ErrorCode
 from tether_common.http import hash_token
 from tether_common.identity.cache import TokenCache
 from tether_common.identity.model import Principal
@@ -41,7 +41,7 @@ class RemoteVerifier:
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
-            raise AuthError(MISSING, code="unauthenticated")
+            raise AuthError(MISSING, code=ErrorCode.UNAUTHENTICATED)
         digest = hash_token(token)
         cached = self.cache.get(digest)
         if cached is not None:

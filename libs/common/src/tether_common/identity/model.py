@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from tether_common.errors import AuthError, NotFoundError
+from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.messages.identity import DEFAULT_TENANT, ROLES, PrincipalView, Role
 
 __all__ = [
@@ -177,7 +177,7 @@ class Principal:
         `tenant`, raise 404 `not_found` unless it is within reach, so another tenant's
         resource looks exactly like one that does not exist."""
         if not self.may(action):
-            raise AuthError(f"the role '{self.role}' may not {action}", code="forbidden")
+            raise AuthError(f"the role '{self.role}' may not {action}", code=ErrorCode.FORBIDDEN)
         if tenant is not None and not self.sees(action, tenant, owner, agent_owner=agent_owner):
             raise NotFoundError("no such resource")
 
@@ -217,7 +217,9 @@ class Principal:
             ("mode", mode, self.modes),
         ):
             if value is not None and allowed is not None and value not in allowed:
-                raise AuthError(f"this token may not use the {kind} '{value}'", code="forbidden")
+                raise AuthError(
+                    f"this token may not use the {kind} '{value}'", code=ErrorCode.FORBIDDEN
+                )
 
     # ---- on the wire ---------------------------------------------------------------
 

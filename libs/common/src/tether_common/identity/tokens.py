@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common import audit
-from tether_common.errors import AuthError, NotFoundError
+from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.http import hash_token
 from tether_common.identity.cache import TokenCache
 from tether_common.identity.model import DEFAULT_TENANT, Principal
@@ -69,7 +69,7 @@ def new_token() -> str:
 def check_expiry(who: Principal, now: datetime | None = None) -> Principal:
     """`who`, unless its token has expired (401 `token_expired`)."""
     if who.expires_at is not None and who.expires_at <= (now or datetime.now(UTC)):
-        raise AuthError("the bearer token has expired", code="token_expired")
+        raise AuthError("the bearer token has expired", code=ErrorCode.TOKEN_EXPIRED)
     return who
 
 
@@ -153,7 +153,7 @@ class TokenStore:
 
     async def authenticate(self, token: str | None) -> Principal:
         if not token:
-            raise AuthError(MISSING, code="unauthenticated")
+            raise AuthError(MISSING, code=ErrorCode.UNAUTHENTICATED)
         digest = hash_token(token)
         if self._bootstrap is not None and hmac.compare_digest(digest, self._bootstrap):
             return Principal(BOOTSTRAP_NAME, "admin", DEFAULT_TENANT)
@@ -170,7 +170,7 @@ class TokenStore:
                 )
             ).first()
         if row is None:
-            raise AuthError("the bearer token is not valid", code="unauthenticated")
+            raise AuthError("the bearer token is not valid", code=ErrorCode.UNAUTHENTICATED)
         who = _principal(row)
         self.cache.put(digest, who)
         return check_expiry(who)

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from tether_common.errors import MessageError, TetherError, from_wire
+from tether_common.errors import ErrorCode, MessageError, TetherError, from_wire
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -164,9 +164,9 @@ def _load_object(data: bytes) -> dict[str, Any]:
     try:
         raw = loads_strict(data)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise MessageError(f"body is not JSON: {exc}", code="not_json") from None
+        raise MessageError(f"body is not JSON: {exc}", code=ErrorCode.NOT_JSON) from None
     if not isinstance(raw, dict):
-        raise MessageError("body must be a JSON object", code="invalid_message")
+        raise MessageError("body must be a JSON object", code=ErrorCode.INVALID_MESSAGE)
     return raw
 
 
@@ -188,13 +188,13 @@ def decode(model: type[M], data: bytes) -> M:
         raise MessageError(
             f"{model.__name__} version {version!r} is not supported "
             f"(supported: {sorted(supported)})",
-            code="unsupported_version",
+            code=ErrorCode.UNSUPPORTED_VERSION,
         )
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise MessageError(
-            f"{model.__name__} does not validate: {_summarise(exc)}", code="invalid_message"
+            f"{model.__name__} does not validate: {_summarise(exc)}", code=ErrorCode.INVALID_MESSAGE
         ) from None
 
 

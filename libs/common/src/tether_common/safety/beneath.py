@@ -32,7 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from tether_common.errors import PathDenied
+from tether_common.errors import ErrorCode, PathDenied
 
 from .paths import _validated, check_root
 from .protected import protected_component
@@ -241,7 +241,8 @@ def _verified(fd: int, anchor_fd: int, kind: Kind, label: str) -> int:
             raise IsADirectoryError(errno.EISDIR, "Is a directory", label)
         if kind == "file" and not stat.S_ISREG(found.st_mode):
             raise PathDenied(
-                f"{label!r} is not a regular file (a fifo, socket or device)", code="not_a_file"
+                f"{label!r} is not a regular file (a fifo, socket or device)",
+                code=ErrorCode.NOT_A_FILE,
             )
     except BaseException:
         os.close(fd)
@@ -281,7 +282,7 @@ def _check_replaceable(existing: os.stat_result, name: str) -> None:
     if stat.S_ISDIR(existing.st_mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", name)
     if not stat.S_ISREG(existing.st_mode):
-        raise PathDenied(f"{name!r} is not a regular file", code="not_a_file")
+        raise PathDenied(f"{name!r} is not a regular file", code=ErrorCode.NOT_A_FILE)
     if existing.st_nlink > 1:
         raise PathDenied(f"{name!r} has several hard links; writing it would change other paths")
 

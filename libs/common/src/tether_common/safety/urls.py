@@ -7,7 +7,7 @@ are decoded). `check_address(ip)` is the connect-time re-check of the address ac
 dialled, which closes the gap a DNS answer that changes between check and connect
 (DNS rebinding) would leave; callers must use it on every connection and redirect.
 
-Both raise only `BlockedDestination`; a DNS failure is `code="dns_failed"`, never a pass.
+Both raise only `BlockedDestination`; a DNS failure is `code=ErrorCode.DNS_FAILED`, never a pass.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from urllib.parse import unquote, urlsplit
 
-from tether_common.errors import BlockedDestination
+from tether_common.errors import BlockedDestination, ErrorCode
 
 from .addresses import IPAddress, MalformedAddressError, blocked_reason, parse_address, parse_ipv4
 
@@ -175,9 +175,9 @@ def _check_resolved(host: str, resolver: Resolver) -> None:
     try:
         answers = list(resolver(name))
     except Exception as exc:  # any resolver failure is a refusal, never a pass
-        raise _blocked(f"could not resolve {name}", code="dns_failed") from exc
+        raise _blocked(f"could not resolve {name}", code=ErrorCode.DNS_FAILED) from exc
     if not answers:
-        raise _blocked(f"{name} resolved to no address", code="dns_failed")
+        raise _blocked(f"{name} resolved to no address", code=ErrorCode.DNS_FAILED)
     for answer in answers:
         if not isinstance(answer, str):
             raise _blocked(f"{name} resolved to something that is not an address")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether_brain.gates.grants import Grant, GrantSet
-from tether_common.errors import SafetyError
+from tether_common.errors import ErrorCode, SafetyError
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety import check as check_url
@@ -139,7 +139,9 @@ def hard_denial(
         if isinstance(args.get("url"), str):
             check_url(args["url"], resolver=_no_dns)
     except SafetyError as exc:
-        if exc.code != "dns_failed":  # a name the brain does not resolve: the runner decides
+        if (
+            exc.code != ErrorCode.DNS_FAILED
+        ):  # a name the brain does not resolve: the runner decides
             return exc.code, exc.message
     if tool.effect == "process" and isinstance(args.get("command"), str):
         verdict = classify(args["command"])

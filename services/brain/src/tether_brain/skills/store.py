@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tether_brain.skills.model import Skill
-from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
 from tether_common.messages.base import ID_PATTERN
 from tether_common.skills import (
     SKILL_FILE,
@@ -68,7 +68,7 @@ class SkillStore(Protocol):
 def check_tenant(tenant: str) -> str:
     """A tenant name safe as one path component (never `..`, a slash or hidden)."""
     if not _TENANT.fullmatch(tenant):
-        raise MessageError(f"not a tenant name: {tenant[:80]!r}", code="invalid_request")
+        raise MessageError(f"not a tenant name: {tenant[:80]!r}", code=ErrorCode.INVALID_REQUEST)
     return tenant
 
 
@@ -148,20 +148,24 @@ class FolderSkillStore:
         check_name(name)
         target = self.writable if tenant is None else self._tenant_root(tenant)
         if target is None:
-            raise ConflictError("no skill folder is configured for writing", code="read_only")
+            raise ConflictError(
+                "no skill folder is configured for writing", code=ErrorCode.READ_ONLY
+            )
         existing = self.by_name(tenant)
         if tenant is None:  # a new global skill is seen by every tenant: no clash anywhere
             for own in self.every_tenant().values():
                 for other, skill in own.items():
                     existing.setdefault(other, skill)
         if name in existing:
-            raise ConflictError(f"a skill named {name!r} already exists", code="skill_exists")
+            raise ConflictError(
+                f"a skill named {name!r} already exists", code=ErrorCode.SKILL_EXISTS
+            )
         doc = SkillDocument(name=name, description=description.strip(), body=body)
         others = [_document(s) for s in existing.values()]
         problems = check_document(doc, label=name)
         problems += [p for other in others for p in check_collisions([doc, other])]
         if errors := [p for p in problems if p.severity == "error"]:
-            raise MessageError("; ".join(p.message for p in errors), code="skill_invalid")
+            raise MessageError("; ".join(p.message for p in errors), code=ErrorCode.SKILL_INVALID)
         return self._write(doc, target, tenant)
 
     def _write(self, doc: SkillDocument, target: Path, tenant: str | None) -> Skill:
@@ -170,7 +174,7 @@ class FolderSkillStore:
         try:
             folder.mkdir(parents=True, exist_ok=False)
         except FileExistsError:  # a concurrent create, or a folder that is not a skill
-            raise ConflictError(f"{folder} already exists", code="skill_exists") from None
+            raise ConflictError(f"{folder} already exists", code=ErrorCode.SKILL_EXISTS) from None
         # Write then rename, so a reader never sees half a file.
         partial = folder / (SKILL_FILE + ".partial")
         partial.write_text(render_skill(doc.name, doc.description, doc.body), encoding="utf-8")
@@ -186,7 +190,7 @@ class FolderSkillStore:
         folder = target / name if target is not None else None
         if folder is None or skill.folder != folder:
             message = f"skill {name!r} lives in {skill.folder.parent}, which is read-only here"
-            raise ConflictError(message, code="read_only")
+            raise ConflictError(message, code=ErrorCode.READ_ONLY)
         if folder.is_symlink():
             folder.unlink()  # remove the link, never what it points to
         else:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import ErrorEvent, GenerateRequest, ModelEvent
 from tether_common.messages.profiles import ModelPrice
 from tether_gateway.profiles import Profiles, ProfileStore
@@ -76,7 +77,7 @@ class HostedProvider(ABC):
             missing = f"TETHER_GATEWAY_{self.name.upper()}_MODEL (or name a model in the request)"
         if missing is not None or model is None:
             yield ErrorEvent(
-                code="provider_not_configured",
+                code=ErrorCode.PROVIDER_NOT_CONFIGURED,
                 message=f"{self.name} is not configured: set {missing}",
             )
             return

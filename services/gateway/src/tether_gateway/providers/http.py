@@ -29,7 +29,7 @@ import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 from pydantic import SecretStr
 
-from tether_common.errors import ProviderError
+from tether_common.errors import ErrorCode, ProviderError
 
 MAX_DETAIL_BYTES = 4096
 MAX_DETAIL_CHARS = 300
@@ -61,7 +61,7 @@ def status_error(
     if status == 429:
         return UpstreamError(
             message,
-            code="provider_rate_limited",
+            code=ErrorCode.PROVIDER_RATE_LIMITED,
             retryable=True,
             retry_here=True,
             retry_after=retry_after,
@@ -69,16 +69,16 @@ def status_error(
     if status >= 500:
         return UpstreamError(
             message,
-            code="provider_unavailable",
+            code=ErrorCode.PROVIDER_UNAVAILABLE,
             retryable=True,
             retry_here=True,
             retry_after=retry_after,
         )
     if status == 408:
-        return UpstreamError(message, code="provider_timeout", retryable=True)
+        return UpstreamError(message, code=ErrorCode.PROVIDER_TIMEOUT, retryable=True)
     if status in (401, 403):
-        return UpstreamError(message, code="provider_auth", retryable=False)
-    return UpstreamError(message, code="provider_bad_request", retryable=False)
+        return UpstreamError(message, code=ErrorCode.PROVIDER_AUTH, retryable=False)
+    return UpstreamError(message, code=ErrorCode.PROVIDER_BAD_REQUEST, retryable=False)
 
 
 def transport_error(provider: str, exc: httpx.HTTPError, timeout_s: float) -> UpstreamError:
@@ -89,7 +89,7 @@ def transport_error(provider: str, exc: httpx.HTTPError, timeout_s: float) -> Up
     if isinstance(exc, httpx.ConnectTimeout | httpx.ConnectError):
         return UpstreamError(
             f"cannot connect to {provider}: {type(exc).__name__}",
-            code="provider_unreachable",
+            code=ErrorCode.PROVIDER_UNREACHABLE,
             retryable=True,
             retry_here=True,
         )
@@ -97,20 +97,22 @@ def transport_error(provider: str, exc: httpx.HTTPError, timeout_s: float) -> Up
         # Not retried here: another silent attempt would cost the whole timeout again.
         return UpstreamError(
             f"{provider} sent nothing for {timeout_s:g}s; the stream was cut",
-            code="provider_timeout",
+            code=ErrorCode.PROVIDER_TIMEOUT,
             retryable=True,
         )
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return disconnected(provider, type(exc).__name__)
     return UpstreamError(
-        f"{provider} request failed: {type(exc).__name__}", code="provider_error", retryable=False
+        f"{provider} request failed: {type(exc).__name__}",
+        code=ErrorCode.PROVIDER_ERROR,
+        retryable=False,
     )
 
 
 def disconnected(provider: str, why: str) -> UpstreamError:
     return UpstreamError(
         f"{provider} connection dropped mid-stream ({why})",
-        code="provider_disconnected",
+        code=ErrorCode.PROVIDER_DISCONNECTED,
         retryable=True,
         retry_here=True,
     )
@@ -119,7 +121,7 @@ def disconnected(provider: str, why: str) -> UpstreamError:
 def bad_response(provider: str, why: str) -> UpstreamError:
     return UpstreamError(
         f"{provider} sent a response we cannot read: {why}",
-        code="provider_bad_response",
+        code=ErrorCode.PROVIDER_BAD_RESPONSE,
         retryable=False,
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, ModelEvent
 from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import UpstreamError, disconnected, json_lines
@@ -79,7 +80,7 @@ class _LineReader:
         if line.get("error"):
             raise UpstreamError(
                 f"ollama stream reported an error: {str(line['error'])[:300]}",
-                code="provider_error",
+                code=ErrorCode.PROVIDER_ERROR,
                 retryable=False,
             )
         events: list[ModelEvent] = []

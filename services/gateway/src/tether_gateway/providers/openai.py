@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import (
     ChatMessage,
     GenerateRequest,
@@ -206,7 +207,7 @@ def _stream_error(error: Any) -> UpstreamError:
     overloaded = (isinstance(code, int) and code >= 500) or code in ("server_error", "overloaded")
     return UpstreamError(
         f"openai stream reported an error: {str(detail)[:300]}",
-        code="provider_unavailable" if overloaded else "provider_error",
+        code=ErrorCode.PROVIDER_UNAVAILABLE if overloaded else "provider_error",
         retryable=overloaded,
         retry_here=overloaded,
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import (
     MODEL_EVENT,
     DoneEvent,
@@ -58,12 +59,12 @@ class ScriptedProvider:
         try:
             turns = _turns_for(self._load(request.model), request)
         except (LookupError, ValueError, KeyError, OSError) as exc:
-            yield ErrorEvent(code="script_invalid", message=str(exc))
+            yield ErrorEvent(code=ErrorCode.SCRIPT_INVALID, message=str(exc))
             return
         index = sum(1 for m in request.messages if m.role == "assistant")
         if index >= len(turns):
             yield ErrorEvent(
-                code="script_exhausted",
+                code=ErrorCode.SCRIPT_EXHAUSTED,
                 message=f"script has {len(turns)} turns; turn {index + 1} asked",
             )
             return
@@ -78,7 +79,7 @@ class ScriptedProvider:
             try:
                 event = MODEL_EVENT.validate_python(entry)
             except ValidationError as exc:
-                yield ErrorEvent(code="script_invalid", message=f"bad script event: {exc}")
+                yield ErrorEvent(code=ErrorCode.SCRIPT_INVALID, message=f"bad script event: {exc}")
                 return
             yield event
             if event.kind in ("done", "error"):
