@@ -131,7 +131,8 @@ def test_compose_mounts_the_generated_nats_config(compose: dict[str, Any]) -> No
 def test_each_compose_service_connects_as_itself(compose: dict[str, Any], spec: Any) -> None:
     env = compose["services"][spec.name]["environment"]
     assert env["TETHER_NATS_USER"] == spec.name
-    assert f"${{{password_env(spec.name)}:-" in env["TETHER_NATS_PASSWORD"]
+    # From .env, with no default: compose stops without it (issue 15, item 9).
+    assert f"${{{password_env(spec.name)}:?" in env["TETHER_NATS_PASSWORD"]
 
 
 def test_nats_server_accepts_the_committed_config() -> None:
