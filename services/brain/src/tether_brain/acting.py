@@ -11,6 +11,7 @@ known (the runner that ran it died before recording it)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +56,9 @@ class Planned:
     # An operator's "run it again" on an in-doubt card: the runner may take over the
     # call's key although its first run left no outcome.
     retry_in_doubt: bool = False
+    # Sent again after a takeover: its first send may have been lost with the replica, so
+    # a runner that has just come back is waited for as after a lost reply.
+    resent: bool = False
 
     @property
     def decision(self) -> Literal["run", "cached", "refused", "ask"]:
@@ -75,10 +79,14 @@ def refusal(item: Planned) -> ToolResult:
     return refused(item.call, item.verdict.code or "refused", item.verdict.reason)
 
 
-def resendable(item: Planned) -> bool:
-    """Sent again after a takeover: an idempotent call whatever the gates say now (a
-    refusal is its result), a non-idempotent one only when they would still run it."""
-    return item.tool is None or item.tool.idempotent or item.decision in ("run", "cached")
+def resends(planned: list[Planned]) -> list[Planned]:
+    """What is sent again after a takeover: an idempotent call whatever the gates say now
+    (a refusal is its result), a non-idempotent one only when they would still run it."""
+    return [
+        dataclasses.replace(item, resent=True)
+        for item in planned
+        if item.tool is None or item.tool.idempotent or item.decision in ("run", "cached")
+    ]
 
 
 def in_doubt_after_resend(tool: ToolDescriptor | None, result: ToolResult | None) -> bool:
@@ -244,7 +252,7 @@ class Actor:
         outcome is in doubt, reported as interrupted)."""
         assert item.tool is not None
         tree = await self.run_tree(state) if item.tool.name == "retrieve_output" else []
-        lost = False
+        lost = item.resent
         for attempt in range(1, MAX_ATTEMPTS + 1):
             result = await self._delivered(state, item, tree, after_loss=lost)
             if result.error_code == IN_DOUBT:

@@ -14,7 +14,7 @@ from opentelemetry.trace import SpanKind
 from sqlalchemy.exc import DBAPIError
 
 from tether_brain import rules
-from tether_brain.acting import Actor, Planned, in_doubt_after_resend, resendable
+from tether_brain.acting import Actor, Planned, in_doubt_after_resend, resends
 from tether_brain.approval import ApprovalClient, Decision, in_doubt
 from tether_brain.control import Control
 from tether_brain.events import emit, publish
@@ -560,7 +560,7 @@ class Loop:
         await self._await_catalogue(state)
         tools = {c.id: self.actor.descriptor(c.name) for c in calls}
         known = [] if stopping else [c for c in calls if tools[c.id] is not None]
-        planned = [p for p in await self.actor.plan(state, known) if resendable(p)]
+        planned = resends(await self.actor.plan(state, known))
         results = dict(
             zip((p.call.id for p in planned), await self.actor.run(state, planned), strict=True)
         )
