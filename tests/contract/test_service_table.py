@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic_settings import BaseSettings
 
-from tether_approvals.settings import ApprovalSettings
-from tether_brain.settings import BrainSettings
+from service_settings import SETTINGS
 from tether_client import client, endpoints, local_model, up
 from tether_common import settings as common_settings
 from tether_common import supervisor
@@ -27,17 +25,8 @@ from tether_common.topology import (
     ServiceSpec,
 )
 from tether_gateway.settings import GatewaySettings
-from tether_output_store.settings import OutputSettings
-from tether_tools_runner.settings import RunnerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS: dict[str, type[BaseSettings]] = {
-    "brain": BrainSettings,
-    "gateway": GatewaySettings,
-    "tools-runner": RunnerSettings,
-    "approvals": ApprovalSettings,
-    "output-store": OutputSettings,
-}
 PORTS = {spec.default_port for spec in SERVICES}
 BY_ID = [spec.name for spec in SERVICES]
 
