@@ -1,16 +1,38 @@
 """Static operator pages (the approvals console, the brain's runs console): one HTML
-document that holds no data, served under a strict Content-Security-Policy that admits
-only its own inline script and style (by hash), requests to its own origin, and no
-framing, so nothing a model or a tool wrote can run in it and no other site can
-clickjack its buttons."""
+document that holds no data, assembled at start from its parts and the shared script
+kit (`page_kit.js`), and served under a strict Content-Security-Policy that admits only
+its own inline script and style (by hash), requests to its own origin, and no framing,
+so nothing a model or a tool wrote can run in it and no other site can clickjack its
+buttons."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import re
+from collections.abc import Mapping
+from pathlib import Path
 
-__all__ = ["content_policy", "page_headers"]
+__all__ = ["KIT_SLOT", "assemble", "content_policy", "page_headers"]
+
+KIT = Path(__file__).with_name("page_kit.js")
+# Where a page's script takes the kit.
+KIT_SLOT = "//page_kit.js"
+
+
+def assemble(shell: str, parts: Mapping[str, str]) -> str:
+    """`shell` with each slot (a marker such as `//console.js`) replaced by its part, and
+    `KIT_SLOT` by the kit. Each slot appears exactly once, and no part may close its
+    element early (a literal `</script>` would end the block its hash covers)."""
+    page = shell
+    # The kit last: its slot may be inside a part.
+    for slot, text in {**parts, KIT_SLOT: KIT.read_text(encoding="utf-8")}.items():
+        if page.count(slot) != 1:
+            raise ValueError(f"the page has {page.count(slot)} slots {slot!r}, not one")
+        if re.search(r"</(script|style)", text, flags=re.IGNORECASE):
+            raise ValueError(f"the part for {slot!r} closes its element")
+        page = page.replace(slot, text)
+    return page
 
 
 def _hashes(page: str, tag: str) -> str:

@@ -13,15 +13,15 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from tether_common.pages import page_headers
+from tether_common import pages
 
 PAGE = Path(__file__).with_name("console.html")
 
 
 def console_router() -> APIRouter:
     router = APIRouter(tags=["console"])
-    page = PAGE.read_text(encoding="utf-8")
-    headers = page_headers(page)
+    page = pages.assemble(PAGE.read_text(encoding="utf-8"), {})  # the shared script kit
+    headers = pages.page_headers(page)
 
     @router.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def console() -> HTMLResponse:

@@ -1,5 +1,6 @@
 """The console's one page, assembled at start from `static/` (HTML shell, stylesheet,
-script) into a single document whose inline script and style the CSP admits by hash."""
+script) and the shared script kit into a single document whose inline script and style
+the CSP admits by hash (`tether_common.pages`)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,21 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from tether_common.pages import page_headers
+from tether_common import pages
 
 STATIC = Path(__file__).with_name("static")
-# Where the shell takes the stylesheet and the script (inlined, so the page is one
-# document and needs no other route).
-STYLE_SLOT = "/*console.css*/"
-SCRIPT_SLOT = "//console.js"
 
 
 def assemble() -> str:
-    shell = (STATIC / "console.html").read_text(encoding="utf-8")
-    style = (STATIC / "console.css").read_text(encoding="utf-8")
-    script = (STATIC / "console.js").read_text(encoding="utf-8")
-    assert shell.count(STYLE_SLOT) == 1
-    assert shell.count(SCRIPT_SLOT) == 1
-    # Neither file may close its own element early (a literal `</script>` would end the
-    # block the hash covers).
-    assert "</style" not in style
-    assert "</script" not in script
-    return shell.replace(STYLE_SLOT, style).replace(SCRIPT_SLOT, script)
+    """The page: the HTML shell with the stylesheet and the script inlined (one document,
+    no other route), the script starting with the shared kit."""
+    return pages.assemble(
+        (STATIC / "console.html").read_text(encoding="utf-8"),
+        {
+            "/*console.css*/": (STATIC / "console.css").read_text(encoding="utf-8"),
+            "//console.js": (STATIC / "console.js").read_text(encoding="utf-8"),
+        },
+    )
 
 
 def console_page_router() -> APIRouter:
@@ -37,7 +33,7 @@ def console_page_router() -> APIRouter:
     reaches a server."""
     router = APIRouter(tags=["console"])
     page = assemble()
-    headers = page_headers(page)
+    headers = pages.page_headers(page)
 
     @router.get("/console", response_class=HTMLResponse, include_in_schema=False)
     async def console() -> HTMLResponse:

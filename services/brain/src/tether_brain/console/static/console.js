@@ -1,4 +1,5 @@
 "use strict";
+//page_kit.js
 // The runs console. Everything shown comes from the authenticated API; every piece of
 // text a model, a tool or a user wrote is put in the page with `textContent` (never as
 // HTML), and links are built only from ids and the configured trace URL.
@@ -10,7 +11,6 @@ const POLL_MS = 2000;
 let settings = { trace_url: null };
 let view = null; // the page shown: { stop() }
 
-const $ = (id) => document.getElementById(id);
 const token = () => sessionStorage.getItem(KEY);
 const auth = (extra) => Object.assign({ "Authorization": "Bearer " + token() }, extra || {});
 const enc = encodeURIComponent;
@@ -45,13 +45,6 @@ function post(path, body) {
     headers: auth({ "Content-Type": "application/json" }),
     body: JSON.stringify(body || {}),
   });
-}
-
-function el(tag, attrs, text) {
-  const node = document.createElement(tag);
-  Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, v));
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
 }
 
 function clear(node) {
@@ -188,33 +181,6 @@ function listPage() {
 }
 
 // ---- one run ----------------------------------------------------------------------
-
-// A fetch-based SSE reader, because EventSource cannot send an Authorization header.
-async function readEvents(response, onEvent) {
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let event = {};
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    let cut;
-    while ((cut = buffer.search(/\r?\n/)) >= 0) {
-      const line = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 2 : 1));
-      if (line === "") {
-        if (event.data) onEvent(event);
-        event = {};
-      } else if (!line.startsWith(":")) {
-        const at = line.indexOf(":");
-        const key = at < 0 ? line : line.slice(0, at);
-        const val = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
-        event[key] = key === "data" && event.data ? event.data + "\n" + val : val;
-      }
-    }
-  }
-}
 
 class Timeline {
   constructor(runId, root) {

@@ -1,0 +1,39 @@
+// Shared by Tether's operator pages (tether_common.pages inlines it into each page's
+// script): DOM helpers that only ever set text, and an event-stream reader.
+const $ = (id) => document.getElementById(id);
+
+// An element whose text is `text` as text (never parsed as HTML).
+function el(tag, attrs, text) {
+  const node = document.createElement(tag);
+  Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, v));
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+// A fetch-based SSE reader, because EventSource cannot send an Authorization header:
+// `onEvent({id, event, data})` for each event, until the stream ends.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let event = {};
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.search(/\r?\n/)) >= 0) {
+      const line = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 2 : 1));
+      if (line === "") {
+        if (event.data) onEvent(event);
+        event = {};
+      } else if (!line.startsWith(":")) {
+        const at = line.indexOf(":");
+        const key = at < 0 ? line : line.slice(0, at);
+        const val = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+        event[key] = key === "data" && event.data ? event.data + "\n" + val : val;
+      }
+    }
+  }
+}
