@@ -313,6 +313,12 @@ def traces_line() -> str:
     return "off (set OTEL_EXPORTER_OTLP_ENDPOINT to export them)"
 
 
+def token_line(token_file: str | None) -> str:
+    if token_file == "TETHER_OPERATOR_TOKEN":
+        return "from the environment (TETHER_OPERATOR_TOKEN)"
+    return f"{token_file}  (the CLI reads it; TETHER_OPERATOR_TOKEN overrides it)"
+
+
 def summary(state: UpState, supervisor: Supervisor) -> None:
     brain = supervisor.child("brain").url
     rows = [
@@ -320,7 +326,7 @@ def summary(state: UpState, supervisor: Supervisor) -> None:
         ("console", f"{brain}/console"),
         ("approvals", supervisor.child("approvals").url),
         ("traces", traces_line()),
-        ("token", f"{state.token_file}  (TETHER_OPERATOR_TOKEN overrides it)"),
+        ("token", token_line(state.token_file)),
         ("provider", state.provider or "rules"),
         ("state", str(state_path())),
     ]
