@@ -31,7 +31,7 @@ import httpx
 from bench.stack import OPERATOR_TOKEN, Stack
 from bench.stats import summary
 from tether_client import TetherClient
-from tether_common.errors import TetherError
+from tether_common.errors import ConfigError, TetherError
 from tether_common.supervisor import Child
 from tether_common.testing import Turn, call, say, write_script
 
@@ -45,7 +45,8 @@ EFFECT_S = 0.3  # how long each effect takes (a kill often lands mid-call)
 CARD_EXPIRY_S = 2.0
 KILL_GAP_S = (0.2, 2.0)  # random wait before each kill
 SETTLE_S = 180.0
-READY_S = 300.0  # a replica (re)started on a busy machine
+READY_S = 180.0  # a replica (re)started on a busy machine
+RESTART_ATTEMPTS = 3
 PROMPT = "chaos run"
 TOOL = "mcp.chaos.tagged_write"
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "chaos" / "chaos_mcp_server.py"
@@ -87,6 +88,7 @@ class Chaos:
     rng: random.Random
     kills: list[Kill] = field(default_factory=list)
     failed_starts: int = 0
+    slow_restarts: int = 0  # replicas started again after not becoming ready
     done: bool = False
 
     def brains(self) -> dict[str, Child]:
@@ -139,9 +141,25 @@ async def keep_runs_going(chaos: Chaos) -> None:
 
 
 async def restart(chaos: Chaos, victim: Child) -> None:
-    await chaos.stack.supervisor.start_child(victim)
-    await chaos.stack.supervisor.wait_ready(timeout=READY_S, children=[victim])
-    chaos.ready.add(victim.label)
+    """Start the killed replica again; one that does not become ready is shown (its log's
+    last lines), stopped and started once more."""
+    supervisor = chaos.stack.supervisor
+    for _ in range(RESTART_ATTEMPTS):
+        await supervisor.start_child(victim)
+        try:
+            await supervisor.wait_ready(timeout=READY_S, children=[victim])
+        except ConfigError:
+            chaos.slow_restarts += 1
+            log = chaos.stack.base / "logs" / f"{victim.label}.log"
+            tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+            print(
+                f"  {victim.label} not ready after {READY_S:.0f} s; log ends:", *tail, sep="\n    "
+            )
+            await supervisor.stop_child(victim)
+            continue
+        chaos.ready.add(victim.label)
+        return
+    raise RuntimeError(f"{victim.label} did not come back in {RESTART_ATTEMPTS} starts")
 
 
 async def kill_one(chaos: Chaos) -> asyncio.Task[None]:
@@ -170,6 +188,8 @@ async def kill_many(chaos: Chaos, kills: int) -> None:
         await asyncio.sleep(chaos.rng.uniform(*KILL_GAP_S))
         while len(chaos.ready) < 2:
             pending = {t for t in restarts if not t.done()}
+            if not pending:
+                raise RuntimeError("fewer than two brain replicas are up, and none is starting")
             await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
         restarts.append(await kill_one(chaos))
         if (n + 1) % 10 == 0:
@@ -217,6 +237,7 @@ async def measure_chaos(stack: Stack, ledger: Path, kills: int, results: Results
         await stack.wait_status(run_ids, timeout=SETTLE_S)
     tally = await count(stack, run_ids, ledger, chaos.kills)
     tally.failed_starts = chaos.failed_starts
+    print(f"replicas started again after not becoming ready: {chaos.slow_restarts}")
     report(tally, results)
 
 
