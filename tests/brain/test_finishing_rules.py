@@ -97,6 +97,11 @@ def test_a_result_fed_back_as_an_argument_is_a_loop(
             ("current_time", {"timezone": "Asia/Tokyo"}, TOKYO),
             ("current_time", {"timezone": "UTC"}, "… in UTC"),
         ],
+        # One number of a longer text written on is no result fed back.
+        [
+            ("file_read", {"path": "notes.txt"}, "Meeting at 1 pm. Bring the report."),
+            ("file_write", {"path": "one.txt", "content": "1"}, "wrote one.txt"),
+        ],
         # Different failures, or one failure after a success, are not repeated failures.
         [
             ("current_time", {"timezone": "Mars"}, "FAILED: unknown_timezone: 'Mars'"),

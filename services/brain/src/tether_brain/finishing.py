@@ -53,12 +53,12 @@ def loop_in(messages: Sequence[ChatMessage]) -> ToolLoop | None:
     results = {m.tool_call_id: m.content for m in messages[last + 1 :] if m.role == "tool"}
     before = [c for m in earlier for c in m.tool_calls]
     seen = {call_key(c.name, c.arguments) for c in before}
-    values = [m.content for m in earlier if m.role == "tool" and _is_value(m.content)]
+    values = _values(before, earlier)
     failures = _failures(before, earlier)
     for call in batch.tool_calls:
         if call_key(call.name, call.arguments) in seen:
             return ToolLoop("repeated_call", call.name)
-        if any(_echoes(arg, value) for arg in _argument_texts(call) for value in values):
+        if any(_echoes(arg, *value) for arg in _argument_texts(call) for value in values):
             return ToolLoop("result_fed_back", call.name)
         code = _failure_code(results.get(call.id, ""))
         if code is not None and (call.name, code) in failures:
@@ -90,8 +90,25 @@ def _failure_code(content: str) -> str | None:
     return matched.group(1) if matched else None
 
 
-def _is_value(content: str) -> bool:
-    return not content.startswith("FAILED") and 0 < len(content.strip()) <= VALUE_RESULT_CHARS
+def _values(
+    calls: Iterable[CallRecord], messages: Iterable[ChatMessage]
+) -> list[tuple[set[str], set[str]]]:
+    """Each short successful result as (its words, the words it added to its call's own
+    arguments): `2+2 = 4` adds only `4` to `2+2`."""
+    asked = {c.id: _words(" ".join(_argument_texts(c))) for c in calls}
+    values = []
+    for message in messages:
+        content = message.content
+        if message.role != "tool" or content.startswith("FAILED"):
+            continue
+        if 0 < len(content.strip()) <= VALUE_RESULT_CHARS:
+            words = _words(content)
+            values.append((words, words - asked.get(message.tool_call_id or "", set())))
+    return values
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORDS.findall(text.lower()))
 
 
 def _argument_texts(call: CallRecord) -> list[str]:
@@ -102,12 +119,16 @@ def _argument_texts(call: CallRecord) -> list[str]:
     ]
 
 
-def _echoes(argument: str, result: str) -> bool:
-    """The argument is made of the result's words only, a number among them: the result
-    fed back. (A word alone, such as 'UTC', also names things; a number is a value.)"""
-    words = set(_WORDS.findall(argument.lower()))
-    valued = any(any(ch.isdigit() for ch in word) for word in words)
-    return valued and words <= set(_WORDS.findall(result.lower()))
+def _echoes(argument: str, result: set[str], added: set[str]) -> bool:
+    """The result fed back: the argument is made of the result's words only, with numbers
+    among them, and it is the result's value (what it added to its call is a word or
+    three, as `4` for `2+2`) or carries two numbers of it at least (a time, a date). A
+    word alone ('UTC') also names things, and one number ('1') is too common to tell."""
+    words = _words(argument)
+    numbers = [w for w in words if any(ch.isdigit() for ch in w)]
+    if not numbers or not words <= result:
+        return False
+    return len(numbers) >= 2 or len(added) <= 3
 
 
 def looks_like_call(text: str, tools: Sequence[OfferedTool]) -> bool:
