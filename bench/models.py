@@ -85,7 +85,7 @@ async def through_tether(s: Stack, task: Task) -> Outcome:
         await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
         run = await client.get_run(accepted.run_id)
     seconds = time.perf_counter() - started
-    answer = run.answer or ""
+    answer = run.answer or f"[{run.status}: {run.stop_reason}]"
     model_steps = sum(1 for step in run.steps if step.kind == "model")
     ok = run.status == "completed" and task.check(answer, s.base / "workspace")
     return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens)
@@ -117,6 +117,14 @@ async def _first_token(http: httpx.AsyncClient, base_url: str, system: str) -> f
             if line.startswith("data:"):
                 return time.perf_counter() - started
     return time.perf_counter() - started
+
+
+def _progress(ours: Outcome, theirs: Outcome) -> None:
+    for label, o in (("tether", ours), ("plain ", theirs)):
+        answer = " ".join(o.answer.split())[:100]
+        mark = "ok  " if o.ok else "MISS"
+        print(f"  {label} {mark} {o.task:24} {o.steps} steps {o.seconds:5.0f} s  {answer}")
+    print("", flush=True)
 
 
 def report(label: str, outcomes: list[Outcome]) -> float:
@@ -153,17 +161,17 @@ async def measure_models(results: dict[str, float]) -> None:
             print(f"model {model.name} on {server.base_url}; {len(tasks)} tasks")
             workspace = s.base / "workspace"
             ours: list[Outcome] = []
-            for task in tasks:
-                prepare(workspace)
-                ours.append(await through_tether(s, task))
-                print(f"  tether {task.name}: {'ok' if ours[-1].ok else 'miss'}", flush=True)
             theirs: list[Outcome] = []
             bus = await Bus.connect(s.nats_url, service="bench-models", subjects=Subjects())
             try:
+                # Task by task, both ways, so a battery cut short still compares like
+                # with like.
                 for task in tasks:
                     prepare(workspace)
+                    ours.append(await through_tether(s, task))
+                    prepare(workspace)
                     theirs.append(await plain_loop(bus, server.base_url, ALIAS, task, workspace))
-                    print(f"  plain {task.name}: {'ok' if theirs[-1].ok else 'miss'}", flush=True)
+                    _progress(ours[-1], theirs[-1])
             finally:
                 await bus.close()
         results["models_tether_rate"] = report("Tether", ours)

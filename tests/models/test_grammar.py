@@ -70,15 +70,17 @@ def request(tools: list[OfferedToolSpec]) -> GenerateRequest:
 
 def test_the_schema_has_an_answer_branch_and_one_branch_per_tool() -> None:
     schema = reply_schema([CALCULATE, CLOCK])
-    answer, *calls = schema["anyOf"]
-    assert answer["required"] == ["answer"]
-    assert [branch["properties"]["name"]["const"] for branch in calls] == [
+    *calls, answer = schema["anyOf"]
+    assert answer["required"] == ["tool", "answer"]
+    assert answer["properties"]["tool"] == {"const": "none"}
+    # The choice comes first: which tool, or none.
+    assert [branch["properties"]["tool"]["const"] for branch in calls] == [
         "calculate",
         "current_time",
     ]
     args = calls[0]["properties"]["args"]
-    # Only what every grammar converter reads: `pattern` is left out, the shape kept.
-    assert args["properties"]["expression"] == {"type": "string", "minLength": 1}
+    # Only what every grammar converter reads cheaply: lengths and `pattern` left out.
+    assert args["properties"]["expression"] == {"type": "string"}
     assert args["additionalProperties"] is False
     assert args["required"] == ["expression"]
 
@@ -86,7 +88,7 @@ def test_the_schema_has_an_answer_branch_and_one_branch_per_tool() -> None:
 async def test_a_grammar_profile_sends_the_schema_and_reads_a_call(
     upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
 ) -> None:
-    reply = json.dumps({"name": "calculate", "args": {"expression": "6 * 7"}})
+    reply = json.dumps({"tool": "calculate", "args": {"expression": "6 * 7"}})
     upstream.queue(chat_text_stream(reply, MODEL))
     events = await collect(asked(True, settings, client).generate(request([CALCULATE, CLOCK])))
     body = upstream.received[0].json()
@@ -107,7 +109,7 @@ async def test_a_grammar_profile_sends_the_schema_and_reads_a_call(
 async def test_the_answer_branch_is_plain_text(
     upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
 ) -> None:
-    upstream.queue(chat_text_stream(json.dumps({"answer": "6 * 7 is 42."}), MODEL))
+    upstream.queue(chat_text_stream(json.dumps({"tool": "none", "answer": "6 * 7 is 42."}), MODEL))
     events = await collect(asked(True, settings, client).generate(request([CALCULATE])))
     assert "".join(e.text for e in events if isinstance(e, ChunkEvent)) == "6 * 7 is 42."
     assert events[-1] == DoneEvent(finish_reason="stop")

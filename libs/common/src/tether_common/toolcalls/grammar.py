@@ -1,11 +1,13 @@
 """Grammar-constrained replies: the JSON schema a server that supports constrained
 decoding (llama.cpp's `response_format`) holds the model to, and reading such a reply.
 
-The schema has one branch for a plain answer, `{"answer": "..."}`, and one branch per
-offered tool, `{"name": "<tool>", "args": {...}}` with the tool's own parameters, so a
-model under it can only answer or make a well-formed call to a tool that exists. The
+Every reply opens with the choice, `{"tool": ...`: one of the offered tools' names, then
+`"args"` with that tool's own parameters, or `"none"`, then `"answer"` with the text. So a
+model under the schema can only make a well-formed call to a tool that exists, or answer;
+and it decides which before it writes anything else (small models asked for a free
+answer first tend to invent the value a tool would have given). The
 tool's schema is copied down to the keywords grammar converters handle everywhere (types,
-properties, required, enum, items, string lengths); `additionalProperties: false` stays.
+properties, required, enum, items); `additionalProperties: false` stays.
 
 Never does: talk to a server (the gateway's adapter sends the schema), or trust the
 reply: it is still read with the tolerant parser and fitted to the schema, because a
@@ -21,30 +23,33 @@ from tether_common.toolcalls.calls import Catalog, call_from_parts
 from tether_common.toolcalls.model import OfferedTool, ParseResult
 from tether_common.toolcalls.repair import read_json
 
-__all__ = ["ANSWER_KEY", "read_reply", "reply_schema"]
+__all__ = ["ANSWER_KEY", "NO_TOOL", "TOOL_KEY", "read_reply", "reply_schema"]
 
+TOOL_KEY: Final = "tool"
+NO_TOOL: Final = "none"
 ANSWER_KEY: Final = "answer"
-_KEPT: Final = frozenset(
-    {"type", "properties", "required", "enum", "items", "minLength", "maxLength"}
-)
+# String lengths are left out: a converter spells `maxLength: 1000` as a thousand nested
+# optional rules, which llama.cpp builds for every request (minutes on a small CPU); the
+# brain's schema gate still checks lengths on the call that comes out.
+_KEPT: Final = frozenset({"type", "properties", "required", "enum", "items"})
 
 
 def reply_schema(tools: Sequence[OfferedTool]) -> dict[str, Any]:
-    """`{"answer": str}` or one call to one of `tools`, as one JSON schema."""
+    """One call to one of `tools`, or `{"tool": "none", "answer": str}`, as one schema."""
     answer = {
         "type": "object",
-        "properties": {ANSWER_KEY: {"type": "string", "minLength": 1}},
-        "required": [ANSWER_KEY],
+        "properties": {TOOL_KEY: {"const": NO_TOOL}, ANSWER_KEY: {"type": "string"}},
+        "required": [TOOL_KEY, ANSWER_KEY],
         "additionalProperties": False,
     }
-    return {"anyOf": [answer, *(_call_branch(tool) for tool in tools)]}
+    return {"anyOf": [*(_call_branch(tool) for tool in tools), answer]}
 
 
 def _call_branch(tool: OfferedTool) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"name": {"const": tool.name}, "args": _plain(tool.parameters)},
-        "required": ["name", "args"],
+        "properties": {TOOL_KEY: {"const": tool.name}, "args": _plain(tool.parameters)},
+        "required": [TOOL_KEY, "args"],
         "additionalProperties": False,
     }
 
@@ -80,11 +85,11 @@ def read_reply(
     if read is None or not isinstance(read[0], dict):
         return None
     value: dict[str, object] = read[0]
+    name = value.get(TOOL_KEY, value.get("name"))
     answer = value.get(ANSWER_KEY)
-    if isinstance(answer, str) and "name" not in value:
+    if isinstance(answer, str) and name in (NO_TOOL, None):
         return ParseResult(calls=(), retry=False, text=answer.strip(), reasoning="")
-    name = value.get("name")
-    if not isinstance(name, str):
+    if not isinstance(name, str) or name == NO_TOOL:
         return None
     outcome = call_from_parts(name, value.get("args"), Catalog(tools, aliases))
     return ParseResult(

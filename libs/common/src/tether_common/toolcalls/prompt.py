@@ -37,7 +37,9 @@ def render_tool_prompt(tools: Sequence[OfferedTool], *, json_reply: bool = False
         return ""
     example = json.dumps({"name": tools[0].name, "args": _example_args(tools[0])})
     if json_reply:
-        return "\n".join([*_json_reply_rules(example), *(_describe(tool) for tool in tools)])
+        # A neutral example: a real tool's would be copied whatever the question.
+        called = '{"tool": "<the tool\'s name>", "args": {<its arguments>}}'
+        return "\n".join([*_json_reply_rules(called), *(_describe(tool) for tool in tools)])
     lines = [
         "## Tools",
         f"To call a tool, write a fenced block opened with {TOOL_FENCE} holding one JSON object:",
@@ -61,9 +63,10 @@ def _json_reply_rules(example: str) -> list[str]:
         "## Tools",
         "Reply with exactly one JSON object. To call a tool:",
         example,
-        "To answer the user (when a tool result already holds what they asked, or no tool "
-        'is needed): {"answer": "..."}',
-        "After a tool result, answer from it; do not call a tool on its own result.",
+        "To answer the user, once a tool result holds what they asked (or no tool is "
+        'needed): {"tool": "none", "answer": "..."}',
+        "Never guess a value a tool can give: call the tool. After a tool result, answer "
+        "from it; do not call a tool on its own result.",
         "",
         "Available tools (parameters marked ? are optional):",
     ]
