@@ -161,7 +161,8 @@ async def chaos(counts: Counts, results: Results) -> None:
     """Brain replicas SIGKILLed under load (issue 15), then network partitions."""
     async with servers("chaos") as srv:
         ledger = srv[0] / "effects-ledger.txt"
-        async with services(srv, chaos_env(ledger)) as s:
+        # Long runs of many processes meet a busy machine: a generous start.
+        async with services(srv, chaos_env(ledger), ready_timeout=300) as s:
             await measure_chaos(s, ledger, counts.chaos_kills, results)
     if (partitions := partitions_suite()) is None:
         print("partitions: bench/partitions.py is not there; skipped")

@@ -54,12 +54,14 @@ def test_a_template_value_is_named(values: dict[str, object], setting: str) -> N
     assert placeholder_secrets(common(**values)) == [PlaceholderSecret(setting, "template value")]
 
 
-def test_empty_and_missing_secrets_are_refused() -> None:
-    refused = placeholder_secrets(common(operator_token=" ", nats_user="brain"))
-    assert refused == [
-        PlaceholderSecret("TETHER_NATS_PASSWORD", "missing"),
-        PlaceholderSecret("TETHER_OPERATOR_TOKEN", "empty"),
-    ]
+@pytest.mark.parametrize("password", [None, "", "  "])
+def test_a_bus_user_without_a_password_is_refused(password: str | None) -> None:
+    refused = placeholder_secrets(common(nats_user="brain", nats_password=password))
+    assert refused == [PlaceholderSecret("TETHER_NATS_PASSWORD", "missing")]
+
+
+def test_an_empty_optional_secret_is_left_to_its_service() -> None:
+    assert placeholder_secrets(common(operator_token=""), RunnerSettings(brave_api_key="")) == []
 
 
 def test_service_secrets_are_checked_under_their_own_prefix() -> None:

@@ -7,8 +7,9 @@ to start (exit status EX_CONFIG) and names every such setting; the value is neve
 
 A setting is a secret when its value is a `SecretStr` or its name ends in `password`,
 `token`, `secret` or `key`; any other text setting that is a URL with a password (the
-database's, the bus's) has that password checked. A secret that is set but empty is
-refused as well (an unfilled template line), and so is a NATS user without a password.
+database's, the bus's) has that password checked. A NATS user without a password (none,
+or an empty one: an unfilled template line) is refused too. Other secrets are optional
+(a provider key, the operator token), so an empty one is left to its service.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ PLACEHOLDERS = ("change-me", "changeme", "replace-me", "replaceme")
 SECRET_NAME = re.compile(r"(password|token|secret|key)$")
 EX_CONFIG = 78  # sysexits.h: a configuration error; an orchestrator will not fix it by retrying
 
-Problem = Literal["template value", "empty", "missing"]
+Problem = Literal["template value", "missing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +42,8 @@ class PlaceholderSecret:
         match self.problem:
             case "template value":
                 return f"{self.setting} still holds a template value: set a secret of your own"
-            case "empty":
-                return f"{self.setting} is set but empty: give it a value or remove it"
             case "missing":
-                return f"{self.setting} is required here and not set"
+                return f"{self.setting} is required here and not set (or empty)"
 
 
 def is_placeholder(value: str) -> bool:
@@ -53,7 +52,8 @@ def is_placeholder(value: str) -> bool:
 
 
 def placeholder_secrets(*settings: BaseModel) -> list[PlaceholderSecret]:
-    """Every secret setting of `settings` left at a template value, or empty; none is OK."""
+    """Every secret setting of `settings` left at a template value, or required and
+    missing; an empty list is a pass."""
     found: dict[str, PlaceholderSecret] = {}
     for model in settings:
         prefix = str(model.model_config.get("env_prefix", ""))
@@ -79,8 +79,8 @@ def _scan(model: BaseModel, prefix: str) -> Iterator[PlaceholderSecret]:
             value = _url_password(value)
             if value is None:
                 continue
-        if problem := _problem(value):
-            yield PlaceholderSecret(env, problem)
+        if is_placeholder(value):
+            yield PlaceholderSecret(env, "template value")
 
 
 def _env_name(prefix: str, name: str, alias: object) -> str:
@@ -101,15 +101,9 @@ def _url_password(value: str) -> str | None:
         return None
 
 
-def _problem(value: str) -> Problem | None:
-    if not value.strip():
-        return "empty"
-    return "template value" if is_placeholder(value) else None
-
-
 def _bus_login(settings: tuple[BaseModel, ...]) -> Iterator[PlaceholderSecret]:
     """A NATS user needs its password: without one it would connect as nobody."""
     for model in settings:
-        user, password = getattr(model, "nats_user", None), getattr(model, "nats_password", 0)
-        if user and password is None:
+        user, password = getattr(model, "nats_user", None), getattr(model, "nats_password", "")
+        if user and not (password or "").strip():
             yield PlaceholderSecret("TETHER_NATS_PASSWORD", "missing")
