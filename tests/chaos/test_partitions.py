@@ -192,6 +192,13 @@ async def test_a_nats_node_lost_loses_no_event_or_decision(lab: Lab) -> None:
     bus = await Bus.connect(lab.stack.nats_url, service="lab", subjects=subjects)
     try:
         events_stream, decisions_stream = (s.name for s in subjects.streams)
+        # A service left at the default (one copy) declares the streams: none shrinks.
+        async with await Bus.connect(
+            lab.stack.nats_url, service="lab", subjects=Subjects(lab.prefix)
+        ) as default:
+            await default.ensure_streams()
+        for name in (events_stream, decisions_stream):
+            assert (await bus.jetstream.stream_info(name)).config.num_replicas == 3
         # Decisions for no run (the brains ack and drop them), kept by the stream.
         decided = [
             ApprovalDecided(

@@ -425,7 +425,10 @@ class Bus:
             num_replicas=spec.replicas,
         )
         try:
-            await js.stream_info(spec.name)
+            info = await js.stream_info(spec.name)
+            # A service started with a lower replica count never shrinks the stream (one
+            # left at the default would drop the cluster's copies): only raising it does.
+            config.num_replicas = max(spec.replicas, info.config.num_replicas or 1)
             await js.update_stream(config)
         except JsNotFoundError:
             with suppress(Exception):  # a replica starting at the same time may win
