@@ -15,6 +15,9 @@ from tether_common.errors import MessageError, NotFoundError
 __all__ = ["RunRef", "resolve_run_id", "short"]
 
 FULL_RUN_ID = re.compile(r"run_[0-9a-f]{32}")
+# What can only be the start of a run id: anything else (`manual:…`, a whole id of another
+# shape) is passed on whole, for the service to find or not.
+RUN_ID_PREFIX = re.compile(r"r|ru|run|run_[0-9a-f]{0,31}|[0-9a-f]{1,31}")
 REF_CHARS = re.compile(r"[A-Za-z0-9_.:-]+")
 SCAN_PAGE = 500
 SCAN_MAX = 5000  # runs looked at to resolve a prefix (newest first)
@@ -47,11 +50,13 @@ async def resolve_run_id(client: TetherClient, ref: str) -> str:
         if not newest:
             raise NotFoundError("you have no runs yet", code="not_found")
         return newest[0].run_id
+    if not RUN_ID_PREFIX.fullmatch(ref):
+        return ref
     found = await _matching(client, ref)
     if len(found) == 1:
         return found[0]
-    if not found:  # perhaps a whole id the listing leaves out (a manual tool run's)
-        return ref
+    if not found:
+        raise NotFoundError(f"no run of yours starts with {ref!r}", code="not_found")
     listed = ", ".join(found[:8]) + (" …" if len(found) > 8 else "")
     raise MessageError(
         f"{ref!r} matches {len(found)} runs: {listed}; type more of the id",
