@@ -14,6 +14,7 @@ from collections import deque
 from typing import IO, Any
 
 from tether_common.patterns import PatternProblem, compile_pattern
+from tether_output_store.workers import READY
 
 # Only this much of each line is searched and shown: bounds the work per line.
 MAX_LINE_CHARS = 4000
@@ -52,4 +53,6 @@ def search(spec: dict[str, Any], source: IO[bytes], out: IO[str]) -> None:
 
 
 if __name__ == "__main__":
+    sys.stdout.buffer.write(READY)
+    sys.stdout.flush()
     search(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout)

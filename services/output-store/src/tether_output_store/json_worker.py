@@ -13,8 +13,13 @@ import resource
 import sys
 from typing import IO, Any
 
-from tether_common.errors import ErrorCode, MessageError
-from tether_output_store.jsonpath import select
+# python-jsonpath imports the `regex` module, if installed, for its own `match` and
+# `search`; ours run on RE2 instead (jsonpath.Re2Function), so skip that slow import.
+sys.modules.setdefault("regex", None)  # type: ignore[arg-type]
+
+from tether_common.errors import ErrorCode, MessageError  # noqa: E402
+from tether_output_store.jsonpath import select  # noqa: E402
+from tether_output_store.workers import READY  # noqa: E402
 
 
 def answer(spec: dict[str, Any], source: IO[bytes]) -> dict[str, Any]:
@@ -36,6 +41,8 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     limit = int(spec["memory_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.stdout.buffer.write(READY)
+    sys.stdout.flush()
     try:
         record = answer(spec, sys.stdin.buffer)
     except MemoryError:

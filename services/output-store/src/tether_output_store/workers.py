@@ -1,7 +1,10 @@
 """Running a query over a stored output in a child process (`python -m MODULE SPEC`, the
 output streamed to its stdin, JSON records read from its stdout) under a time budget
 and a cap on how many run at once: a model-supplied pattern or path can then cost
-neither the service's event loop nor its memory, and a runaway one is killed."""
+neither the service's event loop nor its memory, and a runaway one is killed.
+
+A worker first writes `READY` once its imports are done; the budget starts then, so it
+bounds the query, not the interpreter's start (which a loaded machine can make slow)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,14 @@ import json
 import sys
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tether_output_store.store import OutputStore, StoredOutput
+if TYPE_CHECKING:  # the workers import `READY` from here: keep them from the database code
+    from tether_output_store.store import OutputStore, StoredOutput
+
+READY = b'{"ready": true}\n'
+# How long a worker may take to start (import its modules) before it counts as failed.
+START_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,11 @@ async def run_worker(
         records: list[dict[str, Any]] = []
         timed_out = False
         try:
+            assert proc.stdout is not None
+            async with asyncio.timeout(START_S):
+                ready = await proc.stdout.readline()
+            if ready != READY:
+                raise RuntimeError(f"{module} did not start: {ready[:200]!r}")
             async with asyncio.timeout(budget_s), asyncio.TaskGroup() as group:
                 group.create_task(feed(proc, store, stored))
                 group.create_task(collect(proc, records))
