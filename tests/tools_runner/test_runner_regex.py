@@ -69,10 +69,15 @@ def regex_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def runner(
-    nats_url: str, regex_workspace: Path, tmp_path_factory: pytest.TempPathFactory
+    nats_url: str,
+    database_url: str,
+    regex_workspace: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Supervisor]:
     env = {
         "TETHER_NATS_URL": nats_url,
+        # The runner keeps read revisions and keyed effects in PostgreSQL (issue 15).
+        "TETHER_DATABASE_URL": database_url,
         "TETHER_SUBJECT_PREFIX": f"x{uuid.uuid4().hex[:10]}",
         "TETHER_RUNNER_WORKSPACE": str(regex_workspace),
         "TETHER_RUNNER_MIN_SANDBOX": '{"shell": "rlimits"}',
