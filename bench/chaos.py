@@ -31,6 +31,7 @@ import httpx
 from bench.stack import OPERATOR_TOKEN, Stack
 from bench.stats import summary
 from tether_client import TetherClient
+from tether_common.embedded import free_port
 from tether_common.errors import ConfigError, TetherError
 from tether_common.supervisor import Child
 from tether_common.testing import Turn, call, say, write_script
@@ -145,6 +146,8 @@ async def restart(chaos: Chaos, victim: Child) -> None:
     last lines), stopped and started once more."""
     supervisor = chaos.stack.supervisor
     for _ in range(RESTART_ATTEMPTS):
+        # A fresh port: on a busy machine another process may have taken the old one.
+        victim.port = free_port()
         await supervisor.start_child(victim)
         try:
             await supervisor.wait_ready(timeout=READY_S, children=[victim])
