@@ -245,6 +245,13 @@ async def test_watch_a_run_approve_its_call_and_see_it_finish(
     assert stored is not None
     assert stored.startswith(b"exit code 0")  # the shell's result as stored, whole
     assert stored.endswith(expected)
+    # Nothing the browser went to carries the token (it lives in sessionStorage only).
+    assert console.tokens["approver"] not in browser.current_url
+    visited = browser.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    assert visited
+    assert not [url for url in visited if console.tokens["approver"] in url]
     # An approver may not read audit trails: the page says so rather than guessing.
     assert "audit.read" in text_of(browser, "#audit-state")
     screenshot(browser, tmp_path_factory, "console-run-approver")

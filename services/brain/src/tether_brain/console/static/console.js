@@ -383,6 +383,7 @@ function runPage(runId) {
   $("run-title").textContent = runId;
   $("audit-state").textContent = "checking…";
   const timeline = new Timeline(runId, $("timeline"));
+  const cards = new Map(); // approval_id -> the card of a pending request
   const streamAbort = new AbortController();
   const base = "/v1/runs/" + enc(runId);
   let stopped = false;
@@ -419,11 +420,20 @@ function runPage(runId) {
     try {
       const list = await api(base + "/approvals");
       if (stopped) return;
-      const box = $("approvals");
-      clear(box);
-      const pending = list.approvals.filter((a) => a.status === "pending");
-      pending.forEach((a) => box.appendChild(approvalCard(runId, a, loadApprovals)));
-      $("approvals-panel").hidden = pending.length === 0;
+      // A card stays while its request is pending (an operator may be typing a note in
+      // it); new ones are added, settled ones removed.
+      const pending = new Map();
+      list.approvals.filter((a) => a.status === "pending").forEach((a) => pending.set(a.approval_id, a));
+      for (const [approvalId, card] of cards) {
+        if (!pending.has(approvalId)) { card.remove(); cards.delete(approvalId); }
+      }
+      for (const [approvalId, approval] of pending) {
+        if (cards.has(approvalId)) continue;
+        const card = approvalCard(runId, approval, loadApprovals);
+        cards.set(approvalId, card);
+        $("approvals").appendChild(card);
+      }
+      $("approvals-panel").hidden = cards.size === 0;
       $("approvals-error").textContent = "";
     } catch (err) {
       if (stopped) return;
