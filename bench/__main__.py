@@ -6,7 +6,9 @@ parked, approvals, langgraph, runner, outputs, scaling, shellfuzz, models, chaos
 Each starts its own nats-server and PostgreSQL in a temporary folder and the services as
 real processes; nothing is shared with a running system. Each is bounded in time; a
 sub-command that runs out of time or fails is reported and the others still run.
-`--quick` scales the counts down (see `bench.suites.QUICK`).
+`--quick` scales the counts down (see `bench.suites.QUICK`). `--profile [N]` runs the
+services under cProfile and prints each one's top N functions as its stack stops
+(`bench.profiles`; timings taken with it on are inflated).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import time
 import traceback
 
+from bench.profiles import SWITCH
 from bench.suites import ALL, QUICK, SUITES, Counts, Results, print_summary
 
 # parked: 10,000 runs at about 60 runs/s; shellfuzz: one sandbox per allowed command.
@@ -54,7 +57,17 @@ def parse() -> tuple[list[str], Counts]:
     # No `choices=`: Python 3.11's argparse rejects an empty `nargs="*"` list against them.
     parser.add_argument("commands", nargs="*", metavar="SUB-COMMAND")
     parser.add_argument("--quick", action="store_true", help="smaller counts")
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        type=int,
+        const=15,
+        default=0,
+        metavar="N",
+        help="run the services under cProfile; print each one's top N functions (15)",
+    )
     args = parser.parse_args()
+    SWITCH.top = max(0, args.profile)
     commands = args.commands or ["all"]
     if unknown := set(commands) - {*SUITES, "all"}:
         parser.error(f"unknown sub-command {sorted(unknown)}; choose from {[*SUITES, 'all']}")

@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from bench.profiles import print_profiles, profile_env
 from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
@@ -122,13 +123,13 @@ async def services(
     servers: tuple[Path, NatsServer, EmbeddedPostgres],
     extra_env: Mapping[str, str] | None = None,
     specs: tuple[ServiceSpec, ...] = SERVICES,
-    ready_timeout: float = 60.0,
+    ready_timeout: float = 180.0,  # a busy machine (or one profiling) starts slowly
 ) -> AsyncIterator[Stack]:
     """The given services on running servers, ready; stopped on the way out."""
     base, nats, pg = servers
     scripts = base / "scripts"
     scripts.mkdir()
-    env = stack_env(base, nats.url, pg.url, scripts) | dict(extra_env or {})
+    env = stack_env(base, nats.url, pg.url, scripts) | dict(extra_env or {}) | profile_env(base)
     supervisor = Supervisor(env, specs=specs, restart=False, log_dir=base / "logs")
     db = await asyncpg.create_pool(pg.url, min_size=1, max_size=4)
     try:
@@ -140,6 +141,7 @@ async def services(
     finally:
         await db.close()
         await supervisor.stop()
+        print_profiles(base)  # written by the services as they stopped
 
 
 @asynccontextmanager

@@ -29,6 +29,7 @@ from tether_common.http import (
     serve_http,
 )
 from tether_common.placeholders import EX_CONFIG, placeholder_secrets
+from tether_common.profiling import profiled
 from tether_common.settings import CommonSettings, HttpSettings
 from tether_common.subjects import Subjects
 from tether_common.telemetry import setup_telemetry
@@ -168,4 +169,5 @@ def run_main(
                 extra={"code": "placeholder_secret", "setting": problem.setting},
             )
         raise SystemExit(EX_CONFIG)
-    asyncio.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))
+    with profiled(name, common.profile_dir):
+        asyncio.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))

@@ -58,6 +58,9 @@ class CommonSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     trace_console: bool = False
+    # Set: the process runs under cProfile and writes `<service>-<pid>.prof` here when it
+    # stops (`python -m bench --profile`; tether_common.profiling).
+    profile_dir: Path | None = None
     operator_token: str | None = Field(
         default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
     )

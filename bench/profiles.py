@@ -1,0 +1,43 @@
+"""`python -m bench --profile`: every service of every stack runs under cProfile
+(`TETHER_PROFILE_DIR`), and when the stack stops the top functions of each service are
+printed, so a regression shows where it went. Figures measured with it on are inflated
+(cProfile about doubles the cost of Python code): compare profiles, not timings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether_common.profiling import report
+
+
+@dataclass(slots=True)
+class Switch:
+    """Set once by `__main__` from the command line; off by default."""
+
+    top: int = 0  # functions listed per service and ranking; 0: profiling off
+
+    @property
+    def on(self) -> bool:
+        return self.top > 0
+
+
+SWITCH = Switch()
+
+
+def profile_env(base: Path) -> Mapping[str, str]:
+    """What a stack's services need in their environment to profile themselves."""
+    return {"TETHER_PROFILE_DIR": str(base / "profiles")} if SWITCH.on else {}
+
+
+def print_profiles(base: Path) -> None:
+    """The report of each service whose processes wrote a profile under `base`."""
+    folder = base / "profiles"
+    if not SWITCH.on or not folder.is_dir():
+        return
+    by_service: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("*.prof")):
+        by_service.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
+    for service, paths in by_service.items():
+        print(report(service, paths, SWITCH.top), flush=True)
