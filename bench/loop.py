@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.cpu import cpu_report
 from bench.stack import Stack
 from bench.stats import line, summary
-from tether_brain.store import RunStore
+from tether_brain.persistence.store import RunStore
 from tether_client import TetherClient
 from tether_common.db import make_engine
 from tether_common.testing import Turn, call, say, write_script

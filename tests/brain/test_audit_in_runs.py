@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from tether_brain import trail
+from tether_brain.persistence import trail
 from tether_common.db import make_engine
 from tether_common.testing import RunScript, call, say
 

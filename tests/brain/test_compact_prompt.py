@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from builtin_tools import RUNNER_TOOLS, offered
-from tether_brain.cards import compact_card
-from tether_brain.fitting import estimate
-from tether_brain.offering import DEFAULT_KEYWORDS, compact_offer
-from tether_brain.prompting import build_request
-from tether_brain.prompts import COMPACT_SYSTEM
+from tether_brain.context.cards import compact_card
+from tether_brain.context.fitting import estimate
+from tether_brain.context.offering import DEFAULT_KEYWORDS, compact_offer
+from tether_brain.context.prompting import build_request
+from tether_brain.context.prompts import COMPACT_SYSTEM
 from tether_brain.skills import FolderSkillStore, load_skill_descriptor
-from tether_brain.state import Limits, RunState
-from tether_brain.subagents import DESCRIPTOR as RUN_AGENT
+from tether_brain.state.run import Limits, RunState
+from tether_brain.tools.helpers import DESCRIPTOR as RUN_AGENT
 from tether_common.messages.gateway import (
     CallRecord,
     ChatMessage,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tether_brain.prompts import COMPACT_SYSTEM
+from tether_brain.context.prompts import COMPACT_SYSTEM
 from tether_client import TetherClient
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.supervisor import Supervisor

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tether_brain.finishing import ToolLoop, looks_like_call, loop_in
+from tether_brain.loop.finishing import ToolLoop, looks_like_call, loop_in
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.toolcalls import ToolSpec
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether_brain.fitting import OLD_RESULT_CHARS, Fitter, estimate, reserve
+from tether_brain.context.fitting import OLD_RESULT_CHARS, Fitter, estimate, reserve
 from tether_common.messages.gateway import CallRecord, ChatMessage
 
 PROMPT = "Summarise the logs " + "carefully " * 200

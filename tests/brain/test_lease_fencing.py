@@ -13,9 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import tether_brain
-from tether_brain.leases import Leases
-from tether_brain.state import Limits, RunState
-from tether_brain.store import RunStore
+from tether_brain.runs.leases import Leases
+from tether_brain.state.run import Limits, RunState
+from tether_brain.persistence.store import RunStore
 from tether_common import identity
 from tether_common.db import migrate
 from tether_common.errors import ConflictError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether_brain.offering import CONNECTOR_LIMIT, DEFAULT_KEYWORDS, choose, service_of
+from tether_brain.context.offering import CONNECTOR_LIMIT, DEFAULT_KEYWORDS, choose, service_of
 from tether_common.messages.tools import ToolDescriptor
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tether_brain.acting import taints
-from tether_brain.state import Counters
-from tether_brain.subagents import DESCRIPTOR as RUN_AGENT
+from tether_brain.loop.acting import taints
+from tether_brain.state.run import Counters
+from tether_brain.tools.helpers import DESCRIPTOR as RUN_AGENT
 from tether_common.messages.base import decode
 from tether_common.messages.tools import Catalog, ToolDescriptor
 

@@ -8,7 +8,7 @@ import pytest
 
 from tether_approvals import cards
 from tether_approvals.settings import ApprovalSettings
-from tether_brain import events
+from tether_brain.state import events
 from tether_brain.settings import BrainSettings
 from tether_common import excerpt
 from tether_common.messages.approvals import DEFAULT_EXPIRY_S

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether_brain.local_tools import SkillLibrary, SkillTool
+from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_brain.skills import FolderSkillStore
 from tether_common.errors import ConflictError, MessageError, NotFoundError
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from builtin_tools import RUNNER_TOOLS, offered
-from tether_brain.offering import DEFAULT_KEYWORDS, compact_offer
-from tether_brain.prompting import build_request
-from tether_brain.state import Limits, RunState
+from tether_brain.context.offering import DEFAULT_KEYWORDS, compact_offer
+from tether_brain.context.prompting import build_request
+from tether_brain.state.run import Limits, RunState
 from tether_client.local_model import LlamaServer
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.profiles import PromptTier

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from tether_brain.prompting import build_request
+from tether_brain.context.prompting import build_request
 from tether_brain.skills import FolderSkillStore, forget_loaded_skills, invoke, load_skill
-from tether_brain.state import Limits, RunState
+from tether_brain.state.run import Limits, RunState
 from tether_client.local_model import LlamaServer
 from tether_common.messages.gateway import CallRecord, ChatMessage
 

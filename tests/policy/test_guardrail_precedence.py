@@ -19,13 +19,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tether_brain.agents import AgentConfig, Agents
-from tether_brain.approval import ApprovalClient
+from tether_brain.agents.config import AgentConfig, Agents
+from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, decide, parse_grants
 from tether_brain.gates.policy import Rule, guardrail
-from tether_brain.grant_overrides import GrantOverrides
-from tether_brain.policy_api import catalog_entry, policy_router
-from tether_brain.toolbox import Toolbox
+from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.api.policy import catalog_entry, policy_router
+from tether_brain.tools.toolbox import Toolbox
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.http import install_error_handlers

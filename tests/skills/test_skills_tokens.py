@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tether_brain.prompts import system_prompt
+from tether_brain.context.prompts import system_prompt
 from tether_brain.skills import (
     LOAD_SKILL,
     FolderSkillStore,

@@ -10,26 +10,26 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from tether_brain.acting import Actor
-from tether_brain.agent_store import AgentStore
-from tether_brain.agents import Agents
-from tether_brain.agents_api import agents_router
-from tether_brain.api import runs_router
-from tether_brain.approval import ApprovalClient
+from tether_brain.agents.config import Agents
+from tether_brain.agents.store import AgentStore
+from tether_brain.api.agents import agents_router
+from tether_brain.api.models import models_router
+from tether_brain.api.policy import policy_router
+from tether_brain.api.runs import runs_router
+from tether_brain.api.skills import skills_router
+from tether_brain.clients.approval import ApprovalClient
+from tether_brain.clients.model import ModelClient
 from tether_brain.console import console_api_router, console_page_router
-from tether_brain.local_tools import SkillLibrary, SkillTool
-from tether_brain.loop import Loop
-from tether_brain.model import ModelClient
-from tether_brain.models_api import models_router
-from tether_brain.policy_api import policy_router
-from tether_brain.profiles import Profiles
-from tether_brain.runs import RunManager
+from tether_brain.context.profiles import Profiles
+from tether_brain.loop.acting import Actor
+from tether_brain.loop.loop import Loop
+from tether_brain.persistence.store import RunStore
+from tether_brain.runs.manager import RunManager
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
-from tether_brain.skills_api import skills_router
-from tether_brain.store import RunStore
-from tether_brain.subagents import AgentTool
-from tether_brain.toolbox import Toolbox
+from tether_brain.tools.helpers import AgentTool
+from tether_brain.tools.local import SkillLibrary, SkillTool
+from tether_brain.tools.toolbox import Toolbox
 from tether_common.decisions import required_key
 from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided

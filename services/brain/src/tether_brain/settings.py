@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
-from tether_brain.agents import AgentConfig
+from tether_brain.agents.config import AgentConfig
 from tether_brain.skills import default_skill_folders
 from tether_common.messages.profiles import PromptTier
 from tether_common.settings import HttpSettings

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Security
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
 
-from tether_brain.runs import RunManager
+from tether_brain.runs.manager import RunManager
 from tether_common.bus import Bus
 from tether_common.errors import NotFoundError
 from tether_common.http import PathId

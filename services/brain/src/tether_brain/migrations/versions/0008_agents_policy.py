@@ -1,5 +1,5 @@
 """Agents and the organisation policy as resources: `agents`, `policy_documents` and the
-one-row `policy_generation` counter (see `tether_brain.policy_tables`).
+one-row `policy_generation` counter (see `tether_brain.persistence.policy_tables`).
 
 `agent_grants` (0005) stays until the first start after this migration has folded its
 rows into `agents` (the store's seeding does that, then empties it).

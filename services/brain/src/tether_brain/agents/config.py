@@ -1,0 +1,243 @@
+"""Agents and the organisation policy in force on this replica: each agent's grants,
+owner, tenant, mode, bars, budgets and allowed providers/models, the organisation
+guardrails and the shell allow-list (global, and per tenant on top); and the effective
+policy of a run (a request may narrow the agent's mode, never widen it).
+
+The settings (`TETHER_BRAIN_AGENTS`, `_GUARDRAILS`, `_ALLOWLIST`) only seed what is in
+force: `agent_store.py` keeps the real definitions in PostgreSQL and `install`s them
+here on every change; `grant_overrides.py` lays grant changes over the seeds where no
+store is in use (tests serving the policy routes alone)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tether_brain.gates import AgentPolicy, parse_grants
+from tether_brain.gates.grants import Grant, parse_grant
+from tether_brain.gates.policy import CATEGORIES, RULE_RANK, Category, Rule
+from tether_brain.state.run import DEFAULT_AGENT
+from tether_common.errors import AuthError, ErrorCode, NotFoundError
+from tether_common.messages.identity import DEFAULT_TENANT
+from tether_common.messages.runs import PermissionMode
+from tether_common.patterns import PatternProblem, UserPattern, compile_pattern
+
+MODE_RANK: dict[str, int] = {"read-only": 0, "allow-reads": 1, "allow-all": 2}
+
+
+class DoneRule(BaseModel):
+    """An agent's done criterion: an answer that fails it is sent back once, with `message`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str | None = Field(
+        default=None, description="a regular expression the answer must match"
+    )
+    min_chars: int = Field(default=0, ge=0)
+    message: str = "Your answer does not meet this agent's done criterion yet. Complete it."
+
+    @field_validator("pattern")
+    @classmethod
+    def _linear_time(cls, pattern: str | None) -> str | None:
+        # Run on model text in the event loop: RE2 only (tether_common.patterns).
+        if pattern is not None and isinstance(problem := _done_pattern(pattern), PatternProblem):
+            raise ValueError(problem.message)
+        return pattern
+
+    def rejects(self, answer: str) -> bool:
+        if len(answer) < self.min_chars:
+            return True
+        if self.pattern is None:
+            return False
+        compiled = _done_pattern(self.pattern)
+        return isinstance(compiled, UserPattern) and not compiled.search(answer)
+
+
+def _done_pattern(pattern: str) -> UserPattern | PatternProblem:
+    return compile_pattern(pattern, dot_all=True)
+
+
+class Budgets(BaseModel):
+    """A run's limits (None: none). As an agent's `budgets`, the defaults of a run that
+    asks for none; as its `ceilings`, the most a run may ask for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int | None = Field(default=None, ge=1, le=1000)
+    max_tool_calls: int | None = Field(default=None, ge=0, le=1000)
+    max_cost: float | None = Field(default=None, ge=0, le=1e9)
+    max_tokens: int | None = Field(default=None, ge=1, le=2**63 - 1)
+    max_seconds: float | None = Field(default=None, gt=0, le=7 * 86400)
+
+
+BUDGET_FIELDS: tuple[str, ...] = tuple(Budgets.model_fields)
+
+
+class AgentConfig(BaseModel):
+    """One agent (`TETHER_BRAIN_AGENTS` seeds a JSON object of these by id; the agents
+    API keeps them). `providers`/`models` None: any the caller may use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grants: list[str] = Field(default_factory=list)
+    owner: str | None = None
+    tenant: str = DEFAULT_TENANT
+    mode: PermissionMode = "allow-reads"
+    categories: list[Category] = Field(default_factory=lambda: list(CATEGORIES))
+    untrusted_bar: bool = True
+    waiver_lifts_taint: bool = False
+    interactive: bool = False
+    done: DoneRule | None = None
+    budgets: Budgets = Field(default_factory=Budgets)
+    ceilings: Budgets = Field(default_factory=Budgets)
+    providers: list[str] | None = None
+    models: list[str] | None = None
+
+
+GLOBAL = "*"  # the scope of organisation-wide guardrails and allow-list (never a tenant id)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySnapshot:
+    """Everything in force, as read in one transaction; `generation` grows with every
+    stored change, so an older snapshot never replaces a newer one."""
+
+    generation: int
+    agents: dict[str, AgentConfig]
+    guardrails: dict[str, dict[str, Rule]] = field(default_factory=dict)  # scope -> rules
+    allowlist: dict[str, list[str]] = field(default_factory=dict)  # scope -> entries
+
+
+def merge_guardrails(*layers: Mapping[str, Rule]) -> dict[str, Rule]:
+    """Layers of rules as one: the same pattern in two layers keeps the stronger rule, so a
+    tenant's rules can tighten the organisation's, never loosen them."""
+    merged: dict[str, Rule] = {}
+    for layer in layers:
+        for pattern, rule in layer.items():
+            kept = merged.get(pattern)
+            if kept is None or RULE_RANK[rule] > RULE_RANK[kept]:
+                merged[pattern] = rule
+    return merged
+
+
+def _parsed(entries: list[str]) -> tuple[Grant, ...]:
+    found = []
+    for raw in entries:
+        try:
+            found.append(parse_grant(raw))
+        except ValueError:  # the API refuses these; a bad seed grants nothing
+            continue
+    return tuple(found)
+
+
+class Agents:
+    def __init__(
+        self,
+        configs: dict[str, AgentConfig],
+        *,
+        workspace: Path,
+        guardrails: dict[str, Literal["confirm", "deny"]],
+        allowlist: list[str],
+    ) -> None:
+        # The seeds (settings), kept for the store's first start and for grant overlays.
+        self.seeds = {DEFAULT_AGENT: AgentConfig()} | configs
+        self.seed_guardrails = guardrails
+        self.seed_allowlist = list(allowlist)
+        self.workspace = workspace
+        # In force (replaced whole by `install`, or grants laid over by `lay_grants`).
+        self.configs = dict(self.seeds)
+        self.guardrails = guardrails
+        self.allowlist = tuple(parse_grant(rule) for rule in allowlist)  # a bad seed stops
+        self._tenant_guardrails: dict[str, dict[str, Rule]] = {}
+        self._tenant_allowlist: dict[str, tuple[Grant, ...]] = {}
+        self.generation = -1
+
+    def config(self, agent_id: str | None) -> AgentConfig:
+        found = self.configs.get(agent_id or DEFAULT_AGENT)
+        if found is None:
+            raise NotFoundError(f"no agent '{agent_id}'")
+        return found
+
+    def lay_grants(self, overrides: dict[str, list[str]]) -> None:
+        """Lay changed grants over the seeds (all of them: an agent missing from
+        `overrides` has its seeded grants again). Unknown agents are ignored."""
+        self.configs = {
+            agent_id: config
+            if agent_id not in overrides
+            else config.model_copy(update={"grants": list(overrides[agent_id])})
+            for agent_id, config in self.seeds.items()
+        }
+
+    def install(self, snapshot: PolicySnapshot) -> bool:
+        """Put a stored snapshot in force (one assignment each, never half of one);
+        False, and nothing changed, when it is older than the one in force."""
+        if snapshot.generation < self.generation:
+            return False
+        guardrails = dict(snapshot.guardrails)
+        allowlist = dict(snapshot.allowlist)
+        self.configs = dict(snapshot.agents)
+        self.guardrails = guardrails.pop(GLOBAL, {})
+        self.allowlist = _parsed(allowlist.pop(GLOBAL, []))
+        self._tenant_guardrails = guardrails
+        self._tenant_allowlist = {scope: _parsed(rules) for scope, rules in allowlist.items()}
+        self.generation = snapshot.generation
+        return True
+
+    def guardrails_for(self, tenant: str) -> Mapping[str, Rule]:
+        """The organisation's rules with the tenant's on top (stronger wins)."""
+        own = self._tenant_guardrails.get(tenant)
+        return self.guardrails if not own else merge_guardrails(self.guardrails, own)
+
+    def allowlist_for(self, tenant: str) -> tuple[Grant, ...]:
+        return self.allowlist + self._tenant_allowlist.get(tenant, ())
+
+    def check_use(self, agent_id: str | None, provider: str, model: str | None) -> None:
+        """403 `forbidden` when the agent may not run on this provider or model."""
+        config = self.config(agent_id)
+        for kind, value, allowed in (
+            ("provider", provider, config.providers),
+            ("model", model, config.models),
+        ):
+            if allowed is not None and value not in allowed:
+                raise AuthError(
+                    f"the agent '{agent_id or DEFAULT_AGENT}' may not use the {kind} '{value}'",
+                    code=ErrorCode.FORBIDDEN,
+                )
+
+    def budgets(self, agent_id: str | None, asked: Mapping[str, Any]) -> dict[str, Any]:
+        """A run's limits: what it asked for, else the agent's default; never above the
+        agent's ceiling (a run asking for none gets the ceiling)."""
+        config = self.config(agent_id)
+        limits: dict[str, Any] = {}
+        for name in BUDGET_FIELDS:
+            value = asked.get(name)
+            if value is None:
+                value = getattr(config.budgets, name)
+            ceiling = getattr(config.ceilings, name)
+            if ceiling is not None:
+                value = ceiling if value is None else min(value, ceiling)
+            limits[name] = value
+        return limits
+
+    def policy(self, agent_id: str | None, options: dict[str, Any]) -> AgentPolicy:
+        config = self.config(agent_id)
+        mode = config.mode
+        asked = options.get("mode")
+        if asked in MODE_RANK and MODE_RANK[asked] < MODE_RANK[mode]:
+            mode = asked
+        return AgentPolicy(
+            agent_id=agent_id or DEFAULT_AGENT,
+            grants=parse_grants(config.grants),
+            workspace=self.workspace,
+            owner=config.owner,
+            mode=mode,
+            categories=frozenset(config.categories),
+            guardrails=self.guardrails_for(config.tenant),
+            allowlist=self.allowlist_for(config.tenant),
+            untrusted_bar=config.untrusted_bar,
+            waiver_lifts_taint=config.waiver_lifts_taint,
+        )

@@ -1,0 +1,408 @@
+"""The agents and organisation policy as resources over HTTP:
+
+    GET|POST /v1/agents, GET|PUT|DELETE /v1/agents/{id}
+    GET|PUT  /v1/policy/guardrails[?tenant=T], GET|PUT /v1/policy/allowlist[?tenant=T]
+
+Bodies are validated strictly (a grant that does not parse is a 422 naming it). Every
+answer carries `ETag: "<version>"`; a write may send `If-Match` or a `version` field,
+and a stale one is a 409 `version_conflict`.
+
+Who may (the identity model's `agents.*` and `policy.*`, decided on the row as locked
+for the change):
+- reading an agent: `agents.read` on its tenant and owner (another tenant's agent is a
+  404, as if missing); the listing is filtered the same way.
+- creating and deleting agents: admins (any tenant) and operators (their tenant).
+  Owners may not: an agent's tenant, owner and what it may cost are the operators'.
+- changing an agent: admins and its tenant's operators, who may not move it out of
+  their reach; its owner, but only its grants, mode, categories, done rule,
+  interactivity and budget defaults, never its owner, tenant, providers, models,
+  budget ceilings or safety bars (`untrusted_bar`, `waiver_lifts_taint`).
+- guardrails and allow-list: the organisation-wide ones (no `tenant`) are read by anyone
+  with `policy.read` and written by admins only; a tenant's are read and written by
+  its operators (and admins). A tenant's guardrails add to the organisation's (the
+  stronger rule wins for the same pattern); its allow-list entries add to the
+  organisation's for its agents only.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tether_brain.agents.config import GLOBAL, AgentConfig
+from tether_brain.agents.store import AgentStore, Kind, StoredAgent, StoredDocument
+from tether_brain.gates.grants import NONE, parse_grant
+from tether_brain.state.run import DEFAULT_AGENT
+from tether_common.errors import AuthError, ErrorCode, MessageError
+from tether_common.http import PathId
+from tether_common.identity import Principal, TokenStore, principal_dependency
+from tether_common.messages.base import ID_PATTERN, RequestModel
+
+# What only an agent's operators may change (an owner may change the rest).
+RESERVED = (
+    "owner",
+    "tenant",
+    "providers",
+    "models",
+    "ceilings",
+    "untrusted_bar",
+    "waiver_lifts_taint",
+)
+_ETAG = re.compile(r'^(?:W/)?"?(\d{1,9})"?$')
+
+TenantQuery = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)]
+
+
+def check_grants(entries: list[str]) -> list[str]:
+    """Every entry in the grants grammar (`__none__` alone: a tool-less agent)."""
+    if entries == [NONE]:
+        return entries
+    problems = []
+    for raw in entries:
+        try:
+            parse_grant(raw)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("invalid grant: " + "; ".join(problems))
+    return entries
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    if values is not None and any(not v or len(v) > 200 for v in values):
+        raise ValueError("each name is 1 to 200 characters")
+    return values
+
+
+class AgentBody(AgentConfig, RequestModel):
+    """An agent's whole definition (`PUT` replaces it); `version`: the one it replaces."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    grants: list[str] = Field(default_factory=list, max_length=500)
+    owner: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
+    tenant: str = Field(default="default", pattern=ID_PATTERN, max_length=200)
+    providers: list[str] | None = Field(default=None, max_length=100)
+    models: list[str] | None = Field(default=None, max_length=100)
+    version: int | None = Field(default=None, ge=0)
+
+    @field_validator("grants")
+    @classmethod
+    def _grants(cls, entries: list[str]) -> list[str]:
+        return check_grants(entries)
+
+    @field_validator("providers", "models")
+    @classmethod
+    def _limits(cls, values: list[str] | None) -> list[str] | None:
+        return _names(values)
+
+    def config(self) -> AgentConfig:
+        return AgentConfig.model_validate(self.model_dump(exclude={"version", "id"}))
+
+
+class NewAgent(AgentBody):
+    id: str = Field(pattern=ID_PATTERN, max_length=200)
+
+
+class AgentView(AgentConfig):
+    id: str
+    version: int
+    source: str
+    changed_by: str
+    changed_at: datetime
+
+
+class AgentList(BaseModel):
+    agents: list[AgentView]
+
+
+class GuardrailsBody(RequestModel):
+    rules: dict[str, Literal["confirm", "deny"]] = Field(max_length=500)
+    version: int | None = Field(default=None, ge=0)
+
+    @field_validator("rules")
+    @classmethod
+    def _patterns(cls, rules: dict[str, str]) -> dict[str, str]:
+        if any(not p.strip() or len(p) > 200 for p in rules):
+            raise ValueError("each pattern is 1 to 200 characters")
+        return rules
+
+
+class AllowlistBody(RequestModel):
+    entries: list[str] = Field(max_length=500)
+    version: int | None = Field(default=None, ge=0)
+
+    @field_validator("entries")
+    @classmethod
+    def _entries(cls, entries: list[str]) -> list[str]:
+        return check_grants(entries) if entries != [NONE] else _refuse_none()
+
+
+def _refuse_none() -> list[str]:
+    raise ValueError(f"'{NONE}' is not an allow-list entry")
+
+
+class PolicyView(BaseModel):
+    """`tenant` None: the organisation's; version 0: never stored (empty)."""
+
+    kind: str
+    tenant: str | None
+    version: int
+    changed_by: str | None
+    changed_at: datetime | None
+
+
+class GuardrailsView(PolicyView):
+    rules: dict[str, str]
+
+
+class AllowlistView(PolicyView):
+    entries: list[str]
+
+
+def expected_version(if_match: str | None, version: int | None) -> int | None:
+    """The version a write replaces: the body's, else `If-Match`'s (None: unconditional)."""
+    if version is not None or if_match is None or if_match.strip() == "*":
+        return version
+    found = _ETAG.fullmatch(if_match.strip())
+    if found is None:
+        raise MessageError(
+            'If-Match takes the ETag of a read, e.g. "3"', code=ErrorCode.INVALID_REQUEST
+        )
+    return int(found.group(1))
+
+
+def _tagged(response: Response, version: int) -> None:
+    response.headers["ETag"] = f'"{version}"'
+
+
+def view(found: StoredAgent) -> AgentView:
+    return AgentView(
+        **found.config.model_dump(),
+        id=found.agent_id,
+        version=found.version,
+        source=found.source,
+        changed_by=found.changed_by,
+        changed_at=found.changed_at,
+    )
+
+
+def document_view(found: StoredDocument) -> GuardrailsView | AllowlistView:
+    tenant = None if found.scope == GLOBAL else found.scope
+    common: dict[str, Any] = {
+        "kind": found.kind,
+        "tenant": tenant,
+        "version": found.version,
+        "changed_by": found.changed_by,
+        "changed_at": found.changed_at,
+    }
+    if found.kind == "guardrails":
+        return GuardrailsView(**common, rules=dict(found.body))
+    return AllowlistView(**common, entries=list(found.body))
+
+
+# ---- the rules -----------------------------------------------------------------------
+
+
+def may_read(who: Principal, config: AgentConfig) -> bool:
+    return who.sees("agents.read", config.tenant, config.owner)
+
+
+def check_create(who: Principal, new: AgentConfig) -> None:
+    who.require("agents.write")
+    if who.reach_of("agents.write") == "own":
+        raise AuthError(
+            "an agent's owner may change it; operators create agents", code=ErrorCode.FORBIDDEN
+        )
+    _within_reach(who, new)
+
+
+def check_change(who: Principal, current: AgentConfig, new: AgentConfig) -> None:
+    who.require("agents.write", current.tenant, current.owner)  # 404 out of reach
+    if who.reach_of("agents.write") == "own":
+        for name in RESERVED:
+            if getattr(new, name) != getattr(current, name):
+                raise AuthError(
+                    f"an agent's owner may not change its '{name}' (operators may)",
+                    code=ErrorCode.FORBIDDEN,
+                )
+    _within_reach(who, new)
+
+
+def check_delete(who: Principal, current: AgentConfig) -> None:
+    who.require("agents.write", current.tenant, current.owner)
+    if who.reach_of("agents.write") == "own":
+        raise AuthError(
+            "an agent's owner may not delete it (operators may)", code=ErrorCode.FORBIDDEN
+        )
+
+
+def _within_reach(who: Principal, new: AgentConfig) -> None:
+    """The agent as written must stay within the writer's reach: an operator cannot put
+    one in another tenant (nor an owner give its agent away)."""
+    if not who.sees("agents.write", new.tenant, new.owner):
+        raise AuthError(
+            f"this token may not write agents of tenant '{new.tenant}' owned by '{new.owner}'",
+            code=ErrorCode.FORBIDDEN,
+        )
+
+
+def check_policy(
+    who: Principal, action: Literal["policy.read", "policy.write"], scope: str
+) -> None:
+    if scope != GLOBAL:
+        who.require(action, scope)
+        return
+    who.require(action)
+    if action == "policy.write" and who.reach_of(action) != "all":
+        raise AuthError(
+            "only an admin changes the organisation-wide policy", code=ErrorCode.FORBIDDEN
+        )
+
+
+# ---- the routes ----------------------------------------------------------------------
+
+
+def agents_router(store: AgentStore, identity: TokenStore) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["agents"])
+    who_dep = principal_dependency(identity)
+
+    @router.get("/agents")
+    async def list_agents(who: Principal = who_dep) -> AgentList:
+        who.require("agents.read")
+        found = await store.agents_stored()
+        return AgentList(agents=[view(a) for a in found if may_read(who, a.config)])
+
+    @router.post("/agents", status_code=201)
+    async def create_agent(
+        body: NewAgent, response: Response, who: Principal = who_dep
+    ) -> AgentView:
+        new = body.config()
+
+        def decide(_current: StoredAgent | None) -> AgentConfig:
+            check_create(who, new)
+            return new
+
+        made = await store.change_agent(body.id, who.label, decide, expected=None, create=True)
+        assert made is not None
+        _tagged(response, made.version)
+        return view(made)
+
+    @router.get("/agents/{agent_id}")
+    async def get_agent(
+        agent_id: PathId, response: Response, who: Principal = who_dep
+    ) -> AgentView:
+        who.require("agents.read")  # 403 for a role that never may, before any lookup
+        found = await store.agent(agent_id)
+        who.require("agents.read", found.config.tenant, found.config.owner)
+        _tagged(response, found.version)
+        return view(found)
+
+    @router.put("/agents/{agent_id}")
+    async def replace_agent(
+        agent_id: PathId,
+        body: AgentBody,
+        response: Response,
+        who: Principal = who_dep,
+        if_match: Annotated[str | None, Header()] = None,
+    ) -> AgentView:
+        new = body.config()
+
+        def decide(current: StoredAgent | None) -> AgentConfig:
+            assert current is not None
+            check_change(who, current.config, new)
+            return new
+
+        expected = expected_version(if_match, body.version)
+        made = await store.change_agent(agent_id, who.label, decide, expected=expected)
+        assert made is not None
+        _tagged(response, made.version)
+        return view(made)
+
+    @router.delete("/agents/{agent_id}")
+    async def delete_agent(
+        agent_id: PathId,
+        who: Principal = who_dep,
+        if_match: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        who.require("agents.write")
+        if agent_id == DEFAULT_AGENT:
+            raise MessageError(
+                "the default agent cannot be deleted (narrow its grants instead)",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+
+        def decide(current: StoredAgent | None) -> None:
+            assert current is not None
+            check_delete(who, current.config)
+
+        expected = expected_version(if_match, None)
+        await store.change_agent(agent_id, who.label, decide, expected=expected)
+        return Response(status_code=204)
+
+    async def read_policy(
+        kind: Kind, tenant: str | None, who: Principal, response: Response
+    ) -> Any:
+        scope = tenant or GLOBAL
+        check_policy(who, "policy.read", scope)
+        found = await store.document(kind, scope)
+        _tagged(response, found.version)
+        return document_view(found)
+
+    async def write_policy(
+        kind: Kind,
+        tenant: str | None,
+        body: Any,
+        version: int | None,
+        if_match: str | None,
+        who: Principal,
+        response: Response,
+    ) -> Any:
+        scope = tenant or GLOBAL
+        check_policy(who, "policy.write", scope)
+        expected = expected_version(if_match, version)
+        found = await store.change_document(kind, scope, body, who.label, expected=expected)
+        _tagged(response, found.version)
+        return document_view(found)
+
+    @router.get("/policy/guardrails")
+    async def get_guardrails(
+        response: Response, tenant: TenantQuery = None, who: Principal = who_dep
+    ) -> GuardrailsView:
+        return await read_policy("guardrails", tenant, who, response)  # type: ignore[no-any-return]
+
+    @router.put("/policy/guardrails")
+    async def put_guardrails(
+        body: GuardrailsBody,
+        response: Response,
+        tenant: TenantQuery = None,
+        who: Principal = who_dep,
+        if_match: Annotated[str | None, Header()] = None,
+    ) -> GuardrailsView:
+        return await write_policy(  # type: ignore[no-any-return]
+            "guardrails", tenant, dict(body.rules), body.version, if_match, who, response
+        )
+
+    @router.get("/policy/allowlist")
+    async def get_allowlist(
+        response: Response, tenant: TenantQuery = None, who: Principal = who_dep
+    ) -> AllowlistView:
+        return await read_policy("allowlist", tenant, who, response)  # type: ignore[no-any-return]
+
+    @router.put("/policy/allowlist")
+    async def put_allowlist(
+        body: AllowlistBody,
+        response: Response,
+        tenant: TenantQuery = None,
+        who: Principal = who_dep,
+        if_match: Annotated[str | None, Header()] = None,
+    ) -> AllowlistView:
+        return await write_policy(  # type: ignore[no-any-return]
+            "allowlist", tenant, list(body.entries), body.version, if_match, who, response
+        )
+
+    return router

@@ -1,0 +1,377 @@
+"""The policy API over HTTP: explain what the gates would decide, an agent's tool catalogue
+with its grants, an operator's manual tool run through the same gates, changing an
+agent's grants (waiver changes audited), and checking a trail against its kept head.
+
+Grant changes are kept in PostgreSQL with their audit records and laid over the agents'
+configured grants on every replica (`grant_overrides.py`).
+
+Who may: every route takes the caller's principal (`tether_common.identity`). Agents are
+configured for the whole deployment and belong to tenant `default` until they become
+resources of their own: reading one needs `agents.read`, changing its grants
+`agents.write` (an `owner` only its own agents), explaining `policy.read`, a manual tool
+run `policy.write`, checking an audit trail `audit.read`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_brain.agents.config import Agents
+from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.clients.approval import ApprovalClient
+from tether_brain.gates import AgentPolicy, parse_grants
+from tether_brain.gates.grants import Grant, parse_grant
+from tether_brain.gates.policy import guardrail, needs_grant, standing_denial
+from tether_brain.persistence import trail
+from tether_brain.runs.manual import ManualRunBody, ManualRuns, run_gates
+from tether_brain.tools.toolbox import Toolbox
+from tether_common import audit
+from tether_common.errors import AuthError, ErrorCode, MessageError, NotFoundError
+from tether_common.http import hash_token
+from tether_common.identity import (
+    DEFAULT_TENANT,
+    Action,
+    Principal,
+    Verifier,
+    principal_dependency,
+)
+from tether_common.messages.base import RequestModel
+from tether_common.messages.runs import PermissionMode
+from tether_common.messages.tools import ToolDescriptor
+
+GrantSource = Literal["grant", "scope", "mode", "allowlist"]
+
+
+class _Body(RequestModel):  # storable text, finite numbers (messages.base)
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExplainBody(_Body):
+    tool: str = Field(min_length=1, max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict)
+    agent: str | None = None
+    mode: PermissionMode | None = None
+    tainted: bool = False
+
+
+class Explanation(BaseModel):
+    """`decision` is `invalid` when validation refused the call (then `code` says why).
+    `tainted` echoes what was asked; `output_trust` says whether this tool's own results
+    would taint a run."""
+
+    tool: str
+    agent: str
+    tainted: bool = False
+    output_trust: str | None = None
+    decision: Literal["allow", "ask", "deny", "invalid"]
+    code: str | None
+    reason: str
+    reach: str | None = None
+    danger: str | None = None
+    grant: str | None = None
+    waived: bool = False
+    trail: list[str] = Field(default_factory=list)
+
+
+class CatalogEntry(BaseModel):
+    """`granted_by`: `grant` (see `grants`), `scope`, `mode` or `allowlist`; `blocked` is
+    the gate code that refuses the tool whatever the arguments."""
+
+    name: str
+    scope: str
+    reach: str
+    effect: str
+    output_trust: str
+    needs_grant: bool
+    granted: bool
+    granted_by: GrantSource | None
+    grants: list[str]
+    rule: str | None
+    conditional: bool
+    waived: bool
+    confirm: bool
+    blocked: str | None
+
+
+class AgentCatalog(BaseModel):
+    agent: str
+    owner: str | None
+    mode: str
+    tool_less: bool
+    problems: list[str]
+    tools: list[CatalogEntry]
+
+
+class GrantsBody(_Body):
+    grants: list[str] = Field(max_length=500)
+
+
+class GrantsView(BaseModel):
+    agent: str
+    grants: list[str]
+    added: list[str]
+    removed: list[str]
+    waivers_added: list[str]
+    waivers_removed: list[str]
+
+
+class AuditProblem(BaseModel):
+    kind: str
+    seq: int | None
+    detail: str
+
+
+class AuditReport(BaseModel):
+    trail: str
+    head: str | None
+    intact: bool
+    problems: list[AuditProblem]
+
+
+def blocked(tool: ToolDescriptor, policy: AgentPolicy) -> str | None:
+    """The gate code that refuses the tool whatever the arguments, as the chain says it."""
+    standing = standing_denial(tool, policy)
+    return standing[0] if standing is not None else None
+
+
+def _source(
+    tool: ToolDescriptor, policy: AgentPolicy, entries: list[Grant]
+) -> tuple[GrantSource | None, str | None]:
+    """Which rule grants the tool, in the order the permission chain tries them."""
+    if entries:
+        return "grant", entries[0].raw
+    if not needs_grant(tool):
+        return "scope", f"scope read, reach {tool.reach}"
+    if policy.mode == "allow-all":
+        return "mode", "mode allow-all"
+    rule = next((g for g in policy.allowlist if g.covers(tool.name)), None)
+    return ("allowlist", rule.raw) if rule is not None else (None, None)
+
+
+def catalog_entry(tool: ToolDescriptor, policy: AgentPolicy) -> CatalogEntry:
+    entries = policy.grants.for_tool(tool.name)
+    stop = blocked(tool, policy)
+    source, rule = _source(tool, policy, entries)
+    org = guardrail(tool, policy.guardrails)
+    return CatalogEntry(
+        name=tool.name,
+        scope=tool.scope,
+        reach=tool.reach,
+        effect=tool.effect,
+        output_trust=tool.output_trust,
+        needs_grant=needs_grant(tool),
+        granted=stop is None and source is not None,
+        granted_by=source if stop is None else None,
+        grants=[g.raw for g in entries],
+        rule=rule if stop is None else None,
+        conditional=bool(entries) and all(g.constraints for g in entries),
+        waived=any(g.noapproval for g in entries),
+        confirm=org is not None and org.rule == "confirm",
+        blocked=stop,
+    )
+
+
+@dataclass(slots=True)
+class PolicyService:
+    agents: Agents
+    toolbox: Toolbox
+    engine: AsyncEngine
+    manual: ManualRuns
+    overrides: GrantOverrides
+    sink: audit.JsonlSink | None = None
+
+    def agent_reach(self, who: Principal, action: Action, agent_id: str) -> None:
+        """`who` may take `action` on the agent (404 for an unknown one or one out of
+        reach: an owner reaches only the agents it owns)."""
+        config = self.agents.config(agent_id)
+        try:
+            who.require(action, DEFAULT_TENANT, None, agent_owner=config.owner)
+        except NotFoundError:
+            raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
+
+    async def explain(self, body: ExplainBody, who: Principal) -> Explanation:
+        who.require("policy.read", DEFAULT_TENANT)
+        found = await run_gates(
+            self.agents,
+            self.toolbox,
+            body.tool,
+            body.args,
+            body.agent,
+            mode=body.mode,
+            tainted=body.tainted,
+        )
+        agent = found.policy.agent_id
+        if found.verdict is None:
+            code, message = found.gate.code, found.gate.message
+            return Explanation(
+                tool=body.tool,
+                agent=agent,
+                tainted=body.tainted,
+                decision="invalid",
+                code=code,
+                reason=message,
+            )
+        v = found.verdict
+        return Explanation(
+            tool=body.tool,
+            agent=agent,
+            tainted=body.tainted,
+            output_trust=found.gate.tool.output_trust if found.gate.tool else None,
+            decision=v.decision,
+            code=v.code,
+            reason=v.reason,
+            reach=v.reach,
+            danger=v.danger,
+            grant=v.grant,
+            waived=v.waived,
+            trail=list(v.trail),
+        )
+
+    async def catalog(self, agent_id: str, who: Principal) -> AgentCatalog:
+        self.agent_reach(who, "agents.read", agent_id)
+        policy = self.agents.policy(agent_id, {})
+        tools = sorted(await self.toolbox.catalog(), key=lambda t: t.name)
+        return AgentCatalog(
+            agent=agent_id,
+            owner=policy.owner,
+            mode=policy.mode,
+            tool_less=policy.grants.tool_less,
+            problems=list(policy.grants.problems),
+            tools=[catalog_entry(t, policy) for t in tools],
+        )
+
+    async def set_grants(self, agent_id: str, who: Principal, grants: list[str]) -> GrantsView:
+        self.agent_reach(who, "agents.write", agent_id)
+        by = _by(who)
+        if problems := parse_grants(grants).problems:
+            raise MessageError("; ".join(problems), code=ErrorCode.INVALID_GRANT)
+        new = list(grants)
+        async with self.engine.begin() as conn:
+            old = await self.overrides.in_force(conn, agent_id)
+            added = [g for g in new if g not in old]
+            removed = [g for g in old if g not in new]
+            waivers_added, waivers_removed = _waived(added), _waived(removed)
+            if added or removed:
+                data = trail.grants_changed(agent_id, by, added, removed)
+                await trail.record(
+                    conn, f"agent:{agent_id}", "grants.changed", data, sink=self.sink
+                )
+            if waivers_added or waivers_removed:
+                data = trail.waiver_changed(agent_id, by, waivers_added, waivers_removed)
+                await trail.record(
+                    conn, f"agent:{agent_id}", "waiver.changed", data, sink=self.sink
+                )
+            # In the audit's transaction: a change that could not be audited is not made.
+            await self.overrides.save(conn, agent_id, new, by)
+        await self.overrides.committed(agent_id, new)
+        return GrantsView(
+            agent=agent_id,
+            grants=new,
+            added=added,
+            removed=removed,
+            waivers_added=waivers_added,
+            waivers_removed=waivers_removed,
+        )
+
+    async def audit_report(self, run_id: str, who: Principal) -> AuditReport:
+        who.require("audit.read")
+        problems = [
+            AuditProblem(kind=p.kind, seq=p.seq, detail=p.detail)
+            for p in await trail.verify_run(self.engine, run_id)
+        ]
+        head = await trail.head_of(self.engine, run_id)
+        return AuditReport(trail=run_id, head=head, intact=not problems, problems=problems)
+
+
+def _by(who: Principal) -> str:
+    """How a grant change names who made it: `operator` (the bootstrap admin),
+    `owner:<name>` for an agent's owner, else the token's label."""
+    return f"owner:{who.name}" if who.role == "owner" else who.label
+
+
+class StaticVerifier:
+    """A `Verifier` over fixed tokens (the operator token as the bootstrap admin, and
+    owners' tokens): for a policy router served without the identity tables."""
+
+    def __init__(self, operator_token: str | None, owner_tokens: Mapping[str, str]) -> None:
+        self._known: dict[str, Principal] = {
+            hash_token(token): Principal(owner, "owner", DEFAULT_TENANT)
+            for owner, token in owner_tokens.items()
+        }
+        if operator_token:
+            self._known[hash_token(operator_token)] = Principal("operator", "admin")
+
+    async def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise AuthError("a bearer token is required", code=ErrorCode.UNAUTHENTICATED)
+        found = self._known.get(hash_token(token))
+        if found is None:
+            raise AuthError("the bearer token is not valid", code=ErrorCode.UNAUTHENTICATED)
+        return found
+
+
+def _waived(entries: list[str]) -> list[str]:
+    return [raw for raw in entries if parse_grant(raw).noapproval]
+
+
+def policy_router(
+    agents: Agents,
+    toolbox: Toolbox,
+    approvals: ApprovalClient,
+    overrides: GrantOverrides,
+    *,
+    engine: AsyncEngine,
+    operator_token: str | None = None,
+    owner_tokens: Mapping[str, str] | None = None,
+    verifier: Verifier | None = None,
+    sink: audit.JsonlSink | None = None,
+) -> APIRouter:
+    """`verifier`: who calls (the brain's token store). Without one, only the fixed
+    `operator_token` (an admin) and `owner_tokens` (owner name → token, owners who may
+    change their own agents' grants) are known."""
+    service = PolicyService(
+        agents,
+        toolbox,
+        engine,
+        ManualRuns(agents, toolbox, approvals, engine, sink),
+        overrides,
+        sink,
+    )
+    if verifier is None:
+        verifier = StaticVerifier(operator_token, owner_tokens or {})
+    return _routes(service, verifier)
+
+
+def _routes(service: PolicyService, verifier: Verifier) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["policy"])
+    who_dep = principal_dependency(verifier)
+
+    @router.post("/policy/explain")
+    async def explain(body: ExplainBody, who: Principal = who_dep) -> Explanation:
+        return await service.explain(body, who)
+
+    @router.get("/agents/{agent_id}/tool-catalog")
+    async def tool_catalog(agent_id: str, who: Principal = who_dep) -> AgentCatalog:
+        return await service.catalog(agent_id, who)
+
+    @router.put("/agents/{agent_id}/grants")
+    async def set_grants(agent_id: str, body: GrantsBody, who: Principal = who_dep) -> GrantsView:
+        return await service.set_grants(agent_id, who, body.grants)
+
+    @router.post("/tools/run", response_model=None)
+    async def run_tool(body: ManualRunBody, who: Principal = who_dep) -> Response:
+        """An operator's manual tool run, through the same gates as a model's call."""
+        who.require("policy.write", DEFAULT_TENANT)
+        return await service.manual.run(body)
+
+    @router.get("/audit/{run_id}")
+    async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
+        return await service.audit_report(run_id, who)
+
+    return router

@@ -1,0 +1,228 @@
+"""Parking a call for an operator's decision: the sealed action digest, the request to the
+approvals service, and what a decision means when the run resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether_brain.gates import Verdict
+from tether_brain.state.run import RunState
+from tether_common.bus import Bus
+from tether_common.decisions import DecisionFacts, DecisionKey
+from tether_common.errors import ErrorCode, MessageError
+from tether_common.messages.approvals import (
+    ApprovalDecided,
+    ApprovalView,
+    ConsumeApproval,
+    CreateApproval,
+    ListApprovals,
+    PresenceQuery,
+    WithdrawApproval,
+)
+from tether_common.messages.gateway import CallRecord
+from tether_common.messages.tools import ToolDescriptor
+
+IN_DOUBT = "in_doubt"
+
+
+def in_doubt(tool: ToolDescriptor) -> Verdict:
+    """The reconcile card for a non-idempotent call whose outcome a crash left unknown."""
+    return Verdict(
+        "ask",
+        IN_DOUBT,
+        "the brain stopped while this call ran, so its outcome is unknown. Approve to run it "
+        "again; deny to leave it as it is (it will not be re-run).",
+        tool.reach,
+    )
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def history_digest(state: RunState, call: CallRecord) -> str:
+    """The run's history up to (and with) the assistant message that made `call`."""
+    digest = hashlib.sha256()
+    for message in state.messages:
+        digest.update(_canonical(message.model_dump(mode="json")))
+        if any(c.id == call.id for c in message.tool_calls):
+            break
+    return digest.hexdigest()
+
+
+def action_digest(state: RunState, call: CallRecord, tool: ToolDescriptor, step: int) -> str:
+    """What an approval is bound to: run, step, tool, arguments, effect, scope, history."""
+    action = {
+        "run_id": state.run_id,
+        "step": step,
+        "tool": tool.name,
+        "arguments": call.arguments,
+        "effect": tool.effect,
+        "scope": tool.scope,
+        "history": history_digest(state, call),
+    }
+    return hashlib.sha256(_canonical(action)).hexdigest()
+
+
+def decision_problem(key: DecisionKey, state: RunState, decided: ApprovalDecided) -> str | None:
+    """Why a decision may not resume `state` (None: it may). It must carry the approvals
+    service's proof over exactly what it says, and be about the approval the run waits
+    on, for the action sealed when it parked: a row written into the approvals table by
+    hand, a message published on the decisions subject by anyone else, or a genuine
+    decision about another approval all fail here."""
+    facts = DecisionFacts(
+        decided.approval_id, decided.run_id, decided.action_digest, decided.decision, decided.ts
+    )
+    if decided.run_id != state.run_id or not key.verify(facts, decided.proof):
+        return "decision_unverified"
+    pending = state.counters.pending_approval or {}
+    if (pending.get("approval_id"), pending.get("digest")) != (
+        decided.approval_id,
+        decided.action_digest,
+    ):
+        return "decision_mismatch"
+    return None
+
+
+def decided_from_view(view: ApprovalView) -> ApprovalDecided | None:
+    """The decision an approval's stored state holds, as if announced (None: undecided)."""
+    if view.decision is None or view.decided_at is None:
+        return None
+    return ApprovalDecided(
+        approval_id=view.approval_id,
+        run_id=view.run_id,
+        step=view.step,
+        decision=view.decision,
+        action_digest=view.action_digest,
+        decided_by=view.decided_by or "unknown",
+        note=view.note,
+        ts=view.decided_at,
+        proof=view.proof,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An operator's (or automated approver's) decision, as the brain resumes with it."""
+
+    approval_id: str
+    decision: str  # allow_once | allow_run | allow_chat | deny | expired
+    note: str | None = None
+    decided_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    approval_id: str
+    call_id: str
+    digest: str
+    step: int
+    reconcile: bool = False  # a call in doubt after a crash: re-run it, or leave it as done
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "call_id": self.call_id,
+            "digest": self.digest,
+            "step": self.step,
+            "reconcile": self.reconcile,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PendingApproval:
+        return cls(
+            str(data["approval_id"]),
+            str(data["call_id"]),
+            str(data["digest"]),
+            int(data["step"]),
+            bool(data.get("reconcile", False)),
+        )
+
+
+class ApprovalClient:
+    def __init__(self, bus: Bus, *, expiry_s: float) -> None:
+        self.bus = bus
+        self.expiry_s = expiry_s
+
+    async def request(
+        self,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None = None,
+    ) -> tuple[ApprovalView, PendingApproval]:
+        digest = action_digest(state, call, tool, state.step)
+        try:
+            body = self._create_body(state, call, tool, verdict, owner, digest)
+        except ValidationError as exc:  # e.g. arguments no database can store (NUL)
+            raise MessageError(
+                f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
+                code=ErrorCode.INVALID_MESSAGE,
+            ) from None
+        view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
+        reconcile = verdict.code == IN_DOUBT
+        return view, PendingApproval(view.approval_id, call.id, digest, state.step, reconcile)
+
+    def _create_body(
+        self,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None,
+        digest: str,
+    ) -> CreateApproval:
+        return CreateApproval(
+            run_id=state.run_id,
+            step=state.step,
+            tool=tool.name,
+            args=call.arguments,
+            danger=verdict.danger,
+            reason=f"{verdict.code}: {verdict.reason}",
+            reach=verdict.reach,
+            action_digest=digest,
+            expires_in_s=self.expiry_s,
+            agent=state.options.get("agent"),
+            owner=owner,
+            scope=tool.scope,
+            effect=tool.effect,
+            tenant=state.tenant,
+        )
+
+    async def consume(self, approval_id: str, digest: str) -> bool:
+        """Spend a granted approval just before its action runs: True only the first time,
+        and only for the same sealed action."""
+        body = ConsumeApproval(approval_id=approval_id, action_digest=digest)
+        result = await self.bus.request(self.bus.subjects.approval_consume, body, timeout=10.0)
+        return result.outcome == "consumed"
+
+    async def withdraw(self, run_id: str, approval_id: str) -> None:
+        """The run was stopped while it waited: the approvals service takes the card back
+        (`withdrawn`) and tells whoever it told of the request."""
+        body = WithdrawApproval(approval_id=approval_id, run_id=run_id)
+        await self.bus.request(self.bus.subjects.approval_withdraw, body, timeout=5.0)
+
+    async def stored_decision(self, run_id: str, approval_id: str) -> ApprovalDecided | None:
+        """What the approvals service holds about `approval_id` right now (None: pending
+        or unknown); the caller verifies it like any announced decision."""
+        found = await self.bus.request(
+            self.bus.subjects.approval_list,
+            ListApprovals(status=None, run_id=run_id, limit=1000),
+            timeout=10.0,
+        )
+        view = next((a for a in found.approvals if a.approval_id == approval_id), None)
+        return None if view is None else decided_from_view(view)
+
+    async def operator_present(self, agent: str | None, owner: str | None) -> bool:
+        presence = await self.bus.request(
+            self.bus.subjects.approval_presence,
+            PresenceQuery(agent=agent, owner=owner),
+            timeout=5.0,
+        )
+        return presence.approvers > 0

@@ -1,0 +1,171 @@
+"""Parking a call for an operator and resuming with the decision: the run is saved as
+`awaiting_approval` and holds nothing; the decision runs every gate again, checks the
+sealed digest, and spends the approval once."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from opentelemetry import propagate, trace
+
+from tether_brain.clients.approval import ApprovalClient, Decision, PendingApproval, action_digest
+from tether_brain.loop.acting import Actor, Planned, refusal
+from tether_brain.loop.recording import record_result
+from tether_brain.persistence import trail
+from tether_brain.state.events import emit
+from tether_brain.state.run import RunState
+from tether_brain.tools.results import refused
+from tether_brain.tools.toolbox import GateOutcome
+from tether_common.errors import ErrorCode, TetherError
+from tether_common.messages.gateway import CallRecord
+from tether_common.messages.tools import ToolResult
+
+tracer = trace.get_tracer(__name__)
+log = logging.getLogger(__name__)
+
+
+class Parking:
+    def __init__(self, actor: Actor, approvals: ApprovalClient) -> None:
+        self.actor = actor
+        self.approvals = approvals
+
+    async def withdraw(self, state: RunState) -> None:
+        """A run stopped while parked takes back the request it waited on. Best effort:
+        if the approvals service cannot be reached the request expires as usual, and a
+        decision made meanwhile resumes nothing (the run has ended)."""
+        approval_id = (state.counters.pending_approval or {}).get("approval_id")
+        if approval_id is None:
+            return
+        try:
+            await self.approvals.withdraw(state.run_id, str(approval_id))
+        except TetherError as exc:
+            log.warning("could not withdraw approval %s: %s", approval_id, exc.message)
+
+    async def park(self, state: RunState, item: Planned) -> bool:
+        """Ask an operator: the run is saved as awaiting_approval and holds nothing (no
+        task, no lease once the caller commits) until a decision resumes it. False if no
+        one can be asked (the refusal is recorded instead)."""
+        assert item.tool is not None
+        assert item.verdict is not None
+        try:
+            if state.options.get("interactive") and not await self.watched(state):
+                raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
+            owner = self.actor.agents.config(state.options.get("agent")).owner
+            view, pending = await self.approvals.request(
+                state, item.call, item.tool, item.verdict, owner
+            )
+        except TetherError as exc:
+            result = refused(
+                item.call,
+                "approval_unavailable",
+                f"an operator's approval is needed ({item.verdict.reason}) but none can be asked: {exc.message}",
+            )
+            record_result(state, item, result)
+            return False
+        state.status = "awaiting_approval"
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)  # the wait is a link from the resumed run, not an open span
+        state.counters.pending_approval = pending.to_json() | {
+            "trace": carrier,
+            "parked_at": time.time(),
+        }
+        state.audit_later(
+            "approval.requested",
+            trail.approval_requested(
+                view.approval_id, item.tool.name, pending.digest, item.verdict
+            ),
+        )
+        emit(
+            state,
+            "tool.approval_needed",
+            step=state.step,
+            approval_id=view.approval_id,
+            call_id=item.call.id,
+            name=item.call.name,
+            arguments=item.call.arguments,
+            code=item.verdict.code,
+            reason=item.verdict.reason,
+            reach=item.verdict.reach,
+            danger=item.verdict.danger,
+            expires_at=view.expires_at.isoformat(),
+        )
+        return True
+
+    async def watched(self, state: RunState) -> bool:
+        """An interactive run asks only when an operator who may decide is connected."""
+        config = self.actor.agents.config(state.options.get("agent"))
+        return await self.approvals.operator_present(state.options.get("agent"), config.owner)
+
+    async def resume(self, state: RunState, decision: Decision) -> None:
+        """Apply an operator's decision to the parked call, through every gate again."""
+        raw = state.counters.pending_approval
+        state.counters.pending_approval = None
+        if raw is None:
+            return
+        pending = PendingApproval.from_json(raw)
+        parked = trace.get_current_span(propagate.extract(raw.get("trace", {}))).get_span_context()
+        with tracer.start_as_current_span(
+            "approval.wait", links=[trace.Link(parked)] if parked.is_valid else None
+        ) as span:
+            span.set_attribute("tether.approval.id", pending.approval_id)
+            span.set_attribute("tether.approval.decision", decision.decision)
+            span.set_attribute(
+                "tether.approval.wait_s", time.time() - float(raw.get("parked_at", time.time()))
+            )
+        call = state.call_by_id(pending.call_id)
+        if call is None:
+            return
+        result, approved = await self.decided(state, call, pending, decision)
+        outcome = "consumed" if approved else result.error_code
+        state.audit_later(
+            "approval.decided",
+            trail.approval_decided(
+                pending.approval_id, decision.decision, decision.decided_by, outcome=outcome
+            ),
+        )
+        emit(
+            state,
+            "tool.approved" if approved else "tool.denied",
+            step=state.step,
+            approval_id=pending.approval_id,
+            call_id=call.id,
+            name=call.name,
+            decision=decision.decision,
+            by=decision.decided_by,
+        )
+        item = Planned(call, GateOutcome(True))
+        record_result(state, item, result)
+        state.counters.low_effort = False
+
+    async def decided(
+        self, state: RunState, call: CallRecord, pending: PendingApproval, decision: Decision
+    ) -> tuple[ToolResult, bool]:
+        note = f" Note: {decision.note}" if decision.note else ""
+        if pending.reconcile and decision.decision in ("deny", "expired"):
+            return refused(
+                call,
+                "in_doubt",
+                "the brain stopped while this call ran; an operator chose not to run it again, "
+                f"so its effect is unknown. Check before repeating it.{note}",
+            ), False
+        if decision.decision in ("deny", "expired"):
+            code = "approval_expired" if decision.decision == "expired" else "approval_denied"
+            return refused(call, code, f"the operator did not approve this call.{note}"), False
+        planned = (await self.actor.plan(state, [call], approved=call.id))[0]
+        tool = planned.tool
+        if tool is None or planned.decision == "refused":
+            return refusal(planned), False
+        if action_digest(state, call, tool, pending.step) != pending.digest:
+            return refused(
+                call, "approval_stale", "the action or the run changed since it was approved."
+            ), False
+        if not await self.approvals.consume(pending.approval_id, pending.digest):
+            return refused(call, "approval_stale", "this approval was already used."), False
+        if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
+            grants = set(state.options.get("session_grants", ()))
+            state.options["session_grants"] = sorted(grants | {tool.name})
+        if pending.reconcile:  # "run it again": the runner may take over the in-doubt key
+            planned = dataclasses.replace(planned, retry_in_doubt=True)
+        return (await self.actor.run(state, [planned]))[0], True

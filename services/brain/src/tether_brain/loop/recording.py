@@ -1,0 +1,51 @@
+"""What a step writes about its results and answers: history, step list, events."""
+
+from __future__ import annotations
+
+from tether_brain.loop.acting import Planned
+from tether_brain.state.events import emit
+from tether_brain.state.run import RunState
+from tether_common.messages.gateway import ChatMessage
+from tether_common.messages.runs import StepView
+from tether_common.messages.tools import ToolResult
+
+
+def record_result(state: RunState, item: Planned, result: ToolResult) -> None:
+    """A tool result into history, the step list and the event stream."""
+    call = item.call
+    state.add_message(
+        ChatMessage(role="tool", content=result.content, tool_call_id=call.id, name=call.name)
+    )
+    outcome = "ok" if result.ok else (result.error_code or "failed")
+    # What the gateway and the tool changed to make the call usable, recorded on the step.
+    repairs = [*call.repairs, *result.repairs]
+    state.add_step(
+        StepView(
+            step=state.step,
+            kind="tool",
+            text=result.content[:2000],
+            tool=call.name,
+            call_id=call.id,
+            outcome=outcome,
+        )
+    )
+    emit(
+        state,
+        "tool.result",
+        step=state.step,
+        call_id=call.id,
+        name=call.name,
+        ok=result.ok,
+        error_code=result.error_code,
+        content=result.content,
+        cached=item.cached is not None,
+        duration_ms=round(result.duration_ms, 2),
+        output_ref=result.output_ref,  # the whole output, for the console's download
+        **({"repairs": repairs} if repairs else {}),
+    )
+
+
+def record_answer(state: RunState, answer: str) -> None:
+    state.add_message(ChatMessage(role="assistant", content=answer))
+    state.add_step(StepView(step=state.step, kind="model", text=answer))
+    emit(state, "step", step=state.step, kind="model", text=answer)

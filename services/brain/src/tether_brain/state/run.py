@@ -1,0 +1,165 @@
+"""A run's state in memory, and the journal entries a step appends.
+
+The journal is append-only: a step adds messages, step records and events; the run row
+holds only counters, limits and status. Reading a run back replays its journal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from typing import Any, Literal
+
+from tether_common.messages.gateway import CallRecord, ChatMessage
+from tether_common.messages.identity import DEFAULT_TENANT
+from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
+
+EntryKind = Literal["message", "step", "event"]
+
+
+DEFAULT_AGENT = "default"  # the agent a run uses when it names none
+
+
+@dataclass(slots=True)
+class Entry:
+    kind: EntryKind
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Counters:
+    """What the loop's rules remember between steps; saved with every commit."""
+
+    tool_calls: int = 0
+    corrections: int = 0
+    nudges: int = 0
+    reminders: int = 0
+    retrievals: int = 0
+    coercions: int = 0
+    rejections: int = 0
+    audit_next: int = 0  # the next audit record's sequence (the lease holder keeps the trail)
+    low_effort: bool = False
+    tainted: bool = False
+    pending_approval: dict[str, Any] | None = None
+    pending_children: dict[str, str] | None = None  # call id → child run id
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Counters:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_steps: int
+    max_tool_calls: int | None = None
+    max_cost: float | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """Identical calls: same name and same canonical arguments."""
+    return name + json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(slots=True)
+class RunState:
+    run_id: str
+    prompt: str
+    provider: str
+    model: str | None
+    limits: Limits
+    created_at: datetime
+    updated_at: datetime
+    status: RunStatus = "queued"
+    stop_reason: str | None = None
+    answer: str | None = None
+    step: int = 0
+    journal_seq: int = 0
+    event_seq: int = 0
+    fence: int = 0
+    takeovers: int = 0
+    active_seconds: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)
+    counters: Counters = field(default_factory=Counters)
+    messages: list[ChatMessage] = field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    cache: dict[str, str] = field(default_factory=dict)
+    stop_requested: bool = False
+    audit_head: str | None = None
+    parent_id: str | None = None
+    depth: int = 0
+    # Who the run belongs to (its principal's tenant and name); a sub-agent inherits both.
+    tenant: str = DEFAULT_TENANT
+    owner: str | None = None
+    pending: list[Entry] = field(default_factory=list)
+    published: list[Entry] = field(default_factory=list)  # the last commit's entries
+    unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus
+    audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # for the next commit
+
+    def audit_later(self, event: str, data: dict[str, Any]) -> None:
+        """An audit record, written in the same transaction as the step's journal."""
+        self.audit.append((event, data))
+
+    @property
+    def max_steps(self) -> int:
+        return self.limits.max_steps
+
+    def add_message(self, message: ChatMessage) -> None:
+        self._remember(message)
+        self.messages.append(message)
+        self.pending.append(Entry("message", message.model_dump(mode="json")))
+
+    def add_step(self, view: StepView) -> None:
+        self.steps.append(view)
+        self.pending.append(Entry("step", view.model_dump(mode="json")))
+
+    def add_event(self, event: RunEvent) -> None:
+        self.pending.append(Entry("event", event.model_dump(mode="json")))
+
+    def replay(self, kind: EntryKind, data: dict[str, Any]) -> None:
+        """Rebuild in-memory history from one stored journal entry."""
+        if kind == "message":
+            message = ChatMessage.model_validate(data)
+            self._remember(message)
+            self.messages.append(message)
+        elif kind == "step":
+            self.steps.append(StepView.model_validate(data))
+
+    def _remember(self, message: ChatMessage) -> None:
+        """Successful results feed the identical-call cache (also when replayed)."""
+        if message.role != "tool" or message.content.startswith("FAILED"):
+            return
+        call = self.call_by_id(message.tool_call_id)
+        if call is not None:
+            self.cache[call_key(call.name, call.arguments)] = message.content
+
+    def call_by_id(self, call_id: str | None) -> CallRecord | None:
+        for message in reversed(self.messages):
+            for call in message.tool_calls:
+                if call.id == call_id:
+                    return call
+        return None
+
+    def unanswered_calls(self) -> list[CallRecord]:
+        """Calls of the last assistant message that have no result yet (a crash mid-step)."""
+        answered = {m.tool_call_id for m in self.messages if m.role == "tool"}
+        for message in reversed(self.messages):
+            if message.role == "assistant":
+                return [c for c in message.tool_calls if c.id not in answered]
+        return []
+
+
+def add_usage(total: Usage, more: Usage) -> Usage:
+    return Usage(
+        input_tokens=total.input_tokens + more.input_tokens,
+        output_tokens=total.output_tokens + more.output_tokens,
+        cost=total.cost + more.cost,
+        estimated=total.estimated or more.estimated,
+    )

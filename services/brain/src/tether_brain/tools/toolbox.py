@@ -1,0 +1,218 @@
+"""The brain's view of the tools: the catalogue (cached from the tools-runner), the
+validation gate, and sending an allowed call to the runner. Failures are results."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from tether_brain.context.offering import DEFAULT_KEYWORDS, choose
+from tether_brain.tools.helpers import MAX_DEPTH, RUN_AGENT
+from tether_brain.tools.local import LocalTool
+from tether_common.bus import Bus
+from tether_common.errors import BusTimeoutError, ErrorCode, TetherError
+from tether_common.messages.gateway import CallRecord, OfferedToolSpec
+from tether_common.messages.tools import (
+    Catalog,
+    CatalogRequest,
+    ExecuteTool,
+    ToolDescriptor,
+    ToolResult,
+    effect_key,
+)
+
+
+def _specs(tools: Sequence[ToolDescriptor]) -> list[OfferedToolSpec]:
+    return [
+        OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+        for t in tools
+    ]
+
+
+def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
+    """The request's switches: `false` wins over any other flag."""
+    if options.get("guide_only"):
+        return "this run is guide-only: no tool runs."
+    allowed = options.get("allowed_tools")
+    if allowed is not None and tool.name not in allowed:
+        return f"{tool.name} is not among this helper's tools."
+    if tool.name == RUN_AGENT and options.get("depth", 0) >= MAX_DEPTH:
+        return f"helpers at depth {MAX_DEPTH} cannot start helpers."
+    if options.get("allow_shell") is False and tool.effect == "process":
+        return f"{tool.name} runs commands, and this run has allow_shell=false."
+    if options.get("allow_web") is False and tool.effect == "network":
+        return f"{tool.name} reaches the network, and this run has allow_web=false."
+    return None
+
+
+log = logging.getLogger(__name__)
+
+RUNNER_LOST = "runner_lost"  # no reply from the runner: the call's outcome is unknown
+NO_RUNNER = "no_runner"  # no runner listened: the call was never delivered, so never run
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    """What the gates decided for one call; a refusal is read by the model, never raised."""
+
+    allowed: bool
+    code: str | None = None
+    message: str = ""
+    tool: ToolDescriptor | None = None
+
+
+class Toolbox:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        ttl_s: float,
+        timeout_s: float,
+        local: Sequence[LocalTool] = (),
+        keywords: Mapping[str, Sequence[str]] | None = None,
+        heartbeat_s: float | None = None,
+    ) -> None:
+        # The runner beats this often while a call runs; three missed beats mean it died
+        # (the call is lost, as at the timeout, only sooner). None: wait for the timeout.
+        self.heartbeat_s = heartbeat_s
+        self.keywords = dict(DEFAULT_KEYWORDS if keywords is None else keywords)
+        self.local = {tool.name: tool for tool in local}
+        self.bus = bus
+        self.ttl_s = ttl_s
+        self.timeout_s = timeout_s
+        self._tools: dict[str, ToolDescriptor] = {}
+        self._aliases: dict[str, str] = {}
+        self._validators: dict[str, Draft202012Validator] = {}
+        self._fetched_at = float("-inf")
+
+    async def catalog(self) -> list[ToolDescriptor]:
+        """The catalogue, refreshed every `ttl_s`; a failed refresh keeps the last one
+        (a read, retried a few times; with nothing known yet it raises)."""
+        if time.monotonic() - self._fetched_at > self.ttl_s:
+            try:
+                reply = await self._fetch()
+            except TetherError:
+                if not self._fetched_at > float("-inf"):
+                    raise
+                log.warning("tool catalogue refresh failed; keeping the last one")
+                self._fetched_at = time.monotonic() - self.ttl_s / 2
+                return list(self._tools.values())
+            self._tools = {t.name: t for t in reply.tools if t.available}
+            self._aliases = {a: t.name for t in reply.tools for a in t.aliases}
+            self._validators = {
+                n: Draft202012Validator(t.parameters) for n, t in self._tools.items()
+            }
+            self._fetched_at = time.monotonic()
+        self._add_local()
+        return list(self._tools.values())
+
+    async def _fetch(self, attempts: int = 3) -> Catalog:
+        for attempt in range(attempts):
+            try:
+                return await self.bus.request(
+                    self.bus.subjects.tool_catalog, CatalogRequest(), timeout=10.0
+                )
+            except TetherError:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _add_local(self) -> None:
+        for name, tool in self.local.items():
+            descriptor = tool.descriptor()
+            if descriptor is None:
+                self._tools.pop(name, None)
+            elif self._tools.get(name) != descriptor:
+                self._tools[name] = descriptor
+                self._validators[name] = Draft202012Validator(descriptor.parameters)
+
+    async def offered(self, options: dict[str, Any]) -> list[OfferedToolSpec]:
+        """Every tool this run may use (for sub-agents' tool lists and explanations)."""
+        return _specs([t for t in await self.catalog() if switched_off(t, options) is None])
+
+    async def offer(
+        self, options: dict[str, Any], recent: str
+    ) -> tuple[list[OfferedToolSpec], str | None]:
+        """What one step offers the model: connector tools narrowed to the services the
+        recent text points at, and a note naming the others."""
+        usable = [t for t in await self.catalog() if switched_off(t, options) is None]
+        offer = choose(usable, recent, self.keywords)
+        return _specs(offer.tools), offer.note()
+
+    def descriptor(self, name: str) -> ToolDescriptor | None:
+        return self._tools.get(self._aliases.get(name, name))
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def validate(self, call: CallRecord, options: dict[str, Any]) -> GateOutcome:
+        """Gate 1: the tool exists (aliases applied), the request's switches allow it, and
+        the arguments match its schema."""
+        name = self._aliases.get(call.name, call.name)
+        tool = self._tools.get(name)
+        if tool is None:
+            valid = ", ".join(sorted(self._tools))
+            return GateOutcome(
+                False, "unknown_tool", f"no tool '{call.name}'. Valid tools: {valid}."
+            )
+        if (reason := switched_off(tool, options)) is not None:
+            return GateOutcome(False, "switched_off", reason)
+        errors = sorted(self._validators[name].iter_errors(call.arguments), key=str)
+        if errors:
+            detail = "; ".join(e.message for e in errors[:3])
+            return GateOutcome(
+                False, "schema_invalid", f"arguments for {name} do not match its schema: {detail}."
+            )
+        return GateOutcome(True, tool=tool)
+
+    async def execute(
+        self,
+        run_id: str,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        run_tree: Sequence[str] = (),
+        *,
+        workspace: str | None = None,
+        retry_in_doubt: bool = False,
+    ) -> ToolResult:
+        request = ExecuteTool(
+            run_id=run_id,
+            call_id=call.id,
+            name=tool.name,
+            args=call.arguments,
+            run_tree=list(run_tree),
+            # The same call sent again (a retry, a takeover) is the same effect: the
+            # runner runs a non-idempotent call once per key and answers repeats.
+            idempotency_key=effect_key(run_id, call.id),
+            retry_in_doubt=retry_in_doubt,
+            workspace=workspace,
+        )
+        route = self.bus.subjects.tool_execute
+        try:
+            if self.heartbeat_s:
+                return await self.bus.request_watched(
+                    route, request, timeout=self.timeout_s, heartbeat_s=self.heartbeat_s
+                )
+            return await self.bus.request(route, request, timeout=self.timeout_s)
+        except TetherError as exc:
+            # No reply: the runner may have died mid-call, so the outcome is unknown. No
+            # responders: NATS delivered the call to nobody, so it certainly did not run.
+            if exc.code == ErrorCode.NO_RESPONDERS:
+                code = NO_RUNNER
+            else:
+                code = RUNNER_LOST if isinstance(exc, BusTimeoutError) else exc.code
+            return ToolResult(
+                call_id=call.id,
+                name=tool.name,
+                ok=False,
+                content=f"FAILED: {code}: the tool could not be run ({exc.message}). "
+                "Do not guess a result.",
+                error_code=code,
+            )
