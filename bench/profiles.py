@@ -5,7 +5,9 @@ printed, so a regression shows where it went. Figures measured with it on are in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import signal
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +28,18 @@ class Switch:
 SWITCH = Switch()
 
 
-def profile_env(base: Path) -> Mapping[str, str]:
+def profile_env(base: Path) -> dict[str, str]:
     """What a stack's services need in their environment to profile themselves."""
     return {"TETHER_PROFILE_DIR": str(base / "profiles")} if SWITCH.on else {}
+
+
+def restart_profiles(pids: list[int]) -> None:
+    """Profiles from here on only (tether_common.profiling: SIGUSR1), so the services'
+    start-up is left out of what the benchmark measures."""
+    if SWITCH.on:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
 
 
 def print_profiles(base: Path) -> None:

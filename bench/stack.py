@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.profiles import print_profiles, profile_env
+from bench.profiles import print_profiles, profile_env, restart_profiles
 from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
@@ -135,6 +135,7 @@ async def services(
     try:
         await supervisor.start()
         await supervisor.wait_ready(timeout=ready_timeout)
+        restart_profiles([c.proc.pid for c in supervisor.children if c.proc is not None])
         pids = {"nats-server": nats.proc.pid if nats.proc else 0}
         pids["postgres"] = pg.postmaster_pid() or 0
         yield Stack(nats.url, pg.url, base, scripts, supervisor, db, pids)

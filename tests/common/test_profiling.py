@@ -1,6 +1,6 @@
 """`TETHER_PROFILE_DIR`: a service process writes its profile when it stops, including
-the way uvicorn stops it (SIGTERM handled, then raised again to die of it), and the
-report names the functions that took the time."""
+the way uvicorn stops it (SIGTERM handled, then raised again to die of it); SIGUSR1
+starts the profile afresh; the report names the functions that took the time."""
 
 from __future__ import annotations
 
@@ -23,7 +23,12 @@ CHILD = textwrap.dedent(
     def busy_h17_function():
         return sum(i * i for i in range(200_000))
 
+    def start_up_h17_function():
+        return sum(i * i for i in range(200_000))
+
     with profiled("svc", Path(sys.argv[1])):
+        start_up_h17_function()
+        signal.raise_signal(signal.SIGUSR1)  # what the bench sends once ready
         busy_h17_function()
         if sys.argv[2] == "sigterm":
             signal.raise_signal(signal.SIGTERM)
@@ -45,6 +50,8 @@ def test_a_process_ended_by_sigterm_writes_its_profile(tmp_path: Path) -> None:
     rows, total, _idle = read_rows([path])
     assert total > 0
     assert any("busy_h17_function" in row.function for row in rows)
+    # SIGUSR1 started the profile afresh: what ran before it is not in it.
+    assert not any("start_up_h17_function" in row.function for row in rows)
     assert "busy_h17_function" in report("svc", [path], top=5)
 
 

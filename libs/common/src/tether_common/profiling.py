@@ -33,7 +33,8 @@ def profile_path(folder: Path, service: str) -> Path:
 @contextmanager
 def profiled(service: str, folder: Path | None) -> Iterator[None]:
     """Profile the `with` block when `folder` is given; the profile is written there on
-    the way out, however the block ends (a SIGKILLed process writes none)."""
+    the way out, however the block ends (a SIGKILLed process writes none). SIGUSR1
+    starts the profile afresh."""
     if folder is None:
         yield
         return
@@ -51,7 +52,15 @@ def profiled(service: str, folder: Path | None) -> Iterator[None]:
         signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)
 
+    def on_restart(_signum: int, _frame: FrameType | None) -> None:
+        # SIGUSR1: forget what was profiled so far (the start-up), so a benchmark's
+        # profile holds its measurement only.
+        profiler.disable()
+        profiler.clear()
+        profiler.enable()
+
     previous = signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_restart)
     profiler.enable()
     try:
         yield
