@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import MetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from tether_common.settings import CommonSettings
 
@@ -108,16 +109,24 @@ def setup_logging(service: str, settings: CommonSettings) -> None:
 def setup_tracing(
     service: str, settings: CommonSettings, *, extra: SpanProcessor | None = None
 ) -> TracerProvider:
-    """Install the global tracer provider for `service` (once per process)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": f"tether-{service}"}))
+    """Install the global tracer provider for `service` (once per process). With nothing
+    to export to, spans are not recorded (`ALWAYS_OFF`): each still gets its ids and
+    carries the trace across the bus and into the logs, but costs no attributes, events
+    or processing (about 3% of the brain's CPU per step when every span was recorded)."""
+    processors: list[SpanProcessor] = []
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
     if settings.trace_console:
-        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
+        processors.append(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
     if extra is not None:
-        provider.add_span_processor(extra)
+        processors.append(extra)
+    resource = Resource.create({"service.name": f"tether-{service}"})
+    # None: the SDK's default (OTEL_TRACES_SAMPLER, else parent-based always-on).
+    provider = TracerProvider(resource=resource, sampler=None if processors else ALWAYS_OFF)
+    for processor in processors:
+        provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     return provider
 
