@@ -31,8 +31,10 @@ LONG_ENV = {"TETHER_BRAIN_STEP_CEILING": "600"}
 
 
 def calc_script(scripts: Path, steps: int) -> str:
-    """`steps - 1` tool steps and an answer: a run of exactly `steps` steps."""
-    turns: list[Turn] = [[call("calculate", expression=f"{i} + 1")] for i in range(steps - 1)]
+    """`steps - 1` tool steps and an answer: a run of exactly `steps` steps. No call
+    repeats an earlier result (`i + 1` after `i - 1 + 1 = i` would: the brain's
+    finish-don't-loop guard then ends the run)."""
+    turns: list[Turn] = [[call("calculate", expression=f"{i} + 1000000")] for i in range(steps - 1)]
     return write_script(scripts, [*turns, say("done")])
 
 

@@ -12,7 +12,29 @@ from pathlib import Path
 from tether_client import TetherClient
 
 STEPS_PER_RUN = 20
-ZONES = ["UTC", "Asia/Tokyo", "Europe/Paris", "America/New_York"]
+# One zone per step: a call made again would be answered from the run's cache, and the
+# brain's finish-don't-loop guard would end the run.
+ZONES = [
+    "UTC",
+    "Asia/Tokyo",
+    "Europe/Paris",
+    "America/New_York",
+    "Europe/London",
+    "Europe/Berlin",
+    "Asia/Kolkata",
+    "Australia/Sydney",
+    "America/Chicago",
+    "America/Denver",
+    "America/Los_Angeles",
+    "Asia/Shanghai",
+    "Asia/Dubai",
+    "Africa/Cairo",
+    "America/Sao_Paulo",
+    "Europe/Madrid",
+    "Asia/Singapore",
+    "Pacific/Auckland",
+    "Europe/Rome",
+]
 
 
 def write_script(scripts: Path) -> str:
@@ -22,7 +44,7 @@ def write_script(scripts: Path) -> str:
                 "kind": "tool_call",
                 "id": f"c{i}",
                 "name": "current_time",
-                "arguments": {"timezone": ZONES[i % 4]},
+                "arguments": {"timezone": ZONES[i]},
             }
         ]
         for i in range(STEPS_PER_RUN - 1)
