@@ -13,9 +13,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import tether_brain
+from tether_brain.persistence.store import RunStore
 from tether_brain.runs.leases import Leases
 from tether_brain.state.run import Limits, RunState
-from tether_brain.persistence.store import RunStore
 from tether_common import identity
 from tether_common.db import migrate
 from tether_common.errors import ConflictError
@@ -104,13 +104,13 @@ async def test_a_commit_after_the_lease_ran_out_writes_nothing(
     stored = await store.load(state.run_id)
     assert [m.content for m in stored.messages] == ["first"]
     # Nor can the late replica extend the lease it lost: the run is left for a claim.
-    assert await store.renew("replica-a", 60.0, [state.run_id]) == []
+    assert await store.leases.renew("replica-a", 60.0, [state.run_id]) == []
 
 
 async def test_a_held_lease_is_renewed_and_commits(store: RunStore) -> None:
     state = await started(store)
-    assert await store.renew("replica-a", 60.0, [state.run_id]) == [state.run_id]
-    assert await store.renew("replica-b", 60.0, [state.run_id]) == []
+    assert await store.leases.renew("replica-a", 60.0, [state.run_id]) == [state.run_id]
+    assert await store.leases.renew("replica-b", 60.0, [state.run_id]) == []
     state.add_message(ChatMessage(role="assistant", content="in time"))
     await store.commit(state)
     assert [m.content for m in (await store.load(state.run_id)).messages] == ["first", "in time"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tether_brain.loop.acting import taints
+from tether_brain.loop.planned import taints
 from tether_brain.state.run import Counters
 from tether_brain.tools.helpers import DESCRIPTOR as RUN_AGENT
 from tether_common.messages.base import decode

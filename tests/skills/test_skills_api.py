@@ -12,9 +12,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tether_brain.api.policy import StaticVerifier
-from tether_brain.skills import FolderSkillStore
 from tether_brain.api.skills import skills_router
+from tether_brain.api.static_verifier import StaticVerifier
+from tether_brain.skills import FolderSkillStore
 from tether_client.skills_cli import list_main
 from tether_common.http import install_error_handlers
 

@@ -3,7 +3,28 @@
 from __future__ import annotations
 
 import json
+from typing import assert_never
 
+from pydantic import ValidationError
+
+from tether_common.messages.events import (
+    AgentEndEvent,
+    AgentStartEvent,
+    CompactionEvent,
+    GuardEvent,
+    RunEndEvent,
+    RunStartEvent,
+    SkillUsedEvent,
+    StepEvent,
+    ToolApprovalNeededEvent,
+    ToolApprovedEvent,
+    ToolCallEvent,
+    ToolDeniedEvent,
+    ToolResultEvent,
+    TypedEvent,
+    UsageEvent,
+    typed,
+)
 from tether_common.messages.runs import RunEvent
 
 RULES_NOTE = "(rules: a deterministic planner, not a language model)"
@@ -19,36 +40,61 @@ _STYLES = {
 
 
 def style(event: RunEvent) -> str:
-    if event.kind == "tool.result":
-        return "green" if event.data.get("ok") else "red"
-    if event.kind == "run.end":
-        return "bold green" if event.data.get("status") == "completed" else "bold red"
+    read = typed_or_none(event)
+    if isinstance(read, ToolResultEvent):
+        return "green" if read.data.ok else "red"
+    if isinstance(read, RunEndEvent):
+        return "bold green" if read.data.status == "completed" else "bold red"
     if event.kind == "step":
         return "dim"
     return _STYLES.get(event.kind, "")
 
 
 def render(event: RunEvent) -> str | None:
-    d = event.data
-    match event.kind:
-        case "run.start":
-            note = f" {RULES_NOTE}" if d.get("provider") == "rules" else ""
-            return f"▶ run {event.run_id} — provider {d.get('provider')}{note}"
-        case "step":
-            thinking = d.get("thinking")
-            return f"  … thinking: {thinking[:300]}" if thinking else None
-        case "tool.call":
-            return f"→ {d.get('name')} {json.dumps(d.get('arguments'), ensure_ascii=False)}"
-        case "tool.result":
-            mark = "✓" if d.get("ok") else "✗"
-            return f"← {mark} {d.get('name')}: {d.get('content')}"
-        case "run.end":
-            reason = f" ({d.get('stop_reason')})" if d.get("stop_reason") else ""
-            answer = d.get("answer") or ""
-            return f"■ {d.get('status')}{reason}\n{answer}"
-        case "guard" | "compaction" | "skill.used" | "agent.start" | "agent.end":
-            return f"  [{event.kind}] {json.dumps(d, ensure_ascii=False)[:300]}"
-        case "tool.approval_needed" | "tool.approved" | "tool.denied":
-            return f"  [{event.kind}] {d.get('name', '')} {d.get('reason', '')}"
-        case "usage":
+    """The event as a line (None: not shown). An event whose data its kind cannot hold
+    (a newer brain's, or a damaged journal) is shown raw, never dropped."""
+    read = typed_or_none(event)
+    if read is None:
+        return f"  [{event.kind}] {json.dumps(event.data, ensure_ascii=False)[:300]}"
+    return _line(read)
+
+
+def _line(event: TypedEvent) -> str | None:
+    match event:
+        case RunStartEvent(data=d):
+            note = f" {RULES_NOTE}" if d.provider == "rules" else ""
+            return f"▶ run {event.run_id} — provider {d.provider}{note}"
+        case StepEvent(data=d):
+            return f"  … thinking: {d.thinking[:300]}" if d.thinking else None
+        case ToolCallEvent(data=d):
+            return f"→ {d.name} {json.dumps(d.arguments, ensure_ascii=False)}"
+        case ToolResultEvent(data=d):
+            return f"← {'✓' if d.ok else '✗'} {d.name}: {d.content}"
+        case RunEndEvent(data=d):
+            reason = f" ({d.stop_reason})" if d.stop_reason else ""
+            return f"■ {d.status}{reason}\n{d.answer or ''}"
+        case (
+            GuardEvent()
+            | CompactionEvent()
+            | SkillUsedEvent()
+            | AgentStartEvent()
+            | AgentEndEvent()
+        ):
+            said = event.data.model_dump(mode="json", exclude_unset=True)
+            return f"  [{event.kind}] {json.dumps(said, ensure_ascii=False)[:300]}"
+        case ToolApprovalNeededEvent(data=d):
+            return f"  [{event.kind}] {d.name} {d.reason}"
+        case ToolApprovedEvent(data=d) | ToolDeniedEvent(data=d):
+            return f"  [{event.kind}] {d.name} "
+        case UsageEvent():
             return None
+        case _:
+            assert_never(event)
+
+
+def typed_or_none(event: RunEvent) -> TypedEvent | None:
+    """The event as its kind's model, or None when its data does not fit the kind."""
+    try:
+        return typed(event)
+    except ValidationError:
+        return None

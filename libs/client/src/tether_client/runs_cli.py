@@ -21,10 +21,11 @@ from pydantic import ValidationError
 from tether_client.client import TetherClient
 from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
 from tether_client.ops_cli import offer_approval
-from tether_client.render import render, style
+from tether_client.render import render, style, typed_or_none
 from tether_client.runref import RunRef, resolve_run_id, short
 from tether_client.session import blocking, connect
 from tether_common.errors import MessageError, TetherError
+from tether_common.messages.events import RunEndEvent, ToolApprovalNeededEvent
 from tether_common.messages.runs import TERMINAL_STATUSES, PermissionMode, RunEvent, RunStatus
 
 __all__ = ["app", "follow", "run_command"]
@@ -78,10 +79,13 @@ async def follow(
                 async for event in client.events(run_id, after=last):
                     last, dropped_at = event.seq, None
                     show_event(event, fmt)
-                    if event.kind == "tool.approval_needed" and fmt is Format.table:
-                        await offer_approval(event.data)
-                    if event.kind == "run.end":
-                        return 0 if event.data.get("status") == "completed" else 1
+                    read = typed_or_none(event)
+                    if isinstance(read, ToolApprovalNeededEvent) and fmt is Format.table:
+                        await offer_approval(read.data.model_dump(mode="json"))
+                    if isinstance(read, RunEndEvent):
+                        return 0 if read.data.status == "completed" else 1
+                    if event.kind == "run.end":  # an end whose data is unreadable
+                        return 1
             except httpx.TransportError as exc:
                 reason = f"{type(exc).__name__}"
             else:

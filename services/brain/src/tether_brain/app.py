@@ -3,9 +3,7 @@ manager with its leases, the HTTP API and the same operations over NATS."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -22,11 +20,16 @@ from tether_brain.clients.model import ModelClient
 from tether_brain.console import console_api_router, console_page_router
 from tether_brain.context.profiles import Profiles
 from tether_brain.loop.acting import Actor
-from tether_brain.loop.loop import Loop
+from tether_brain.loop.dispatch import Loop
 from tether_brain.persistence.store import RunStore
+from tether_brain.runs.advancing import Runner
+from tether_brain.runs.leases import Leases
+from tether_brain.runs.maintenance import Maintenance
 from tether_brain.runs.manager import RunManager
+from tether_brain.runs.tasks import RunTasks
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
+from tether_brain.state.run import RunState
 from tether_brain.tools.helpers import AgentTool
 from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_brain.tools.toolbox import Toolbox
@@ -66,6 +69,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         ttl_s=settings.catalog_ttl_s,
         timeout_s=settings.tool_timeout_s,
         local=[SkillTool(skills), AgentTool()],
+        heartbeat_s=settings.tool_heartbeat_s or None,
     )
     agents = Agents(
         settings.agents,
@@ -77,8 +81,19 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     overrides = AgentStore(service.engine, agents, bus, refresh_s=settings.grants_refresh_s)
     approvals = ApprovalClient(bus, expiry_s=settings.approval_expiry_s)
     actor = Actor(
-        toolbox, agents, max_calls_per_step=settings.max_calls_per_step, tree_of=store.children
+        toolbox,
+        agents,
+        max_calls_per_step=settings.max_calls_per_step,
+        tree_of=store.queries.children,
+        service_wait_s=settings.service_wait_s,
     )
+    tasks = RunTasks(
+        store, Leases(settings.lease_s, settings.lease_margin), drain_s=settings.drain_s
+    )
+
+    async def launch(child: RunState) -> None:  # a helper run the loop starts
+        await runner.launch_child(child)
+
     loop = Loop(
         bus,
         store,
@@ -86,12 +101,34 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         actor,
         approvals,
         skills,
-        windows=settings.context_windows,
-        profiles=Profiles(bus, ttl_s=settings.profile_ttl_s, overrides=settings.prompt_tiers),
-        default_window=settings.default_context_window,
+        Profiles(
+            bus,
+            ttl_s=settings.profile_ttl_s,
+            overrides=settings.prompt_tiers,
+            windows=settings.context_windows,
+            default_window=settings.default_context_window,
+        ),
+        launch=launch,
         prices=settings.prices,
     )
-    manager = RunManager(bus, store, loop, settings, decision_key=required_key(common.decision_key))
+    runner = Runner(
+        store,
+        tasks,
+        loop,
+        approvals,
+        lease_s=settings.lease_s,
+        decision_key=required_key(common.decision_key),
+    )
+    maintenance = Maintenance(
+        bus,
+        store,
+        tasks,
+        runner,
+        lease_s=settings.lease_s,
+        lease_margin=settings.lease_margin,
+        bus_loss_s=settings.bus_loss_s,
+    )
+    manager = RunManager(bus, store, agents, tasks, runner, settings)
 
     # The client API over NATS: each handler reads its caller from the `Authorization`
     # header and calls the same `RunManager` method as the HTTP route, under the same rules.
@@ -118,11 +155,9 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             last, ended = event.seq, event.kind == "run.end"
             yield RunEventFrame(event=event)
         if not ended:  # a caller already past `run.end` met none, nor one from the journal
-            status, _ = await store.status(req.run_id)
+            status, _ = await store.queries.status(req.run_id)
             ended = status in TERMINAL_STATUSES
         yield RunEventFrame(end="run_end" if ended else "idle", last_seq=last)
-
-    background: list[asyncio.Task[None]] = []
 
     async def on_start() -> None:
         # Before serving: no run may be gated on grants a change has already replaced.
@@ -130,7 +165,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await overrides.load()
         await serve_verify(bus, identity)
         await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
-        background.append(asyncio.create_task(overrides.refresh_forever()))
+        service.background.start("grants refresh", overrides.refresh_forever())
         await bus.serve(subjects.run_start, start_run)
         await bus.serve(subjects.run_get, get_run)
         await bus.serve(subjects.run_list, list_runs)
@@ -145,13 +180,12 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             model=ApprovalDecided,
             handler=manager.on_decision,
         )
-        manager.begin_maintenance()
+        service.background.start("leases", maintenance.run())
 
+    # Shutdown (Service.stop): no message is taken any more, the handlers in flight finish,
+    # the background loops stop; then every run is handed back while the bus and the
+    # database are still open; then both close.
     async def on_stop() -> None:
-        for task in background:
-            task.cancel()
-            with suppress(asyncio.CancelledError):
-                await task
         await manager.close()
 
     return service.app(

@@ -11,7 +11,7 @@ from pydantic_settings import SettingsConfigDict
 
 from tether_brain.agents.config import AgentConfig
 from tether_brain.skills import default_skill_folders
-from tether_common.messages.profiles import PromptTier
+from tether_common.messages.profiles import DEFAULT_CONTEXT_WINDOW, PromptTier
 from tether_common.settings import HttpSettings
 
 STEP_CEILING = 20
@@ -85,7 +85,9 @@ class BrainSettings(HttpSettings):
         default_factory=lambda: default_skill_folders(Path("skills")),
         description="searched in order; the first is where new skills are written",
     )
-    default_context_window: int = Field(default=32_768, ge=512, description="tokens")
+    default_context_window: int = Field(
+        default=DEFAULT_CONTEXT_WINDOW, ge=512, description="tokens"
+    )
     context_windows: dict[str, int] = Field(
         default_factory=dict, description="per model (or provider) name: its context window"
     )

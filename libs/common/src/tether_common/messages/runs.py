@@ -13,6 +13,8 @@ RunStatus = Literal[
     "queued", "running", "awaiting_approval", "awaiting_agents", "completed", "stopped", "failed"
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "stopped", "failed"})
+LIVE_STATUSES: frozenset[str] = frozenset({"queued", "running"})  # a replica advances it
+PARKED_STATUSES: frozenset[str] = frozenset({"awaiting_approval", "awaiting_agents"})
 PermissionMode = Literal["read-only", "allow-reads", "allow-all"]
 
 RunEventKind = Literal[

@@ -16,14 +16,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.agents.config import Agents
 from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.api.policy_models import (
+    AgentCatalog,
+    AuditProblem,
+    AuditReport,
+    CatalogEntry,
+    ExplainBody,
+    Explanation,
+    GrantsBody,
+    GrantSource,
+    GrantsView,
+)
+from tether_brain.api.static_verifier import StaticVerifier
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
@@ -32,8 +42,7 @@ from tether_brain.persistence import trail
 from tether_brain.runs.manual import ManualRunBody, ManualRuns, run_gates
 from tether_brain.tools.toolbox import Toolbox
 from tether_common import audit
-from tether_common.errors import AuthError, ErrorCode, MessageError, NotFoundError
-from tether_common.http import hash_token
+from tether_common.errors import ErrorCode, MessageError, NotFoundError
 from tether_common.identity import (
     DEFAULT_TENANT,
     Action,
@@ -41,97 +50,7 @@ from tether_common.identity import (
     Verifier,
     principal_dependency,
 )
-from tether_common.messages.base import RequestModel
-from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
-
-GrantSource = Literal["grant", "scope", "mode", "allowlist"]
-
-
-class _Body(RequestModel):  # storable text, finite numbers (messages.base)
-    model_config = ConfigDict(extra="forbid")
-
-
-class ExplainBody(_Body):
-    tool: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
-    agent: str | None = None
-    mode: PermissionMode | None = None
-    tainted: bool = False
-
-
-class Explanation(BaseModel):
-    """`decision` is `invalid` when validation refused the call (then `code` says why).
-    `tainted` echoes what was asked; `output_trust` says whether this tool's own results
-    would taint a run."""
-
-    tool: str
-    agent: str
-    tainted: bool = False
-    output_trust: str | None = None
-    decision: Literal["allow", "ask", "deny", "invalid"]
-    code: str | None
-    reason: str
-    reach: str | None = None
-    danger: str | None = None
-    grant: str | None = None
-    waived: bool = False
-    trail: list[str] = Field(default_factory=list)
-
-
-class CatalogEntry(BaseModel):
-    """`granted_by`: `grant` (see `grants`), `scope`, `mode` or `allowlist`; `blocked` is
-    the gate code that refuses the tool whatever the arguments."""
-
-    name: str
-    scope: str
-    reach: str
-    effect: str
-    output_trust: str
-    needs_grant: bool
-    granted: bool
-    granted_by: GrantSource | None
-    grants: list[str]
-    rule: str | None
-    conditional: bool
-    waived: bool
-    confirm: bool
-    blocked: str | None
-
-
-class AgentCatalog(BaseModel):
-    agent: str
-    owner: str | None
-    mode: str
-    tool_less: bool
-    problems: list[str]
-    tools: list[CatalogEntry]
-
-
-class GrantsBody(_Body):
-    grants: list[str] = Field(max_length=500)
-
-
-class GrantsView(BaseModel):
-    agent: str
-    grants: list[str]
-    added: list[str]
-    removed: list[str]
-    waivers_added: list[str]
-    waivers_removed: list[str]
-
-
-class AuditProblem(BaseModel):
-    kind: str
-    seq: int | None
-    detail: str
-
-
-class AuditReport(BaseModel):
-    trail: str
-    head: str | None
-    intact: bool
-    problems: list[AuditProblem]
 
 
 def blocked(tool: ToolDescriptor, policy: AgentPolicy) -> str | None:
@@ -293,27 +212,6 @@ def _by(who: Principal) -> str:
     """How a grant change names who made it: `operator` (the bootstrap admin),
     `owner:<name>` for an agent's owner, else the token's label."""
     return f"owner:{who.name}" if who.role == "owner" else who.label
-
-
-class StaticVerifier:
-    """A `Verifier` over fixed tokens (the operator token as the bootstrap admin, and
-    owners' tokens): for a policy router served without the identity tables."""
-
-    def __init__(self, operator_token: str | None, owner_tokens: Mapping[str, str]) -> None:
-        self._known: dict[str, Principal] = {
-            hash_token(token): Principal(owner, "owner", DEFAULT_TENANT)
-            for owner, token in owner_tokens.items()
-        }
-        if operator_token:
-            self._known[hash_token(operator_token)] = Principal("operator", "admin")
-
-    async def authenticate(self, token: str | None) -> Principal:
-        if not token:
-            raise AuthError("a bearer token is required", code=ErrorCode.UNAUTHENTICATED)
-        found = self._known.get(hash_token(token))
-        if found is None:
-            raise AuthError("the bearer token is not valid", code=ErrorCode.UNAUTHENTICATED)
-        return found
 
 
 def _waived(entries: list[str]) -> list[str]:

@@ -1,9 +1,11 @@
-"""What the brain takes from a model's profile: its prompt tier. The gateway owns profiles
+"""What the brain takes from a model's profile: its prompt tier and context window. The
+gateway owns profiles
 (`tether_common.messages.profiles`); the brain asks `model_profile` and keeps the answer
 for `ttl_s`, so a step costs no extra round trip. A profile the gateway cannot give (an
 older gateway, a bus failure, a model name it refuses) counts as the `full` tier, and is
 asked again only after `ttl_s`. The brain's `prompt_tiers` setting, per model or
-provider, overrides the profile (an operator's say over a probe's finding)."""
+provider, overrides the profile (an operator's say over a probe's finding), and so do its
+`context_windows` for the window."""
 
 from __future__ import annotations
 
@@ -15,7 +17,12 @@ from pydantic import ValidationError
 
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
-from tether_common.messages.profiles import ModelProfile, ProfileQuery, PromptTier
+from tether_common.messages.profiles import (
+    DEFAULT_CONTEXT_WINDOW,
+    ModelProfile,
+    ProfileQuery,
+    PromptTier,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +36,14 @@ class Profiles:
         *,
         ttl_s: float = 30.0,
         overrides: Mapping[str, PromptTier] | None = None,
+        windows: Mapping[str, int] | None = None,
+        default_window: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
         self.bus = bus
         self.ttl_s = ttl_s
         self.overrides = dict(overrides or {})
+        self.windows = dict(windows or {})
+        self.default_window = default_window
         self._known: dict[tuple[str, str | None], tuple[float, ModelProfile | None]] = {}
 
     async def tier(self, provider: str, model: str | None) -> PromptTier:
@@ -41,6 +52,15 @@ class Profiles:
                 return tier
         profile = await self.profile(provider, model)
         return profile.prompt_tier if profile is not None else "full"
+
+    async def window(self, provider: str, model: str | None) -> int:
+        """The model's context window in tokens: the brain's setting for the model or its
+        provider, else the profile's, else the default."""
+        for key in (model, provider):
+            if key is not None and (window := self.windows.get(key)) is not None:
+                return window
+        profile = await self.profile(provider, model)
+        return profile.context_window if profile is not None else self.default_window
 
     async def profile(self, provider: str, model: str | None) -> ModelProfile | None:
         """The model's profile from the gateway (cached), or None when it gives none."""

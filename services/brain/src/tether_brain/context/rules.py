@@ -9,6 +9,7 @@ import re
 
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
+from tether_common.messages.events import Guard
 
 LIVE_QUESTION = re.compile(
     r"\b(now|today|tonight|currently|current|latest|right now|at the moment|this (week|month|year)|"
@@ -75,19 +76,19 @@ def second_look(state: RunState, thinking: str, answer: str) -> str | None:
         return None
     if not answer and thinking and counters.nudges == 0:
         c.nudges += 1
-        emit(state, "guard", step=state.step, kind="no_answer")
+        emit(state, Guard(step=state.step, kind="no_answer"))
         return NUDGE_FINAL
     if state.options.get("research") and counters.coercions == 0 and not retrieved(state):
         c.coercions += 1
-        emit(state, "guard", step=state.step, kind="no_retrieval")
+        emit(state, Guard(step=state.step, kind="no_retrieval"))
         return COERCE_RETRIEVAL
     if counters.reminders == 0 and needs_live_reminder(state.prompt, answer, had_result):
         c.reminders += 1
-        emit(state, "guard", step=state.step, kind="live_data")
+        emit(state, Guard(step=state.step, kind="live_data"))
         return REMIND_LIVE
     if counters.nudges == 0 and promises_action(answer) and not state.options.get("guide_only"):
         c.nudges += 1
-        emit(state, "guard", step=state.step, kind="promised_action")
+        emit(state, Guard(step=state.step, kind="promised_action"))
         return PROMISE_WITHOUT_CALL
     return None
 
@@ -117,8 +118,6 @@ def boundary_stop(state: RunState, stop_requested: bool) -> str | None:
     if reason is not None:
         emit(
             state,
-            "guard",
-            step=state.step,
-            kind=reason if reason != "max_steps" else "step_ceiling",
+            Guard(step=state.step, kind=reason if reason != "max_steps" else "step_ceiling"),
         )
     return reason

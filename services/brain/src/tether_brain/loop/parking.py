@@ -11,7 +11,9 @@ import time
 from opentelemetry import propagate, trace
 
 from tether_brain.clients.approval import ApprovalClient, Decision, PendingApproval, action_digest
-from tether_brain.loop.acting import Actor, Planned, refusal
+from tether_brain.loop.acting import Actor
+from tether_brain.loop.outcome import Outcome
+from tether_brain.loop.planned import Planned, refusal
 from tether_brain.loop.recording import record_result
 from tether_brain.persistence import trail
 from tether_brain.state.events import emit
@@ -19,6 +21,7 @@ from tether_brain.state.run import RunState
 from tether_brain.tools.results import refused
 from tether_brain.tools.toolbox import GateOutcome
 from tether_common.errors import ErrorCode, TetherError
+from tether_common.messages.events import ToolApprovalNeeded, ToolApproved, ToolDenied
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolResult
 
@@ -43,10 +46,10 @@ class Parking:
         except TetherError as exc:
             log.warning("could not withdraw approval %s: %s", approval_id, exc.message)
 
-    async def park(self, state: RunState, item: Planned) -> bool:
+    async def park(self, state: RunState, item: Planned) -> Outcome:
         """Ask an operator: the run is saved as awaiting_approval and holds nothing (no
-        task, no lease once the caller commits) until a decision resumes it. False if no
-        one can be asked (the refusal is recorded instead)."""
+        task, no lease once the caller commits) until a decision resumes it. `GO_ON` if
+        no one can be asked (the refusal is recorded instead)."""
         assert item.tool is not None
         assert item.verdict is not None
         try:
@@ -63,7 +66,7 @@ class Parking:
                 f"an operator's approval is needed ({item.verdict.reason}) but none can be asked: {exc.message}",
             )
             record_result(state, item, result)
-            return False
+            return Outcome.GO_ON
         state.status = "awaiting_approval"
         carrier: dict[str, str] = {}
         propagate.inject(carrier)  # the wait is a link from the resumed run, not an open span
@@ -79,19 +82,20 @@ class Parking:
         )
         emit(
             state,
-            "tool.approval_needed",
-            step=state.step,
-            approval_id=view.approval_id,
-            call_id=item.call.id,
-            name=item.call.name,
-            arguments=item.call.arguments,
-            code=item.verdict.code,
-            reason=item.verdict.reason,
-            reach=item.verdict.reach,
-            danger=item.verdict.danger,
-            expires_at=view.expires_at.isoformat(),
+            ToolApprovalNeeded(
+                step=state.step,
+                approval_id=view.approval_id,
+                call_id=item.call.id,
+                name=item.call.name,
+                arguments=item.call.arguments,
+                code=item.verdict.code,
+                reason=item.verdict.reason,
+                reach=item.verdict.reach,
+                danger=item.verdict.danger,
+                expires_at=view.expires_at.isoformat(),
+            ),
         )
-        return True
+        return Outcome.PARKED
 
     async def watched(self, state: RunState) -> bool:
         """An interactive run asks only when an operator who may decide is connected."""
@@ -125,15 +129,17 @@ class Parking:
                 pending.approval_id, decision.decision, decision.decided_by, outcome=outcome
             ),
         )
+        said = ToolApproved if approved else ToolDenied  # the same fields, named by the outcome
         emit(
             state,
-            "tool.approved" if approved else "tool.denied",
-            step=state.step,
-            approval_id=pending.approval_id,
-            call_id=call.id,
-            name=call.name,
-            decision=decision.decision,
-            by=decision.decided_by,
+            said(
+                step=state.step,
+                approval_id=pending.approval_id,
+                call_id=call.id,
+                name=call.name,
+                decision=decision.decision,
+                by=decision.decided_by,
+            ),
         )
         item = Planned(call, GateOutcome(True))
         record_result(state, item, result)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from tether_brain.loop.acting import Planned
+from tether_brain.loop.planned import Planned
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
+from tether_common.messages.events import Step
+from tether_common.messages.events import ToolResult as ResultData
 from tether_common.messages.gateway import ChatMessage
 from tether_common.messages.runs import StepView
 from tether_common.messages.tools import ToolResult
@@ -31,21 +33,22 @@ def record_result(state: RunState, item: Planned, result: ToolResult) -> None:
     )
     emit(
         state,
-        "tool.result",
-        step=state.step,
-        call_id=call.id,
-        name=call.name,
-        ok=result.ok,
-        error_code=result.error_code,
-        content=result.content,
-        cached=item.cached is not None,
-        duration_ms=round(result.duration_ms, 2),
-        output_ref=result.output_ref,  # the whole output, for the console's download
-        **({"repairs": repairs} if repairs else {}),
+        ResultData(
+            step=state.step,
+            call_id=call.id,
+            name=call.name,
+            ok=result.ok,
+            error_code=result.error_code,
+            content=result.content,
+            cached=item.cached is not None,
+            duration_ms=round(result.duration_ms, 2),
+            output_ref=result.output_ref,  # the whole output, for the console's download
+            **({"repairs": repairs} if repairs else {}),
+        ),
     )
 
 
 def record_answer(state: RunState, answer: str) -> None:
     state.add_message(ChatMessage(role="assistant", content=answer))
     state.add_step(StepView(step=state.step, kind="model", text=answer))
-    emit(state, "step", step=state.step, kind="model", text=answer)
+    emit(state, Step(step=state.step, kind="model", text=answer))

@@ -61,15 +61,14 @@ class ChildOutcome:
 
 
 class Children:
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunStore, launch: Launch) -> None:
         self.store = store
-        self.launch: Launch | None = None  # set by the run manager (it owns the tasks)
+        self.launch = launch  # the run manager's: it owns the tasks that advance runs
 
     async def start(
         self, parent: RunState, calls: list[CallRecord], parent_tools: list[str]
     ) -> dict[str, str]:
         """Create and start one child per call; returns call id → child run id."""
-        assert self.launch is not None, "the run manager sets Children.launch"
         started: dict[str, str] = {}
         for call in calls:
             child = self._child(parent, call, parent_tools, len(calls))

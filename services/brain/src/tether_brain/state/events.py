@@ -4,25 +4,27 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from tether_brain.state.run import RunState
 from tether_common.bus import Bus
 from tether_common.excerpt import cut
-from tether_common.messages.runs import RunEvent, RunEventKind
+from tether_common.messages.events import EventData
+from tether_common.messages.runs import RunEvent
 
 
-def emit(state: RunState, kind: RunEventKind, /, **data: Any) -> RunEvent:
-    """Number an event and add it to the step's pending journal entries."""
+def emit(state: RunState, data: EventData, /) -> RunEvent:
+    """Number an event and add it to the step's pending journal entries. Only the fields
+    set are sent (`messages.events`): an event carries exactly what was said."""
     state.event_seq += 1
     if state.depth:
-        data["depth"] = state.depth
+        data = data.model_copy(update={"depth": state.depth})
+        data.model_fields_set.add("depth")
     event = RunEvent(
         run_id=state.run_id,
         seq=state.event_seq,
-        kind=kind,
+        kind=data.KIND,
         ts=datetime.now(UTC),
-        data=cut(data),
+        data=cut(data.model_dump(mode="json", exclude_unset=True)),
         tenant=state.tenant,
     )
     state.add_event(event)

@@ -11,6 +11,7 @@ from typing import Protocol
 from tether_brain.skills import LOAD_SKILL, Skill, SkillStore, load_skill, load_skill_descriptor
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
+from tether_common.messages.events import SkillUsed
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
@@ -86,9 +87,6 @@ class SkillTool:
         if result.ok:
             emit(
                 state,
-                "skill.used",
-                step=state.step,
-                name=call.arguments.get("name"),
-                via="load_skill",
+                SkillUsed(step=state.step, name=call.arguments.get("name"), via="load_skill"),
             )
         return result

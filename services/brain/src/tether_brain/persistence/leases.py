@@ -1,0 +1,98 @@
+"""The lease SQL of runs: renewal, takeover of orphans, the claims that resume a parked
+run (exactly one replica wins each), and hand-back. Leases use the database clock
+(`now()`), so replicas need not agree on time."""
+
+from __future__ import annotations
+
+from sqlalchemy import text, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_brain.persistence.tables import runs
+from tether_common.messages.runs import LIVE_STATUSES, PARKED_STATUSES, TERMINAL_STATUSES
+
+# The status sets as bound parameters of the raw SQL (one declaration, in messages.runs).
+LIVE = sorted(LIVE_STATUSES)
+STATUS_SETS = {"terminal": sorted(TERMINAL_STATUSES), "parked": sorted(PARKED_STATUSES)}
+
+
+class RunLeases:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def renew(self, owner: str, lease_s: float, held: list[str]) -> list[str]:
+        """Renew the leases of the runs this replica is still advancing (a run whose task
+        died lets its lease lapse, so it is taken over); the runs renewed. Only a lease
+        still running is extended: one that ran out stays out, even if nobody has
+        claimed the run yet, since its holder may already have been fenced."""
+        if not held:
+            return []
+        async with self.engine.begin() as conn:
+            rows = await conn.execute(
+                text(
+                    "UPDATE runs SET lease_expires_at = now() + make_interval(secs => :s) "
+                    "WHERE lease_owner = :owner AND status = ANY(:live) "
+                    "AND lease_expires_at > now() AND run_id = ANY(:held) RETURNING run_id"
+                ),
+                {"s": lease_s, "owner": owner, "held": held, "live": LIVE},
+            )
+            return [r.run_id for r in rows]
+
+    async def claim_orphans(self, owner: str, lease_s: float, limit: int) -> list[str]:
+        """Take over live runs whose lease expired (their replica died or froze)."""
+        async with self.engine.begin() as conn:
+            rows = await conn.execute(
+                text(
+                    "UPDATE runs SET lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1, "
+                    "takeovers = CASE WHEN last_takeover_step = step THEN takeovers + 1 ELSE 1 END, "
+                    "last_takeover_step = step "
+                    "WHERE run_id IN (SELECT run_id FROM runs WHERE status = ANY(:live) "
+                    "AND (lease_expires_at IS NULL OR lease_expires_at < now()) "
+                    "ORDER BY lease_expires_at NULLS FIRST LIMIT :limit FOR UPDATE SKIP LOCKED) "
+                    "RETURNING run_id"
+                ),
+                {"owner": owner, "s": lease_s, "limit": limit, "live": LIVE},
+            )
+            return [r.run_id for r in rows]
+
+    async def _claim(self, run_id: str, owner: str, lease_s: float, condition: str) -> bool:
+        """Take a parked run for this replica (status running, a new lease, the fence moved
+        on) if `condition` still holds; exactly one replica wins."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                text(
+                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
+                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
+                    f"WHERE run_id = :run_id AND {condition}"
+                ),
+                {"owner": owner, "s": lease_s, "run_id": run_id} | STATUS_SETS,
+            )
+        return bool(result.rowcount == 1)
+
+    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a run parked for approval to resume it; False if it is not parked (already
+        resumed by another replica, or a replayed decision)."""
+        return await self._claim(run_id, owner, lease_s, "status = 'awaiting_approval'")
+
+    async def claim_waiting(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a parent parked for its sub-agents once none of them is live any more."""
+        return await self._claim(
+            run_id,
+            owner,
+            lease_s,
+            "status = 'awaiting_agents' AND NOT EXISTS (SELECT 1 FROM runs c WHERE "
+            "c.parent_id = :run_id AND c.status <> ALL(:terminal))",
+        )
+
+    async def claim_parked_to_stop(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """Take a parked run (approval or sub-agents) so it can be ended as stopped."""
+        return await self._claim(run_id, owner, lease_s, "status = ANY(:parked)")
+
+    async def release(self, run_id: str, owner: str) -> None:
+        """Hand a run back (graceful shutdown): another replica may claim it at once."""
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.lease_owner == owner)
+                .values(lease_owner=None, lease_expires_at=None)
+            )

@@ -1,0 +1,72 @@
+"""Who may do what with runs: the caller's principal checked against the stored run
+(tenant, owner, the agent's owner) and, at start, against the agent, provider and model
+it asks for. Answers 403 for a role that never may, 404 for what is out of reach."""
+
+from __future__ import annotations
+
+from tether_brain.agents.config import Agents
+from tether_brain.persistence.store import RunStore
+from tether_brain.state.run import DEFAULT_AGENT
+from tether_common.errors import AuthError, ErrorCode, NotFoundError
+from tether_common.identity import Action, Principal
+from tether_common.messages.identity import DEFAULT_TENANT
+from tether_common.messages.runs import StartRun
+
+
+class Access:
+    def __init__(
+        self, store: RunStore, agents: Agents, *, provider: str, model: str | None
+    ) -> None:
+        self.store = store
+        self.agents = agents
+        self.provider = provider  # the brain's configured provider and model
+        self.model = model
+
+    async def authorize(self, who: Principal, action: Action, run_id: str) -> None:
+        """`who` may take `action` on the run: 403 for a role that never may, 404 (as for
+        a missing run) for a run out of its reach. Checked on the stored row, whose tenant
+        and owner never change after the run is made."""
+        tenant, owner, agent = await self.store.queries.belongs(run_id)
+        try:
+            who.require(action, tenant, owner, agent_owner=self._agent_owner(agent))
+        except NotFoundError:
+            # Word for word the answer for a run that does not exist.
+            raise NotFoundError(f"no run '{run_id}'") from None
+
+    def _agent_owner(self, agent: str | None) -> str | None:
+        try:
+            return self.agents.config(agent).owner
+        except NotFoundError:
+            return None
+
+    def check_use(self, who: Principal, req: StartRun) -> tuple[str, str | None]:
+        """The provider and model the run will use, if `who` may use them with the agent
+        and mode asked for (403 naming the first refused). A role below operator with no
+        agent, provider or model limit of its own gets the brain's configured ones (the
+        default agent, the configured provider and model): which agent acts and which
+        hosted provider is billed is configuration, never the caller's choice."""
+        who.require("runs.start")
+        provider = req.provider or self.provider
+        model = req.model or self.model
+        config = self.agents.config(req.agent)  # 404 for an unknown agent
+        agent = req.agent or DEFAULT_AGENT
+        # An agent put in a tenant serves that tenant's runs only (another tenant's looks
+        # missing); the `default` tenant's agents (the settings' seeds) serve every tenant.
+        shared = config.tenant in (DEFAULT_TENANT, who.tenant)
+        if not shared and who.reach_of("runs.start") != "all":
+            raise NotFoundError(f"no agent '{agent}'")
+        who.check_use(agent=agent, provider=provider, model=model, mode=req.mode)
+        self.agents.check_use(agent, provider, model)  # the agent's own lists
+        if who.reach_of("runs.start") == "all" or who.role == "operator":
+            return provider, model
+        # Below operator, what the token does not list is the configured default (an
+        # owner may also use its own agents).
+        if who.agents is None and agent != DEFAULT_AGENT and config.owner != who.name:
+            raise AuthError(f"this token may not use the agent '{agent}'", code=ErrorCode.FORBIDDEN)
+        if who.providers is None and provider != self.provider:
+            raise AuthError(
+                f"this token may not use the provider '{provider}'", code=ErrorCode.FORBIDDEN
+            )
+        if who.models is None and model != self.model:
+            raise AuthError(f"this token may not use the model '{model}'", code=ErrorCode.FORBIDDEN)
+        return provider, model

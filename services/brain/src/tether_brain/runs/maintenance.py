@@ -1,0 +1,93 @@
+"""Lease maintenance, forever until cancelled: probe NATS, renew the leases of the runs
+advancing here, fence the runs whose lease this replica cannot prove, adopt orphaned runs
+and resume parents whose helpers have ended.
+
+Fencing: a replica acts on a run only while it can prove its lease. Each lease is counted
+from the moment the request that set it was sent (`leases.Leases`); once
+`lease_s * (1 - lease_margin)` has passed without a renewal, the run's task is cancelled
+and the run dropped from memory (nothing more is committed or published for it), before
+any other replica may claim it. A replica that cannot reach NATS for `bus_loss_s` stops
+renewing (it could not move its runs anyway), so they pass to one that can. The commit
+itself is conditional on the lease in the database (`persistence.store.COMMIT_STEP`), so
+a replica that was paused and wakes up late writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tether_brain.persistence.store import RunStore
+from tether_brain.runs.advancing import Runner
+from tether_brain.runs.tasks import RunTasks
+from tether_common.background import FailureLog, every
+from tether_common.bus import Bus
+
+log = logging.getLogger(__name__)
+
+
+class Maintenance:
+    def __init__(
+        self,
+        bus: Bus,
+        store: RunStore,
+        tasks: RunTasks,
+        runner: Runner,
+        *,
+        lease_s: float,
+        lease_margin: float,
+        bus_loss_s: float,
+    ) -> None:
+        self.bus = bus
+        self.store = store
+        self.tasks = tasks
+        self.runner = runner
+        self.lease_s = lease_s
+        self.lease_margin = lease_margin
+        self.bus_loss_s = bus_loss_s
+        self._bus_seen = tasks.leases.clock()  # the last NATS round trip's send time
+
+    async def run(self) -> None:
+        """Separate loops, so a renewal stuck on a partition never delays the fence, nor a
+        slow adoption the renewal."""
+        quarter = self.lease_s / 4
+        async with asyncio.TaskGroup() as group:
+            group.create_task(every(quarter, self._probe_bus, FailureLog(log, "NATS probe")))
+            group.create_task(every(quarter, self._renew, FailureLog(log, "lease renewal")))
+            group.create_task(self._fencing())
+            group.create_task(every(self.lease_s / 3, self._adopt, FailureLog(log, "run adoption")))
+
+    def bus_usable(self) -> bool:
+        """NATS answered a round trip within `bus_loss_s`: runs held here can still move."""
+        return self.tasks.leases.clock() - self._bus_seen < self.bus_loss_s
+
+    async def _probe_bus(self) -> None:
+        sent = self.tasks.leases.clock()
+        await self.bus.round_trip(timeout=self.bus_loss_s)
+        self._bus_seen = max(self._bus_seen, sent)
+
+    async def _renew(self) -> None:
+        """Extend the leases of the runs advancing here; none while NATS is lost (their
+        leases lapse, they are fenced here and taken over by a replica that reaches it)."""
+        held = self.tasks.held()
+        if not held or not self.bus_usable():
+            return
+        sent = self.tasks.leases.clock()
+        renewed = await asyncio.wait_for(
+            self.store.leases.renew(self.tasks.owner, self.lease_s, held), self.lease_s
+        )
+        self.tasks.leases.renewed(renewed, sent)
+
+    async def _fencing(self) -> None:
+        """Fence every run whose hold may have lapsed, checked a few times per margin."""
+        tick = self.lease_s * self.lease_margin / 4
+        while True:
+            if lapsed := self.tasks.leases.lapsed():
+                self.tasks.fence(lapsed, bus_usable=self.bus_usable())
+            await asyncio.sleep(tick)
+
+    async def _adopt(self) -> None:
+        if not self.bus_usable():
+            return
+        await self.runner.adopt_orphans()
+        for parent_id in await self.store.queries.parents_ready():
+            await self.runner.resume_parent(parent_id)

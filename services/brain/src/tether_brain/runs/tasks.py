@@ -1,0 +1,114 @@
+"""The task group that advances runs on this replica: one task per run with its control
+(stop, hand back), the lease hold it started under, fencing (cancel at once, forget), and
+handing every run back at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from tether_brain.persistence.store import RunStore
+from tether_brain.runs.leases import Leases
+from tether_brain.state.control import Control
+from tether_brain.state.run import RunState
+from tether_common.metrics import runs_fenced
+
+log = logging.getLogger(__name__)
+
+Advance = Callable[[Control], Coroutine[Any, Any, None]]  # a run's work, told by its control
+
+
+def replica_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class RunTasks:
+    def __init__(self, store: RunStore, leases: Leases, *, drain_s: float) -> None:
+        self.store = store
+        self.leases = leases
+        self.drain_s = drain_s
+        self.owner = replica_id()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._controls: dict[str, Control] = {}
+        self._fenced: set[asyncio.Task[None]] = set()  # cancelled, still winding down
+
+    def held(self) -> list[str]:
+        """The runs advancing here."""
+        return list(self._tasks)
+
+    def holds(self, run_id: str) -> bool:
+        return run_id in self._tasks
+
+    def control(self, run_id: str) -> Control | None:
+        return self._controls.get(run_id)
+
+    def spawn(
+        self,
+        state: RunState,
+        advance: Advance,
+        *,
+        leased_at: float,
+        stopping: bool = False,
+    ) -> None:
+        """Advance the run in a task of its own; `leased_at` is when the request that gave
+        us its lease was sent (the fence counts from there)."""
+        self.leases.taken(state.run_id, leased_at)
+        control = self._controls.setdefault(state.run_id, Control())
+        if stopping:
+            control.stop.set()
+        task = asyncio.create_task(advance(control), name=f"run:{state.run_id}")
+        self._tasks[state.run_id] = task
+
+        def forget(task: asyncio.Task[None]) -> None:
+            if self._tasks.get(state.run_id) is not task:
+                return  # the run was resumed by a newer task (a decision already there)
+            self._tasks.pop(state.run_id, None)
+            self._controls.pop(state.run_id, None)
+            self.leases.forget(state.run_id)
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
+
+        task.add_done_callback(forget)
+
+    def fence(self, run_ids: list[str], *, bus_usable: bool) -> None:
+        """Stop acting on these runs at once: cancel their tasks (a commit in flight is
+        refused by the database once the lease is out) and forget them, so nothing more
+        is committed or published for them here."""
+        for run_id in run_ids:
+            age = self.leases.age(run_id)
+            self.leases.forget(run_id)
+            self._controls.pop(run_id, None)
+            task = self._tasks.pop(run_id, None)
+            if task is None:
+                continue
+            task.cancel()
+            self._fenced.add(task)
+            task.add_done_callback(self._fenced.discard)
+            runs_fenced.add(1)
+            log.warning(
+                "fenced run %s: its lease was last set %.2f s ago (NATS %s); left to another replica",
+                run_id,
+                age or 0.0,
+                "reachable" if bus_usable else "lost",
+            )
+
+    async def hand_back(self) -> None:
+        """Graceful: every run stops at its next boundary and is handed back for another
+        replica to continue at once; what does not finish in time is cancelled (its lease
+        then expires and it is taken over)."""
+        await asyncio.gather(*self._fenced, return_exceptions=True)
+        held = dict(self._tasks)
+        for control in self._controls.values():
+            control.handback.set()
+        if held:
+            _, pending = await asyncio.wait(held.values(), timeout=self.drain_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*held.values(), return_exceptions=True)
+        for run_id in held:
+            await self.store.leases.release(run_id, self.owner)
