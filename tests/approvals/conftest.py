@@ -22,6 +22,12 @@ RULES = [
     {"name": "no-rm", "tool": "*", "danger": ["destructive"], "answer": "deny"},
     {"name": "ask-people", "tool": "auto_*", "answer": "no_opinion"},
 ]
+# Two keys for `two_keys_*` tools (tests/approvals/test_quorum.py); an automated allow
+# for `auto_ok_two_keys` must not stand in for them.
+QUORUM_RULES = [
+    {"name": "two-keys", "tool": "two_keys_*", "quorum": {"needed": 2, "group": "sre"}},
+    {"name": "auto-two", "tool": "auto_ok_two_keys", "quorum": {"needed": 2}},
+]
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +45,7 @@ async def approvals_processes(
         "TETHER_APPROVALS_SWEEP_INTERVAL_S": "0.2",
         "TETHER_APPROVALS_PRESENCE_TTL_S": "3",
         "TETHER_APPROVALS_RULES": json.dumps(RULES),
+        "TETHER_APPROVALS_QUORUM_RULES": json.dumps(QUORUM_RULES),
         "TETHER_APPROVALS_APPROVERS": json.dumps(["tether_approvals.testing:deny_forbidden_tools"]),
         "TETHER_APPROVALS_AUDIT_JSONL": str(logs / "audit.jsonl"),
     }

@@ -123,8 +123,11 @@ async def approvals_list(
             run = await resolve_run_id(brain, run)
     async with approvals() as client:
         found = await client.list(status, run)
-    rows = [(a.approval_id, a.status, a.tool, a.run_id, a.step, a.reason[:60]) for a in found]
-    table = rows_table(["APPROVAL", "STATUS", "TOOL", "RUN", "STEP", "REASON"], rows)
+    rows = [
+        (a.approval_id, a.status, progress(a), a.tool, a.run_id, a.step, a.reason[:60])
+        for a in found
+    ]
+    table = rows_table(["APPROVAL", "STATUS", "VOTES", "TOOL", "RUN", "STEP", "REASON"], rows)
     emit(to_data(found), output, table if rows else f"no {status} approvals")
     return 0
 
@@ -141,9 +144,22 @@ async def approvals_show(approval_id: ApprovalId, output: OutputOption = Format.
     return 0
 
 
+def progress(view: ApprovalView) -> str:
+    """A quorum's progress, `1/2 sre` (allows given of those needed, the group that may
+    decide now); `-` for a request one decision decides."""
+    if view.needed <= 1 and view.group is None:
+        return "-"
+    allowed = sum(1 for v in view.approvals if v.decision != "deny")
+    return f"{allowed}/{view.needed}" + (f" {view.group}" if view.group else "")
+
+
 async def decide(approval_id: str, decision: str, note: str | None) -> int:
     async with approvals() as client:
         view = await client.decide(approval_id, decision, note)
+    if view.decision is None:  # a vote towards a quorum
+        who = ", ".join(v.by for v in view.approvals)
+        say(f"{view.approval_id}: {view.status}, {progress(view)} approved (by {who})")
+        return 0
     say(f"{view.approval_id}: {view.status} ({view.decision}) by {view.decided_by}")
     return 0
 

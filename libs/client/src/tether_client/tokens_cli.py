@@ -48,6 +48,7 @@ def line(token: TokenView) -> str:
             ("providers", token.providers),
             ("models", token.models),
             ("modes", token.modes),
+            ("groups", token.groups),
         )
         if values is not None
     ]
@@ -82,10 +83,18 @@ async def tokens_create(
     providers: Annotated[str | None, limit_option("providers")] = None,
     models: Annotated[str | None, limit_option("models")] = None,
     modes: Annotated[str | None, limit_option("modes")] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group",
+            help="An approver group it belongs to (repeat, or a,b); a quorum may require one.",
+        ),
+    ] = None,
 ) -> int:
     """Issue a token; it is printed once, on a line of its own.
 
     Example: tether tokens create --name alice --role client --expires 30d
+    Example: tether tokens create --name bob --role approver --group sre --group leads
     """
     body = CreateToken(
         name=name,
@@ -96,6 +105,7 @@ async def tokens_create(
         providers=names(providers),
         models=names(models),
         modes=names(modes),
+        groups=None if group is None else [g for text in group for g in names(text) or []],
         expires_in_s=None if expires is None else duration_s(expires),
     )
     async with connect() as client:

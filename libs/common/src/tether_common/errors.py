@@ -82,6 +82,7 @@ class ErrorCode(StrEnum):
     READ_ONLY = "read_only"
     RUN_ENDED = "run_ended"
     ALREADY_DECIDED = "already_decided"
+    ALREADY_VOTED = "already_voted"
     WITHDRAWN = "withdrawn"
     NO_OPERATOR = "no_operator"
     # storage
@@ -107,6 +108,8 @@ class ErrorCode(StrEnum):
     TOKEN_EXPIRED = "token_expired"
     NO_TOKEN = "no_token"
     FORBIDDEN = "forbidden"
+    REQUESTER_CANNOT_APPROVE = "requester_cannot_approve"
+    NOT_IN_GROUP = "not_in_group"
     # hard safety constraints
     SAFETY_DENIED = "safety_denied"
     PATH_DENIED = "path_denied"
@@ -248,7 +251,7 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(409, False, ConflictError, C.CONFLICT, C.CHECKSUM_MISMATCH, C.VERSION_CONFLICT),
     **_rows(409, False, ConflictError, C.AGENT_EXISTS, C.SKILL_EXISTS, C.READ_ONLY),
     **_rows(409, False, ConflictError, C.RUN_ENDED, C.ALREADY_DECIDED, C.WITHDRAWN),
-    **_rows(409, False, ConflictError, C.NO_OPERATOR),
+    **_rows(409, False, ConflictError, C.NO_OPERATOR, C.ALREADY_VOTED),
     **_rows(503, True, StoreError, C.STORE_ERROR),
     **_rows(500, False, StoreError, C.STORE_UNAVAILABLE, C.CHUNK_MISSING),
     **_rows(502, False, ProviderError, C.PROVIDER_ERROR, C.PROVIDER_BAD_RESPONSE),
@@ -261,6 +264,7 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(401, False, AuthError, C.UNAUTHORIZED, C.UNAUTHENTICATED, C.TOKEN_EXPIRED),
     **_rows(401, False, AuthError, C.NO_TOKEN),
     **_rows(403, False, AuthError, C.FORBIDDEN),
+    **_rows(403, False, AuthError, C.REQUESTER_CANNOT_APPROVE, C.NOT_IN_GROUP),
     **_rows(403, False, SafetyError, C.SAFETY_DENIED),
     **_rows(403, False, PathDenied, C.PATH_DENIED, C.NOT_A_FILE),
     **_rows(403, False, BlockedDestination, C.BLOCKED_DESTINATION, C.DNS_FAILED),

@@ -83,6 +83,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         sink=sink,
         key=required_key(common.decision_key),
         notices=Notices(settings.link_base(), settings.webhooks, service.subjects.approval_notices),
+        quorum_rules=settings.quorum_rules,
     )
     sender = Sender(service.engine, settings.webhooks, publish_notice)
     pending = PendingGauge(service.engine)

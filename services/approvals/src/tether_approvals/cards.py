@@ -24,6 +24,8 @@ VALUE_AT = 100
 # Which operator events people are told of (a spent approval is nobody's news).
 NOTICE_OF: dict[EventKind, NoticeKind | None] = {
     "created": "approval.requested",
+    "voted": None,  # a partial approval: the card changes, nobody new is asked
+    "escalated": "approval.escalated",
     "decided": "approval.decided",
     "expired": "approval.expired",
     "withdrawn": "approval.withdrawn",
@@ -32,6 +34,7 @@ NOTICE_OF: dict[EventKind, NoticeKind | None] = {
 
 _TITLES: dict[NoticeKind, str] = {
     "approval.requested": "Approval needed",
+    "approval.escalated": "Approval escalated to you",
     "approval.decided": "Approval decided",
     "approval.expired": "Approval expired",
     "approval.withdrawn": "Approval withdrawn",
@@ -83,6 +86,9 @@ def notice(kind: NoticeKind, item: ApprovalView, base: str) -> ApprovalNotice:
         created_at=item.created_at,
         expires_at=item.expires_at,
         links=links(base, item.approval_id),
+        group=item.group,
+        needed=item.needed,
+        approved_by=[v.by for v in item.approvals if v.decision != "deny"],
     )
     return ApprovalNotice(
         notice_id=f"ntc_{uuid.uuid4().hex}", kind=kind, ts=datetime.now(UTC), card=card

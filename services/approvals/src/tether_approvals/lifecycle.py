@@ -16,6 +16,12 @@ Deletes are never remembered: `allow_run` / `allow_chat` on a request whose scop
 effect is `delete` is refused (422 `delete_not_remembered`) rather than silently
 downgraded, so the operator sees what was actually granted.
 
+Two keys (tether_approvals.quorum): a request that needs a quorum collects votes on its
+row, each under the row lock (so two people deciding at once, on any replicas, are
+counted once each), and is decided only when the quorum is met or anyone denies; until
+then nothing is signed or announced. Escalation moves an unanswered request to its
+second group, by the sweeper or by the first decision that finds it due.
+
 People are told (tether_approvals.outbox): a request left for a person, and every later
 decision, expiry or withdrawal of one, writes its notices in the same transaction.
 """
@@ -32,14 +38,38 @@ from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.auth import Principal
+from tether_approvals.decided import (
+    audit_data,
+    decided_message,
+    facts_of,
+    is_delete,
+    observe_decision,
+)
 from tether_approvals.outbox import Notices
+from tether_approvals.quorum import (
+    allowers,
+    columns,
+    decision_of,
+    is_quorum,
+    met,
+    refusal,
+    required,
+    voter,
+)
 from tether_approvals.rules import AutomatedApprover, first_answer
+from tether_approvals.settings import QuorumRuleSetting
 from tether_approvals.store import add_event, locked_row, view
 from tether_approvals.tables import approvals
 from tether_approvals.trail import record, run_trail
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey
-from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
+from tether_common.errors import (
+    ConflictError,
+    ErrorCode,
+    MessageError,
+    NotFoundError,
+    TetherError,
+)
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalView,
@@ -49,9 +79,10 @@ from tether_common.messages.approvals import (
     CreateApproval,
     Decision,
     EventKind,
+    Vote,
     WithdrawApproval,
 )
-from tether_common.metrics import approval_decision_duration, bus_errors
+from tether_common.metrics import bus_errors
 
 log = logging.getLogger(__name__)
 
@@ -68,59 +99,6 @@ _REFUSED: dict[str, ConsumeOutcome] = {
 UNVERIFIED: ConsumeOutcome = "approval_unverified"
 
 
-def decided_message(item: ApprovalView) -> ApprovalDecided:
-    assert item.decision is not None, "only a decided request is announced"
-    return ApprovalDecided(
-        approval_id=item.approval_id,
-        run_id=item.run_id,
-        step=item.step,
-        decision=item.decision,
-        action_digest=item.action_digest,
-        decided_by=item.decided_by or "unknown",
-        note=item.note,
-        ts=item.decided_at or datetime.now(UTC),
-        proof=item.proof,
-    )
-
-
-def facts_of(item: Any) -> DecisionFacts | None:
-    """What a decided row's proof covers (a row or a view); None when it has no decision."""
-    if item.decision is None or item.decided_at is None:
-        return None
-    return DecisionFacts(
-        item.approval_id, item.run_id, item.action_digest, item.decision, item.decided_at
-    )
-
-
-def observe_decision(item: ApprovalView) -> None:
-    """Record how long a request waited for its decision (an operator's or expiry's).
-    Answers an automated approver gives at creation are no wait and are left out, so the
-    histogram shows how long runs wait for people."""
-    if item.decision is None or item.decided_at is None:
-        return
-    waited = max(0.0, (item.decided_at - item.created_at).total_seconds())
-    approval_decision_duration.record(waited, {"decision": item.decision})
-
-
-def _is_delete(row: Any) -> bool:
-    return "delete" in (row.scope, row.effect)
-
-
-def _audit_data(item: ApprovalView) -> dict[str, Any]:
-    """What the trail keeps: who decided what about which action, never argument values."""
-    return {
-        "approval_id": item.approval_id,
-        "step": item.step,
-        "tool": item.tool,
-        "args": audit.redact(item.args),
-        "action_digest": item.action_digest,
-        "status": item.status,
-        "decision": item.decision,
-        "decided_by": item.decided_by,
-        "note": item.note,
-    }
-
-
 class Lifecycle:
     def __init__(
         self,
@@ -132,8 +110,10 @@ class Lifecycle:
         sink: audit.JsonlSink | None = None,
         key: DecisionKey | None = None,
         notices: Notices | None = None,
+        quorum_rules: Sequence[QuorumRuleSetting] = (),
     ) -> None:
         self.engine = engine
+        self.quorum_rules = tuple(quorum_rules)
         self.publish = publish
         self.default_expiry_s = default_expiry_s
         self.approvers = tuple(approvers)
@@ -166,7 +146,7 @@ class Lifecycle:
         row = (await conn.execute(stmt.values(**values).returning(approvals))).one()
         item = view(row)
         await add_event(conn, kind, item, datetime.now(UTC))
-        await record(conn, run_trail(item.run_id), event, _audit_data(item), self.sink)
+        await record(conn, run_trail(item.run_id), event, audit_data(item), self.sink)
         if notify and self.notices is not None:
             await self.notices.record(conn, kind, item)
         return item
@@ -193,14 +173,21 @@ class Lifecycle:
     async def create(self, req: CreateApproval) -> ApprovalView:
         now = datetime.now(UTC)
         expiry = req.expires_in_s or self.default_expiry_s
-        values = req.model_dump(exclude={"version", "expires_in_s"})
+        rule, source = required(req, self.quorum_rules) or (None, None)
+        values = req.model_dump(exclude={"version", "expires_in_s", "quorum"})
         values |= {"approval_id": f"apr_{uuid.uuid4().hex}", "status": "pending"}
         values |= {"created_at": now, "expires_at": now + timedelta(seconds=expiry)}
+        values |= columns(rule, now)
         answer, identity = await first_answer(self.approvers, req) or ("no_opinion", "")
+        if rule is not None and answer != "deny":
+            answer = "no_opinion"  # a quorum is people: an automated allow never stands in
         async with self.engine.begin() as conn:
             row = (await conn.execute(approvals.insert().values(values).returning(approvals))).one()
             item = view(row)
             await add_event(conn, "created", item, now)
+            if source is not None:
+                data = audit_data(item) | {"source": source}
+                await record(conn, run_trail(item.run_id), "approval.quorum", data, self.sink)
             if answer != "no_opinion":
                 item = await self._settle(conn, item, answer, identity, None, auto=True)
             elif self.notices is not None:
@@ -218,6 +205,7 @@ class Lifecycle:
         note: str | None,
         *,
         auto: bool = False,
+        **extra: Any,
     ) -> ApprovalView:
         """Decide a locked pending row (`row`: its columns, or its view)."""
         status = "denied" if decision == "deny" else "granted"
@@ -233,6 +221,53 @@ class Lifecycle:
             note=note,
             decided_by=by,
             **self._decision_values(row, decision, datetime.now(UTC)),
+            **extra,
+        )
+
+    async def _vote(
+        self,
+        conn: AsyncConnection,
+        who: Principal,
+        item: ApprovalView,
+        decision: Decision,
+        note: str | None,
+    ) -> ApprovalView | TetherError:
+        """One person's decision on a locked request that needs a quorum: recorded (and
+        the request decided when it completes the quorum or denies), or the refusal,
+        which goes to the trail too and is returned for the caller to raise."""
+        by = voter(who, item)
+        problem = refusal(who, item, decision)
+        if problem is not None:
+            log.warning("vote by %s on %s refused: %s", by, item.approval_id, problem.code)
+            bus_errors.add(1, {"service": "approvals", "code": problem.code})
+            data = audit_data(item) | {"by": by, "asked": decision, "refused": problem.code}
+            await record(conn, run_trail(item.run_id), "approval.vote_refused", data, self.sink)
+            return problem
+        vote = Vote(by=by, decision=decision, at=datetime.now(UTC), group=item.group, note=note)
+        votes = [*item.approvals, vote]
+        stored = [v.model_dump(mode="json", exclude={"version"}) for v in votes]
+        if decision == "deny" or met(item.model_copy(update={"approvals": votes})):
+            decided_by = by if decision == "deny" else ", ".join(allowers(votes))
+            final = decision_of(votes)
+            return await self._settle(conn, item, final, decided_by, note, votes=stored)
+        return await self._transition(
+            conn, item.approval_id, "voted", "approval.voted", votes=stored
+        )
+
+    async def _escalate_if_due(self, conn: AsyncConnection, item: ApprovalView) -> ApprovalView:
+        """Move a locked pending request to its second group once its time has come."""
+        if item.escalate_at is None or item.escalated_at is not None:
+            return item
+        now = datetime.now(UTC)
+        if item.escalate_at > now:
+            return item
+        return await self._transition(
+            conn,
+            item.approval_id,
+            "escalated",
+            "approval.escalated",
+            group=item.escalate_to,
+            escalated_at=now,
         )
 
     async def _expire(self, conn: AsyncConnection, row: Any) -> ApprovalView:
@@ -263,7 +298,7 @@ class Lifecycle:
                 conn,
                 run_trail(item.run_id),
                 "approval.forged_refused",
-                _audit_data(item) | {"refused": "decision_unverified"},
+                audit_data(item) | {"refused": "decision_unverified"},
                 self.sink,
             )
             await conn.execute(
@@ -275,27 +310,45 @@ class Lifecycle:
     async def decide(
         self, who: Principal, approval_id: str, decision: Decision, note: str | None
     ) -> ApprovalView:
-        """An operator's decision; 409 `already_decided` / `expired`, 404 out of scope."""
+        """An operator's decision; 409 `already_decided` / `expired`, 404 out of scope; on
+        a request that needs a quorum, a vote (403 `requester_cannot_approve` /
+        `not_in_group`, 409 `already_voted` when it does not count)."""
         who.require("approvals.decide")
         async with self.engine.begin() as conn:
-            row = await locked_row(conn, approval_id, who)
-            if row.status == "pending" and row.expires_at <= datetime.now(UTC):
-                item = await self._expire(conn, row)
-            elif row.status != "pending":
-                code = row.status if row.status in ("expired", "withdrawn") else "already_decided"
-                raise ConflictError(f"approval '{approval_id}' is {row.status}", code=code)
-            elif decision in ("allow_run", "allow_chat") and _is_delete(row):
-                raise MessageError(
-                    "deletes are never remembered: allow it once or deny it",
-                    code=ErrorCode.DELETE_NOT_REMEMBERED,
-                )
-            else:
-                item = await self._settle(conn, row, decision, who.label, note)
-        observe_decision(item)
-        await self.announce(item)
-        if item.status == "expired":
+            outcome = await self._decide_locked(conn, who, approval_id, decision, note)
+        if isinstance(outcome, TetherError):
+            raise outcome  # raised after the commit: the refusal stays in the trail
+        if outcome.decision is None:
+            return outcome  # a vote towards a quorum: nothing decided, nothing announced
+        observe_decision(outcome)
+        await self.announce(outcome)
+        if outcome.status == "expired":
             raise ConflictError(f"approval '{approval_id}' has expired", code=ErrorCode.EXPIRED)
-        return item
+        return outcome
+
+    async def _decide_locked(
+        self,
+        conn: AsyncConnection,
+        who: Principal,
+        approval_id: str,
+        decision: Decision,
+        note: str | None,
+    ) -> ApprovalView | TetherError:
+        row = await locked_row(conn, approval_id, who)
+        if row.status == "pending" and row.expires_at <= datetime.now(UTC):
+            return await self._expire(conn, row)
+        if row.status != "pending":
+            code = row.status if row.status in ("expired", "withdrawn") else "already_decided"
+            raise ConflictError(f"approval '{approval_id}' is {row.status}", code=code)
+        if decision in ("allow_run", "allow_chat") and is_delete(row):
+            raise MessageError(
+                "deletes are never remembered: allow it once or deny it",
+                code=ErrorCode.DELETE_NOT_REMEMBERED,
+            )
+        pending = await self._escalate_if_due(conn, view(row))
+        if is_quorum(pending):
+            return await self._vote(conn, who, pending, decision, note)
+        return await self._settle(conn, row, decision, who.label, note)
 
     async def consume(self, req: ConsumeApproval) -> ConsumeResult:
         """Spend a granted approval once, for exactly the action it was sealed to."""
@@ -315,7 +368,7 @@ class Lifecycle:
                 item = expired = await self._expire(conn, row)
             else:
                 item = view(row)
-                data = _audit_data(item) | {"refused": outcome}
+                data = audit_data(item) | {"refused": outcome}
                 await record(
                     conn, run_trail(row.run_id), "approval.consume_refused", data, self.sink
                 )
@@ -369,6 +422,7 @@ class Lifecycle:
             locked = await conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), _SWEEP_KEY)
             if not locked.scalar():
                 return 0
+            await self._escalate_due(conn)
             expired = await self._expire_due(conn)
             items = expired + await self._unsent(conn, republish_after_s)
         for item in expired:
@@ -376,6 +430,23 @@ class Lifecycle:
         for item in items:
             await self.announce(item)
         return len(items)
+
+    async def _escalate_due(self, conn: AsyncConnection) -> None:
+        """Move unanswered requests to their second group (and tell its people)."""
+        now = datetime.now(UTC)
+        due = await conn.execute(
+            approvals.select()
+            .where(
+                approvals.c.status == "pending",
+                approvals.c.escalated_at.is_(None),
+                approvals.c.escalate_at <= now,
+                approvals.c.expires_at > now,
+            )
+            .with_for_update(skip_locked=True)
+            .limit(200)
+        )
+        for row in list(due):
+            await self._escalate_if_due(conn, view(row))
 
     async def _expire_due(self, conn: AsyncConnection) -> list[ApprovalView]:
         due = await conn.execute(

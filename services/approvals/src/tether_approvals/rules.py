@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Literal, Protocol
 
-from tether_approvals.settings import ApproverRule
+from tether_approvals.settings import ApproverRule, RequestMatch
 from tether_common.errors import ConfigError
 from tether_common.messages.approvals import CreateApproval
 
@@ -26,23 +26,32 @@ class AutomatedApprover(Protocol):
     async def __call__(self, req: CreateApproval) -> Answer | None: ...
 
 
+def matches(rule: RequestMatch, req: CreateApproval) -> bool:
+    """`tool` is a shell-style pattern; every list given (None: any) holds the request's
+    value (a request without an agent, scope or effect matches no list of them)."""
+    if not fnmatchcase(req.tool, rule.tool):
+        return False
+    return all(
+        wanted is None or value in wanted
+        for wanted, value in (
+            (rule.danger, req.danger),
+            (rule.reach, req.reach),
+            (rule.effect, req.effect),
+            (rule.scope, req.scope),
+            (rule.agent, req.agent),
+        )
+    )
+
+
 class RuleApprover:
-    """One configured rule: `tool` is a shell-style pattern; `danger`/`reach` (None: any)
-    must contain the request's value."""
+    """One configured rule (see `matches`)."""
 
     def __init__(self, rule: ApproverRule) -> None:
         self.rule = rule
         self.identity = f"rule:{rule.name}"
 
     async def __call__(self, req: CreateApproval) -> Answer | None:
-        rule = self.rule
-        if not fnmatchcase(req.tool, rule.tool):
-            return None
-        if rule.danger is not None and req.danger not in rule.danger:
-            return None
-        if rule.reach is not None and req.reach not in rule.reach:
-            return None
-        return rule.answer
+        return self.rule.answer if matches(self.rule, req) else None
 
 
 class RegisteredApprover:

@@ -8,14 +8,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import SettingsConfigDict
 
-from tether_common.messages.approvals import DEFAULT_EXPIRY_S
+from tether_common.messages.approvals import DEFAULT_EXPIRY_S, QuorumRule
 from tether_common.settings import HttpSettings
 from tether_common.topology import port_of
 
 
-class ApproverRule(BaseModel):
-    """One automated approver rule (see `tether_approvals.rules`); `no_opinion` parks the
-    request for a person."""
+class RequestMatch(BaseModel):
+    """Which requests a rule is about: `tool` is a shell-style pattern; each list (None:
+    any) must contain the request's value (its danger, reach, effect, scope, agent)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -23,7 +23,24 @@ class ApproverRule(BaseModel):
     tool: str = "*"
     danger: list[str] | None = None
     reach: list[str] | None = None
+    effect: list[str] | None = None
+    scope: list[str] | None = None
+    agent: list[str] | None = None
+
+
+class ApproverRule(RequestMatch):
+    """One automated approver rule (see `tether_approvals.rules`); `no_opinion` parks the
+    request for a person."""
+
     answer: Literal["allow_once", "deny", "no_opinion"]
+
+
+class QuorumRuleSetting(RequestMatch):
+    """Two keys for what it matches (`TETHER_APPROVALS_QUORUM_RULES`, see
+    `tether_approvals.quorum`): e.g. `{"name": "prod", "tool": "deploy_*", "quorum":
+    {"needed": 2, "group": "sre", "escalate_after_s": 600, "escalate_to": "leads"}}`."""
+
+    quorum: QuorumRule
 
 
 class WebhookSettings(BaseModel):
@@ -59,6 +76,11 @@ class ApprovalSettings(HttpSettings):
     presence_ttl_s: float = Field(default=15.0, gt=0)
     event_retention_s: float = Field(default=7 * 86400, gt=0)
     rules: list[ApproverRule] = Field(default_factory=list)
+    quorum_rules: list[QuorumRuleSetting] = Field(
+        default_factory=list,
+        description="Requests that need several people; every matching rule counts and "
+        "the strictest (with the request's own) wins.",
+    )
     approvers: list[str] = Field(
         default_factory=list,
         description="Automated approvers a deployment registers, as `module:attribute`; "

@@ -19,10 +19,15 @@ from tether_common.messages.approvals import (
     ListApprovals,
 )
 
+# View fields kept under another column name (`approvals.approvals` would read badly).
+_COLUMN_OF = {"approvals": "votes"}
+
 
 def view(row: Any) -> ApprovalView:
     fields = ApprovalView.model_fields.keys() - {"version"}
-    return ApprovalView.model_validate({name: getattr(row, name) for name in fields})
+    return ApprovalView.model_validate(
+        {name: getattr(row, _COLUMN_OF.get(name, name)) for name in fields}
+    )
 
 
 async def add_event(

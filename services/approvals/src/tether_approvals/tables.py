@@ -47,6 +47,16 @@ approvals = Table(
     # The decision's HMAC by this service (tether_common.decisions); the key is not here.
     Column("proof", String(80)),
     Column("tenant", String(200), nullable=False, server_default="default"),
+    # Two keys (tether_approvals.quorum, migration 0006): the principal that started the
+    # run, how many people must allow, the group that may decide now, the votes so far
+    # (`ApprovalView.approvals`), and the move to a second group.
+    Column("requested_by", String(200)),
+    Column("needed", Integer, nullable=False, server_default="1"),
+    Column("group", String(200)),
+    Column("votes", JSONB, nullable=False, server_default="[]"),
+    Column("escalate_to", String(200)),
+    Column("escalate_at", DateTime(timezone=True)),
+    Column("escalated_at", DateTime(timezone=True)),
 )
 
 # The operator event stream, in order; its id is the SSE event id (resumable).

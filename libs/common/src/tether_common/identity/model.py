@@ -127,6 +127,8 @@ class Principal:
     models: frozenset[str] | None = None
     modes: frozenset[str] | None = None
     expires_at: datetime | None = None
+    # The approver groups (teams) it belongs to; a quorum may require one.
+    groups: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -234,6 +236,7 @@ class Principal:
             providers=_listed(self.providers),
             models=_listed(self.models),
             modes=_listed(self.modes),
+            groups=_listed(self.groups) or None,
             expires_at=self.expires_at,
         )
 
@@ -249,6 +252,7 @@ class Principal:
             providers=_names(view.providers),
             models=_names(view.models),
             modes=_names(view.modes),
+            groups=_names(view.groups) or frozenset(),
             expires_at=view.expires_at,
         )
 

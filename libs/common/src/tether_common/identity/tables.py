@@ -24,6 +24,8 @@ identity_tokens = Table(
     Column("providers", JSONB),
     Column("models", JSONB),
     Column("modes", JSONB),
+    # Approver groups (teams) for quorum rules (migration 0002).
+    Column("groups", JSONB),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("created_by", String(200)),
     Column("expires_at", DateTime(timezone=True)),

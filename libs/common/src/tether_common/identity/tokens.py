@@ -88,6 +88,7 @@ def _principal(row: Any) -> Principal:
         providers=_names(row.providers),
         models=_names(row.models),
         modes=_names(row.modes),
+        groups=_names(row.groups) or frozenset(),
         expires_at=row.expires_at,
     )
 
@@ -103,6 +104,7 @@ def _view(row: Any) -> TokenView:
         providers=row.providers,
         models=row.models,
         modes=row.modes,
+        groups=row.groups,
         created_at=row.created_at,
         created_by=row.created_by,
         expires_at=row.expires_at,

@@ -5,6 +5,11 @@ subject `approval_decided` (`ApprovalDecided`, decision `expired` included), and
 granted approval exactly once with `ConsumeApproval` before it runs the action. A run
 stopped while parked withdraws its request (`WithdrawApproval`).
 
+A request may need a quorum (`QuorumRule`): N distinct people, optionally of a named
+group, the requester never one of them; it is decided (and `ApprovalDecided` sent) only
+when the quorum is reached or anyone denies. Each partial approval is on the view
+(`approvals`, `needed`, `group`); an unanswered request may move to a second group.
+
 People who do not watch the console learn of requests from `ApprovalNotice`s: the body
 of every signed webhook and the message on the NATS subject `approval_notices`, one per
 request, decision, expiry or withdrawal, each with a card a chat tool can show.
@@ -13,12 +18,12 @@ request, decision, expiry or withdrawal, each with a card a chat tool can show.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
-from tether_common.messages.identity import DEFAULT_TENANT
+from tether_common.messages.identity import DEFAULT_TENANT, GroupName
 
 # `withdrawn`: the run stopped while it waited; nothing may be decided or spent any more.
 # An approval nobody decided in this long expires, which counts as denied (DESIGN §4).
@@ -26,7 +31,9 @@ DEFAULT_EXPIRY_S = 180.0
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", "withdrawn"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
 DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
-EventKind = Literal["created", "decided", "expired", "consumed", "withdrawn"]
+# `voted`: a partial approval towards a quorum; `escalated`: moved to its second group.
+EventKind = Literal["created", "voted", "escalated", "decided", "expired", "consumed", "withdrawn"]
+MAX_QUORUM = 10
 ConsumeOutcome = Literal[
     "consumed",
     "already_consumed",
@@ -37,6 +44,34 @@ ConsumeOutcome = Literal[
     "approval_unverified",  # a granted row without the approvals service's proof
     "approval_withdrawn",
 ]
+
+
+class QuorumRule(WireModel):
+    """Two keys: `needed` distinct people (never the requester) must allow, each a member
+    of `group` when one is named (token groups); any deny ends it. Unanswered for
+    `escalate_after_s`, the request moves to the group `escalate_to`."""
+
+    needed: int = Field(default=2, ge=1, le=MAX_QUORUM)
+    group: GroupName | None = None
+    escalate_after_s: float | None = Field(default=None, gt=0, le=7 * 86400)
+    escalate_to: GroupName | None = None
+
+    @model_validator(mode="after")
+    def _escalation_is_whole(self) -> Self:
+        if (self.escalate_after_s is None) != (self.escalate_to is None):
+            raise ValueError("escalate_after_s and escalate_to go together")
+        return self
+
+
+class Vote(WireModel):
+    """One person's decision on a request that needs a quorum, in the group it counted
+    for (None: no group was required)."""
+
+    by: str
+    decision: Decision
+    at: datetime
+    group: str | None = None
+    note: str | None = None
 
 
 class CreateApproval(WireRequest):
@@ -58,6 +93,11 @@ class CreateApproval(WireRequest):
     effect: str | None = None
     # The run's tenant: which webhook endpoints hear of the request.
     tenant: str = Field(default=DEFAULT_TENANT, pattern=ID_PATTERN, max_length=200)
+    # The principal that started the run (like `owner`, never one of a quorum's people).
+    requested_by: str | None = Field(default=None, max_length=200)
+    # Two keys, from a grant or guardrail; the approvals service's own quorum rules may
+    # require more (the stricter wins). None: one decision decides.
+    quorum: QuorumRule | None = None
 
 
 class ApprovalView(WireModel):
@@ -85,6 +125,15 @@ class ApprovalView(WireModel):
     # The approvals service's signature of the decision (tether_common.decisions).
     proof: str | None = None
     tenant: str = DEFAULT_TENANT
+    requested_by: str | None = None
+    # Quorum: how many distinct people must allow (1: an ordinary request), the group
+    # that may decide now (None: any approver), the decisions so far, and escalation.
+    needed: int = 1
+    group: str | None = None
+    approvals: list[Vote] = Field(default_factory=list)
+    escalate_to: str | None = None
+    escalate_at: datetime | None = None
+    escalated_at: datetime | None = None
 
 
 class ListApprovals(WireRequest):
@@ -122,6 +171,8 @@ class ApprovalDecided(WireModel):
     decided_by: str
     note: str | None = None
     ts: datetime
+    # Everyone whose decision made it (a quorum's people; otherwise `decided_by` alone).
+    approvers: list[str] = Field(default_factory=list)
     # HMAC of (approval, run, digest, decision, ts) by the approvals service: a decision
     # without a proof that verifies does not resume a run (tether_common.decisions).
     proof: str | None = None
@@ -152,10 +203,15 @@ class WithdrawApproval(WireRequest):
 
 
 NoticeKind = Literal[
-    "approval.requested", "approval.decided", "approval.expired", "approval.withdrawn"
+    "approval.requested",
+    "approval.escalated",
+    "approval.decided",
+    "approval.expired",
+    "approval.withdrawn",
 ]
 NOTICE_KINDS: tuple[NoticeKind, ...] = (
     "approval.requested",
+    "approval.escalated",
     "approval.decided",
     "approval.expired",
     "approval.withdrawn",
@@ -198,6 +254,10 @@ class ApprovalCard(WireModel):
     created_at: datetime
     expires_at: datetime
     links: CardLinks
+    # Quorum progress: who may decide now, how many must allow, who already has.
+    group: str | None = None
+    needed: int = 1
+    approved_by: list[str] = Field(default_factory=list)
 
 
 class ApprovalNotice(WireModel):

@@ -5,7 +5,7 @@ tools-runner) have a token checked by one that holds them."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,7 @@ Role = Literal["admin", "operator", "approver", "owner", "client", "viewer"]
 ROLES: tuple[Role, ...] = ("admin", "operator", "approver", "owner", "client", "viewer")
 DEFAULT_TENANT = "default"
 MAX_TOKEN_LIFETIME_S = 10 * 366 * 86400
+GroupName = Annotated[str, Field(pattern=ID_PATTERN, max_length=200)]
 
 
 class CreateToken(WireRequest):
@@ -30,6 +31,8 @@ class CreateToken(WireRequest):
     providers: list[str] | None = Field(default=None, max_length=1000)
     models: list[str] | None = Field(default=None, max_length=1000)
     modes: list[str] | None = Field(default=None, max_length=100)
+    # The approver groups (teams) it belongs to: a quorum may require one of them.
+    groups: list[GroupName] | None = Field(default=None, max_length=100)
     # None: the token never expires.
     expires_in_s: float | None = Field(default=None, gt=0, le=MAX_TOKEN_LIFETIME_S)
 
@@ -46,6 +49,7 @@ class TokenView(WireModel):
     providers: list[str] | None = None
     models: list[str] | None = None
     modes: list[str] | None = None
+    groups: list[str] | None = None
     created_at: datetime
     created_by: str | None = None
     expires_at: datetime | None = None
@@ -81,4 +85,5 @@ class PrincipalView(WireModel):
     providers: list[str] | None = None
     models: list[str] | None = None
     modes: list[str] | None = None
+    groups: list[str] | None = None
     expires_at: datetime | None = None
