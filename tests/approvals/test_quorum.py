@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -178,6 +179,27 @@ async def test_expiry_still_denies_a_partial_quorum(
     assert decided.decision == "expired"
     events = await trail_events(engine, created.run_id)
     assert events[-2:] == ["approval.voted", "approval.expired"]
+
+
+async def test_the_completing_vote_after_expiry_is_refused(
+    approvals: ApprovalsHarness, engine: AsyncEngine
+) -> None:
+    """Whether the sweeper or the late vote gets there first, the request expires once
+    and the vote decides nothing."""
+    _, first = await person(approvals)
+    _, second = await person(approvals)
+    created = await approvals.create(quorum=TWO_OF_ANYONE, expires_in_s=2.0)
+    assert (await approvals.decide(created.approval_id, "allow_once", first)).status_code == 200
+    # Past the expiry by the clock the service compares with (same host).
+    await asyncio.sleep(max(0.0, (created.expires_at - datetime.now(UTC)).total_seconds()) + 0.2)
+    refused_with(await approvals.decide(created.approval_id, "allow_once", second), 410, "expired")
+    assert (await approvals.decided(created.approval_id)).decision == "expired"
+    async with engine.connect() as conn:
+        kinds = await conn.execute(
+            text("SELECT kind FROM approval_events WHERE approval_id = :a ORDER BY event_id"),
+            {"a": created.approval_id},
+        )
+        assert [k for (k,) in kinds] == ["created", "voted", "expired"]
 
 
 async def test_an_unanswered_request_moves_to_the_second_group(
