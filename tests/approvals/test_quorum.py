@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tether_approvals.quorum import required
+from tether_approvals.quorum import DECIDED_BY_CHARS, decided_by, required
 from tether_approvals.settings import QuorumRuleSetting
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_common import audit
@@ -25,6 +25,7 @@ from tether_common.messages.approvals import (
     ConsumeApproval,
     CreateApproval,
     QuorumRule,
+    Vote,
 )
 from tether_common.messages.base import decode
 from tether_common.supervisor import Supervisor
@@ -93,6 +94,14 @@ def test_the_strictest_requirement_wins() -> None:
     assert required(CreateApproval(**base | {"tool": "read"}, action_digest="d"), rules) is None
     with pytest.raises(ValueError, match="go together"):
         QuorumRule(needed=2, escalate_after_s=5)
+
+
+def test_decided_by_fits_its_column() -> None:
+    at = datetime.now(UTC)
+    votes = [Vote(by="token:" + c * 190, decision="allow_once", at=at) for c in "ab"]
+    assert len(decided_by(votes)) == DECIDED_BY_CHARS
+    denied = [*votes, Vote(by="token:c", decision="deny", at=at)]
+    assert decided_by(denied) == "token:c"
 
 
 async def test_two_people_of_the_group_and_never_the_requester(

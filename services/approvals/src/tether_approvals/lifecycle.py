@@ -47,8 +47,8 @@ from tether_approvals.decided import (
 )
 from tether_approvals.outbox import Notices
 from tether_approvals.quorum import (
-    allowers,
     columns,
+    decided_by,
     decision_of,
     is_quorum,
     met,
@@ -247,9 +247,8 @@ class Lifecycle:
         votes = [*item.approvals, vote]
         stored = [v.model_dump(mode="json", exclude={"version"}) for v in votes]
         if decision == "deny" or met(item.model_copy(update={"approvals": votes})):
-            decided_by = by if decision == "deny" else ", ".join(allowers(votes))
             final = decision_of(votes)
-            return await self._settle(conn, item, final, decided_by, note, votes=stored)
+            return await self._settle(conn, item, final, decided_by(votes), note, votes=stored)
         return await self._transition(
             conn, item.approval_id, "voted", "approval.voted", votes=stored
         )

@@ -34,8 +34,10 @@ from tether_common.messages.approvals import (
 )
 
 __all__ = [
+    "DECIDED_BY_CHARS",
     "allowers",
     "columns",
+    "decided_by",
     "decision_of",
     "is_quorum",
     "met",
@@ -115,8 +117,20 @@ def refusal(who: Principal, item: ApprovalView, decision: Decision) -> TetherErr
     return None
 
 
+# `decided_by`'s column width; the whole list is on the row's votes and the message.
+DECIDED_BY_CHARS = 200
+
+
 def allowers(votes: Sequence[Vote]) -> list[str]:
     return [v.by for v in votes if v.decision != "deny"]
+
+
+def decided_by(votes: Sequence[Vote]) -> str:
+    """`decided_by` of a quorum's decision: whoever denied, else everyone who allowed; cut
+    to the column's width."""
+    denied = [v.by for v in votes if v.decision == "deny"]
+    names = ", ".join(denied or allowers(votes))
+    return names if len(names) <= DECIDED_BY_CHARS else names[: DECIDED_BY_CHARS - 1] + "…"
 
 
 def met(item: ApprovalView) -> bool:
