@@ -95,6 +95,8 @@ class Calls:
         if not result.ok:
             return result.model_copy(update=stamped)
         threshold = threshold_for(call.name, self.thresholds)
+        if len(result.content) <= threshold // 4:  # stays under in any encoding: no span
+            return result.model_copy(update=stamped)
         with tracer.start_as_current_span("offload") as offload:
             text, ref = await maybe_offload(
                 self.bus, call.run_id, call.name, result.content, threshold=threshold

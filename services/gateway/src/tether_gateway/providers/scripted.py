@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -43,9 +44,13 @@ class ScriptedProvider:
         if not model or not set(model) <= NAME_PATTERN_OK or model.startswith("."):
             raise LookupError(f"'{model}' is not a script name")
         path = self.scripts_dir / f"{model}.json"
-        if not path.is_file():
+        try:
+            found = path.stat()  # one look per turn: a script edited meanwhile is re-read
+        except FileNotFoundError:
+            found = None
+        if found is None or not stat.S_ISREG(found.st_mode):
             raise LookupError(f"no script named '{model}' in {self.scripts_dir}")
-        mtime = path.stat().st_mtime_ns
+        mtime = found.st_mtime_ns
         cached = self._cache.get(path)
         if cached is not None and cached[0] == mtime:
             return cached[1]
