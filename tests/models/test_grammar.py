@@ -115,13 +115,25 @@ async def test_the_answer_branch_is_plain_text(
     assert events[-1] == DoneEvent(finish_reason="stop")
 
 
-async def test_without_grammar_or_without_tools_no_schema_is_sent(
+async def test_without_grammar_no_schema_is_sent(
     upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
 ) -> None:
-    upstream.queue(chat_text_stream("42", MODEL), chat_text_stream("42", MODEL))
+    upstream.queue(chat_text_stream("42", MODEL))
     await collect(asked(False, settings, client).generate(request([CALCULATE])))
-    await collect(asked(True, settings, client).generate(request([])))
-    assert ["response_format" in r.json() for r in upstream.received] == [False, False]
+    assert "response_format" not in upstream.received[0].json()
+
+
+async def test_a_tools_off_round_under_grammar_can_only_answer(
+    upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
+) -> None:
+    """The brain's final round offers no tools: the schema is the answer branch alone, so
+    the model cannot end the run on a raw call."""
+    upstream.queue(chat_text_stream(json.dumps({"tool": "none", "answer": "It is 42."}), MODEL))
+    events = await collect(asked(True, settings, client).generate(request([])))
+    schema = upstream.received[0].json()["response_format"]["schema"]
+    assert [branch["properties"]["tool"] for branch in schema["anyOf"]] == [{"const": "none"}]
+    assert "".join(e.text for e in events if isinstance(e, ChunkEvent)) == "It is 42."
+    assert not [e for e in events if isinstance(e, ToolCallEvent)]
 
 
 @pytest.mark.parametrize(

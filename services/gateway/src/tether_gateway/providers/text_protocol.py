@@ -16,11 +16,13 @@ never flashes in the visible `chunk` stream. At the end the calls are parsed out
 (`parse_tool_calls`) and emitted as `tool_call` events with generated ids; a marker
 without a usable call ends with `finish_reason="unusable_call"`.
 
-`text` profiles with `grammar` (and tools on offer) are asked through an adapter that can
-constrain decoding: the reply schema (`reply_schema`: an answer branch and one branch per
-tool) goes with the request, the prompt teaches that one-object reply, and the whole reply
-is read at the end (`read_reply`, falling back to the ordinary parser for a reply cut
-short). An adapter that cannot constrain gets the plain text protocol.
+`text` profiles with `grammar` are asked through an adapter that can constrain decoding:
+the reply schema (`reply_schema`: one branch per tool and an answer branch) goes with the
+request, the prompt teaches that one-object reply, and the whole reply is read at the end
+(`read_reply`, falling back to the ordinary parser for a reply cut short). With no tools
+on offer (the brain's tools-off final round) the schema is the answer branch alone, so a
+small model cannot write a raw call as its final answer. An adapter that cannot
+constrain gets the plain text protocol.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class TextProtocol:
         profile = self.profile(request)
         if profile.tool_calling == "native":
             return self.inner.generate(request)
-        if profile.grammar and request.tools and isinstance(self.inner, HostedProvider):
+        if profile.grammar and isinstance(self.inner, HostedProvider):
             return self._constrained(request, self.inner)
         return self._textual(request)
 
