@@ -89,6 +89,7 @@ class Chaos:
     rng: random.Random
     kills: list[Kill] = field(default_factory=list)
     failed_starts: int = 0
+    retried_starts: int = 0
     slow_restarts: int = 0  # replicas started again after not becoming ready
     done: bool = False
 
@@ -99,28 +100,33 @@ class Chaos:
         return [c.url for label, c in sorted(self.brains().items()) if label in self.ready]
 
 
-def run_script(scripts: Path, number: int) -> str:
-    """CALLS_PER_RUN calls of the effect tool, each tagged with its run and step, then an
-    answer: the ledger then says which call ran how often."""
+def run_script(scripts: Path, name: str) -> str:
+    """CALLS_PER_RUN calls of the effect tool, each tagged with its start and step, then
+    an answer: the ledger then says which call ran how often."""
     turns: list[Turn] = [
-        [call(TOOL, tag=f"{number}-{k}", seconds=EFFECT_S)] for k in range(CALLS_PER_RUN)
+        [call(TOOL, tag=f"{name}-{k}", seconds=EFFECT_S)] for k in range(CALLS_PER_RUN)
     ]
-    return write_script(scripts, [*turns, say(f"done {number}")])
+    return write_script(scripts, [*turns, say(f"done {name}")])
 
 
 async def start_one(chaos: Chaos, number: int) -> None:
     """Start one run on some live replica; a replica dying under the request is tried
-    again elsewhere (a start that was committed but not answered is found in the table)."""
-    model = run_script(chaos.stack.scripts, number)
-    for _ in range(5):
+    again elsewhere. A start is not idempotent: one committed but not answered (a
+    replica killed, or a reply slower than the timeout) leaves a run the retry does not
+    replace, found later in the table. Each attempt has its own script and tags, so two
+    such runs are never counted as one call run twice."""
+    for attempt in range(5):
+        name = f"{number}.{attempt}"
+        model = run_script(chaos.stack.scripts, name)
         url = chaos.rng.choice(chaos.urls())
         try:
             async with TetherClient(url, token=OPERATOR_TOKEN, timeout=10) as client:
                 await client.start_run(
-                    f"{PROMPT} {number}", provider="scripted", model=model, max_steps=10
+                    f"{PROMPT} {name}", provider="scripted", model=model, max_steps=10
                 )
             return
         except (httpx.HTTPError, TetherError):
+            chaos.retried_starts += 1
             await asyncio.sleep(0.2)
     chaos.failed_starts += 1
 
@@ -241,6 +247,7 @@ async def measure_chaos(stack: Stack, ledger: Path, kills: int, results: Results
     tally = await count(stack, run_ids, ledger, chaos.kills)
     tally.failed_starts = chaos.failed_starts
     print(f"replicas started again after not becoming ready: {chaos.slow_restarts}")
+    print(f"starts tried again (no answer in time): {chaos.retried_starts}")
     report(tally, results)
 
 
@@ -285,7 +292,9 @@ async def count(stack: Stack, run_ids: list[str], ledger: Path, kills: list[Kill
         (run, s["kind"], s["step"], s.get("call_id")) for run, s in steps
     )
     results = [e["data"] for _, e in events if e["kind"] == "tool.result"]
-    tally.results_duplicated = duplicates(r["call_id"] for r in results)
+    tally.results_duplicated = duplicates(
+        (run, e["data"]["call_id"]) for run, e in events if e["kind"] == "tool.result"
+    )
     tally.interrupted = sum(1 for r in results if r.get("error_code") == "interrupted")
     tally.in_doubt_cards = sum(
         1
