@@ -44,11 +44,15 @@ class Task:
 
 
 def says(*options: str) -> Check:
-    """The answer holds one of `options` (case and thousands separators ignored)."""
+    """The answer holds one of `options` as a whole word or number (case and thousands
+    separators ignored): "6" is not found in "2026-12-01"."""
 
     def check(answer: str, _workspace: Path) -> bool:
         flat = answer.lower().replace(",", "")
-        return any(option.lower().replace(",", "") in flat for option in options)
+        return any(
+            re.search(rf"(?<![\w.]){re.escape(option.lower().replace(',', ''))}(?![\w]|\.\d)", flat)
+            for option in options
+        )
 
     return check
 
