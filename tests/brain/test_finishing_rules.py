@@ -102,6 +102,16 @@ def test_a_result_fed_back_as_an_argument_is_a_loop(
             ("file_read", {"path": "notes.txt"}, "Meeting at 1 pm. Bring the report."),
             ("file_write", {"path": "one.txt", "content": "1"}, "wrote one.txt"),
         ],
+        # A series of calls numbered by the caller: the next call repeats numbers its own
+        # arguments gave the last one ('wrote 0.3-0' added only 'wrote'), not a result.
+        [
+            ("tagged_write", {"tag": "0.3-0", "seconds": 0.3}, "wrote 0.3-0"),
+            ("tagged_write", {"tag": "0.3-1", "seconds": 0.3}, "wrote 0.3-1"),
+        ],
+        [
+            ("tagged_write", {"tag": "1.0-0", "seconds": 0.5}, "wrote 1.0-0"),
+            ("tagged_write", {"tag": "1.0-1", "seconds": 0.5}, "wrote 1.0-1"),
+        ],
         # Different failures, or one failure after a success, are not repeated failures.
         [
             ("current_time", {"timezone": "Mars"}, "FAILED: unknown_timezone: 'Mars'"),

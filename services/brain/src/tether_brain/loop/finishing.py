@@ -121,12 +121,14 @@ def _argument_texts(call: CallRecord) -> list[str]:
 
 def _echoes(argument: str, result: set[str], added: set[str]) -> bool:
     """The result fed back: the argument is made of the result's words only, with numbers
-    among them, and it is the result's value (what it added to its call is a word or
-    three, as `4` for `2+2`) or carries two numbers of it at least (a time, a date). A
-    word alone ('UTC') also names things, and one number ('1') is too common to tell."""
+    among them, one of which the result added to its call (an argument that only repeats
+    what the call itself said - a tag, a duration - is the caller's own text, not the
+    result), and it is the result's value (what it added to its call is a word or three,
+    as `4` for `2+2`) or carries two numbers of it at least (a time, a date). A word alone
+    ('UTC') also names things, and one number ('1') is too common to tell."""
     words = _words(argument)
     numbers = [w for w in words if any(ch.isdigit() for ch in w)]
-    if not numbers or not words <= result:
+    if not numbers or not words <= result or added.isdisjoint(numbers):
         return False
     return len(numbers) >= 2 or len(added) <= 3
 
