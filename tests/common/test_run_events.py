@@ -10,6 +10,7 @@ from typing import Any, get_args
 import pytest
 
 from tether_brain.state.events import emit
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Limits, RunState
 from tether_client.render import render, style
 from tether_common.messages.events import (
@@ -93,7 +94,7 @@ def test_the_brain_emits_exactly_the_fields_it_set() -> None:
         limits=Limits(max_steps=3),
         created_at=NOW,
         updated_at=NOW,
-        options={},
+        options=RunOptions(),
         fence=1,
     )
     first = emit(state, Guard(step=1, kind="waiting", service="gateway", wait_s=2.0))

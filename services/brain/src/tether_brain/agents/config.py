@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import CATEGORIES, RULE_RANK, Category, Rule
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import DEFAULT_AGENT
 from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.messages.identity import DEFAULT_TENANT
@@ -223,11 +224,13 @@ class Agents:
             limits[name] = value
         return limits
 
-    def policy(self, agent_id: str | None, options: dict[str, Any]) -> AgentPolicy:
+    def policy(self, options: RunOptions) -> AgentPolicy:
+        """The policy in force for a run with `options` (its agent, at most its mode)."""
+        agent_id = options.agent
         config = self.config(agent_id)
         mode = config.mode
-        asked = options.get("mode")
-        if asked in MODE_RANK and MODE_RANK[asked] < MODE_RANK[mode]:
+        asked = options.mode
+        if asked is not None and MODE_RANK[asked] < MODE_RANK[mode]:
             mode = asked
         return AgentPolicy(
             agent_id=agent_id or DEFAULT_AGENT,

@@ -5,21 +5,54 @@ Grants once changed through the old `agent_grants` table are folded in on first 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_brain.agents.config import GLOBAL
+from tether_brain.agents.config import GLOBAL, AgentConfig, Agents
 from tether_brain.agents.overrides import API, SETTINGS
 from tether_brain.agents.records import SEEDED_BY, Kind, document_row, legacy_grants, spec_of
 from tether_brain.persistence.policy_tables import agents_table, bump, lock
 
-if TYPE_CHECKING:
-    from tether_brain.agents.store import AgentStore
+
+class Seeded(Protocol):
+    """What seeding writes through (the agents store's own writers, so a seed is stored,
+    versioned and audited as any change)."""
+
+    engine: AsyncEngine
+    agents: Agents
+
+    async def write_agent(
+        self,
+        conn: AsyncConnection,
+        agent_id: str,
+        config: AgentConfig,
+        row: Any,
+        version: int,
+        who: str,
+        source: str,
+    ) -> None: ...
+
+    async def write_document(
+        self,
+        conn: AsyncConnection,
+        kind: Kind,
+        scope: str,
+        body: Any,
+        version: int,
+        who: str,
+        source: str,
+    ) -> None: ...
+
+    async def record(
+        self, conn: AsyncConnection, event: str, resource: str, before: Any, after: Any
+    ) -> None: ...
+
+    async def announce(self, resource: str) -> None: ...
 
 
-async def seed(store: AgentStore) -> None:
+async def seed(store: Seeded) -> None:
     """Write the settings' agents and global policy where they are missing or still
     the seed (see module); under the policy lock, so replicas may start together."""
     async with store.engine.begin() as conn:
@@ -56,7 +89,7 @@ async def seed(store: AgentStore) -> None:
         await store.announce("seeds")
 
 
-async def _seed_document(store: AgentStore, conn: AsyncConnection, kind: Kind, body: Any) -> bool:
+async def _seed_document(store: Seeded, conn: AsyncConnection, kind: Kind, body: Any) -> bool:
     found = await document_row(conn, kind, GLOBAL)
     if found is not None and (found.source != SETTINGS or found.body == body):
         return False

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from tether_common.bus import Bus
-from tether_common.errors import AuthError
+from tether_common.errors import AuthError, ErrorCode
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.profiles import (
     MODEL_PATTERN,
@@ -38,7 +38,7 @@ def _instance_wide(who: Principal) -> None:
     who.require("policy.write")
     if who.reach_of("policy.write") != "all":
         raise AuthError(
-            "model profiles apply to every tenant: an admin sets them", code="forbidden"
+            "model profiles apply to every tenant: an admin sets them", code=ErrorCode.FORBIDDEN
         )
 
 

@@ -40,6 +40,7 @@ from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import guardrail, needs_grant, standing_denial
 from tether_brain.persistence import trail
 from tether_brain.runs.manual import ManualRunBody, ManualRuns, run_gates
+from tether_brain.state.options import RunOptions
 from tether_brain.tools.toolbox import Toolbox
 from tether_common import audit
 from tether_common.errors import ErrorCode, MessageError, NotFoundError
@@ -154,7 +155,7 @@ class PolicyService:
 
     async def catalog(self, agent_id: str, who: Principal) -> AgentCatalog:
         self.agent_reach(who, "agents.read", agent_id)
-        policy = self.agents.policy(agent_id, {})
+        policy = self.agents.policy(RunOptions(agent=agent_id))
         tools = sorted(await self.toolbox.catalog(), key=lambda t: t.name)
         return AgentCatalog(
             agent=agent_id,

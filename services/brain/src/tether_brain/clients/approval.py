@@ -188,7 +188,7 @@ class ApprovalClient:
             reach=verdict.reach,
             action_digest=digest,
             expires_in_s=self.expiry_s,
-            agent=state.options.get("agent"),
+            agent=state.options.agent,
             owner=owner,
             scope=tool.scope,
             effect=tool.effect,

@@ -71,7 +71,7 @@ def stable_system(
     """The system prompt: nothing in it changes between steps of a run (nor between runs
     of one agent with the same tools), so it can open the prefix a server caches."""
     parts = [system_prompt(tier)]
-    if state.options.get("helper"):
+    if state.options.helper:
         parts.append(HELPER_DIRECTIVE)
     if hidden_note:
         parts.append(hidden_note)

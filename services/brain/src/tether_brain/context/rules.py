@@ -78,7 +78,7 @@ def second_look(state: RunState, thinking: str, answer: str) -> str | None:
         c.nudges += 1
         emit(state, Guard(step=state.step, kind="no_answer"))
         return NUDGE_FINAL
-    if state.options.get("research") and counters.coercions == 0 and not retrieved(state):
+    if state.options.research and counters.coercions == 0 and not retrieved(state):
         c.coercions += 1
         emit(state, Guard(step=state.step, kind="no_retrieval"))
         return COERCE_RETRIEVAL
@@ -86,7 +86,7 @@ def second_look(state: RunState, thinking: str, answer: str) -> str | None:
         c.reminders += 1
         emit(state, Guard(step=state.step, kind="live_data"))
         return REMIND_LIVE
-    if counters.nudges == 0 and promises_action(answer) and not state.options.get("guide_only"):
+    if counters.nudges == 0 and promises_action(answer) and not state.options.guide_only:
         c.nudges += 1
         emit(state, Guard(step=state.step, kind="promised_action"))
         return PROMISE_WITHOUT_CALL

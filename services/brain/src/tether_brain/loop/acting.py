@@ -123,8 +123,8 @@ class Actor:
         return Planned(call, gate, verdict)
 
     def verdict(self, state: RunState, tool: ToolDescriptor, call: CallRecord) -> Verdict:
-        policy = self.agents.policy(state.options.get("agent"), state.options)
-        session = frozenset(state.options.get("session_grants", ()))
+        policy = self.agents.policy(state.options)
+        session = frozenset(state.options.session_grants)
         return decide(tool, call.arguments, policy, tainted=state.counters.tainted, session=session)
 
     async def run(self, state: RunState, planned: list[Planned]) -> list[ToolResult]:

@@ -43,7 +43,7 @@ class Answers:
         """A call in a step that offered no tools. A guide-only run answers with its
         text; any other run gets one more tools-off round (`_final_round`)."""
         answer = turn.text.strip()
-        if not state.options.get("guide_only"):
+        if not state.options.guide_only:
             return await self._final_round(state, turn, control)
         if last:
             record_answer(state, answer or STEP_LIMIT_ANSWER)
@@ -105,7 +105,7 @@ class Answers:
 
     def _not_done(self, state: RunState, answer: str) -> str | None:
         """The agent's done criterion may send an answer back once."""
-        rule = self.actor.agents.config(state.options.get("agent")).done
+        rule = self.actor.agents.config(state.options.agent).done
         if rule is None or state.counters.rejections or state.step >= state.max_steps:
             return None
         if not rule.rejects(answer):

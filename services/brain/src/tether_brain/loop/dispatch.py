@@ -163,12 +163,7 @@ class Loop:
                 state,
                 Guard(step=state.step, kind="loop_broken", trigger=looping.kind, name=looping.tool),
             )
-        tools_off = (
-            last
-            or looping is not None
-            or state.max_steps == 1
-            or bool(state.options.get("guide_only"))
-        )
+        tools_off = last or looping is not None or state.max_steps == 1 or state.options.guide_only
         try:
             request = await self.turns.request(state, last, tools_off, looping)
         except TetherError as exc:

@@ -53,9 +53,9 @@ class Parking:
         assert item.tool is not None
         assert item.verdict is not None
         try:
-            if state.options.get("interactive") and not await self.watched(state):
+            if state.options.interactive and not await self.watched(state):
                 raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
-            owner = self.actor.agents.config(state.options.get("agent")).owner
+            owner = self.actor.agents.config(state.options.agent).owner
             view, pending = await self.approvals.request(
                 state, item.call, item.tool, item.verdict, owner
             )
@@ -99,8 +99,8 @@ class Parking:
 
     async def watched(self, state: RunState) -> bool:
         """An interactive run asks only when an operator who may decide is connected."""
-        config = self.actor.agents.config(state.options.get("agent"))
-        return await self.approvals.operator_present(state.options.get("agent"), config.owner)
+        config = self.actor.agents.config(state.options.agent)
+        return await self.approvals.operator_present(state.options.agent, config.owner)
 
     async def resume(self, state: RunState, decision: Decision) -> None:
         """Apply an operator's decision to the parked call, through every gate again."""
@@ -170,8 +170,7 @@ class Parking:
         if not await self.approvals.consume(pending.approval_id, pending.digest):
             return refused(call, "approval_stale", "this approval was already used."), False
         if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
-            grants = set(state.options.get("session_grants", ()))
-            state.options["session_grants"] = sorted(grants | {tool.name})
+            state.options = state.options.with_grant(tool.name)
         if pending.reconcile:  # "run it again": the runner may take over the in-doubt key
             planned = dataclasses.replace(planned, retry_in_doubt=True)
         return (await self.actor.run(state, [planned]))[0], True

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from tether_brain.persistence.store import RunStore
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Counters, Limits, RunState
 from tether_brain.tools.helpers import DEFAULT_CHILD_STEPS, MAX_CHILD_STEPS, MAX_DEPTH, RUN_AGENT
 from tether_brain.tools.results import refused
@@ -30,7 +31,7 @@ Launch = Callable[[RunState], Awaitable[None]]
 def workspace_of(state: RunState) -> str:
     """The run tree's workspace folder on the runner: the root run's id, which its
     sub-agents inherit, so a helper sees (and changes) the files of the run that started it."""
-    return str(state.options.get("workspace") or state.run_id)
+    return str(state.options.workspace or state.run_id)
 
 
 def _share(total: float | None, spent: float, parts: int) -> float | None:
@@ -84,16 +85,13 @@ class Children:
         depth = parent.depth + 1
         if depth >= MAX_DEPTH:
             allowed = [t for t in allowed if t != RUN_AGENT]
-        options = {
-            k: v
-            for k, v in parent.options.items()
-            if k in ("agent", "mode", "allow_shell", "allow_web", "session_grants", "interactive")
-        } | {
-            "allowed_tools": allowed,
-            "helper": True,
-            "depth": depth,
-            "workspace": workspace_of(parent),
-        }
+        options = RunOptions(
+            **parent.options.inherited(),
+            allowed_tools=tuple(allowed),
+            helper=True,
+            depth=depth,
+            workspace=workspace_of(parent),
+        )
         now = datetime.now(UTC)
         return RunState(
             run_id=f"run_{uuid.uuid4().hex}",

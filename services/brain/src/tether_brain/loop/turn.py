@@ -104,7 +104,7 @@ class Turns:
     def written_call(self, state: RunState, text: str) -> bool:
         """A tool call written out as text (a tools-off step's text is not parsed for
         calls by the gateway). A guide-only run's text is its answer, whatever it holds."""
-        if state.options.get("guide_only") or not text.strip():
+        if state.options.guide_only or not text.strip():
             return False
         toolbox = self.actor.toolbox
         known: list[ToolDescriptor] = [

@@ -96,7 +96,7 @@ class RunStore:
             "model": state.model,
             "max_steps": state.max_steps,
             "fence": state.fence,
-            "options": state.options,
+            "options": state.options.stored(),
             "limits": limits,
             "created_at": state.created_at,
             "parent_id": state.parent_id,

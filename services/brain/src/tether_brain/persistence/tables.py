@@ -20,6 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Counters, Limits, RunState
 from tether_common.messages.runs import Usage
 
@@ -127,7 +128,7 @@ def state_of(row: Any) -> RunState:
         tenant=row.tenant,
         owner=row.owner,
         active_seconds=row.active_seconds,
-        options=row.options,
+        options=RunOptions.model_validate(row.options),
         counters=Counters.from_json(row.counters),
         usage=Usage(
             input_tokens=row.input_tokens,

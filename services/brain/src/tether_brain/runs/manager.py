@@ -16,6 +16,7 @@ from tether_brain.runs.advancing import Runner
 from tether_brain.runs.streaming import Streams
 from tether_brain.runs.tasks import RunTasks
 from tether_brain.settings import BrainSettings
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Limits, RunState
 from tether_common.bus import Bus
 from tether_common.errors import ErrorCode, MessageError
@@ -74,17 +75,19 @@ class RunManager:
                 code=ErrorCode.LIMIT_UNENFORCEABLE,
             )
         now = datetime.now(UTC)
-        options = req.model_dump(
-            include={
-                "agent",
-                "allow_shell",
-                "allow_web",
-                "mode",
-                "guide_only",
-                "research",
-                "interactive",
-            },
-            exclude_none=True,
+        options = RunOptions.model_validate(
+            req.model_dump(
+                include={
+                    "agent",
+                    "allow_shell",
+                    "allow_web",
+                    "mode",
+                    "guide_only",
+                    "research",
+                    "interactive",
+                },
+                exclude_none=True,
+            )
         )
         state = RunState(
             run_id=f"run_{uuid.uuid4().hex}",

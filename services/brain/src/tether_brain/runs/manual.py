@@ -19,12 +19,14 @@ from tether_brain.agents.config import Agents
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, Verdict, decide
 from tether_brain.persistence import trail
+from tether_brain.state.options import RunOptions
 from tether_brain.tools.toolbox import GateOutcome, Toolbox
 from tether_common import audit
 from tether_common.http import error_response
 from tether_common.messages.approvals import ConsumeApproval, CreateApproval
 from tether_common.messages.base import RequestModel
 from tether_common.messages.gateway import CallRecord
+from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
 
 MANUAL = "manual:"
@@ -74,15 +76,14 @@ async def run_gates(
     args: dict[str, Any],
     agent: str | None,
     *,
-    mode: str | None = None,
+    mode: PermissionMode | None = None,
     tainted: bool = False,
 ) -> Gated:
     """Validation then the permission chain, as the loop runs them (no budget: a manual
     run or an explanation has no run to spend). NotFoundError for an unknown agent."""
-    options: dict[str, Any] = {"agent": agent} | ({"mode": mode} if mode else {})
-    policy = agents.policy(agent, options)
+    policy = agents.policy(RunOptions(agent=agent, mode=mode))
     await toolbox.catalog()
-    gate = toolbox.validate(CallRecord(id="policy", name=tool, arguments=args), {})
+    gate = toolbox.validate(CallRecord(id="policy", name=tool, arguments=args), RunOptions())
     if not gate.allowed or gate.tool is None:
         return Gated(policy, gate, None)
     return Gated(policy, gate, decide(gate.tool, args, policy, tainted=tainted))

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
+from tether_brain.state.options import RunOptions
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
@@ -85,7 +86,7 @@ class RunState:
     fence: int = 0
     takeovers: int = 0
     active_seconds: float = 0.0
-    options: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     counters: Counters = field(default_factory=Counters)
     messages: list[ChatMessage] = field(default_factory=list)
     steps: list[StepView] = field(default_factory=list)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tether_brain.state.run import RunState
 from tether_brain.tools.results import refused
+from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
 
@@ -52,4 +53,4 @@ class AgentTool:
         return DESCRIPTOR
 
     async def run(self, state: RunState, call: CallRecord) -> ToolResult:
-        return refused(call, "internal", "run_agent is handled by the loop")
+        return refused(call, ErrorCode.INTERNAL, "run_agent is handled by the loop")

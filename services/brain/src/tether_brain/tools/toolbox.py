@@ -8,11 +8,11 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from tether_brain.context.offering import DEFAULT_KEYWORDS, choose
+from tether_brain.state.options import RunOptions
 from tether_brain.tools.helpers import MAX_DEPTH, RUN_AGENT
 from tether_brain.tools.local import LocalTool
 from tether_common.bus import Bus
@@ -35,18 +35,18 @@ def _specs(tools: Sequence[ToolDescriptor]) -> list[OfferedToolSpec]:
     ]
 
 
-def switched_off(tool: ToolDescriptor, options: dict[str, Any]) -> str | None:
+def switched_off(tool: ToolDescriptor, options: RunOptions) -> str | None:
     """The request's switches: `false` wins over any other flag."""
-    if options.get("guide_only"):
+    if options.guide_only:
         return "this run is guide-only: no tool runs."
-    allowed = options.get("allowed_tools")
+    allowed = options.allowed_tools
     if allowed is not None and tool.name not in allowed:
         return f"{tool.name} is not among this helper's tools."
-    if tool.name == RUN_AGENT and options.get("depth", 0) >= MAX_DEPTH:
+    if tool.name == RUN_AGENT and options.depth >= MAX_DEPTH:
         return f"helpers at depth {MAX_DEPTH} cannot start helpers."
-    if options.get("allow_shell") is False and tool.effect == "process":
+    if options.allow_shell is False and tool.effect == "process":
         return f"{tool.name} runs commands, and this run has allow_shell=false."
-    if options.get("allow_web") is False and tool.effect == "network":
+    if options.allow_web is False and tool.effect == "network":
         return f"{tool.name} reaches the network, and this run has allow_web=false."
     return None
 
@@ -133,12 +133,12 @@ class Toolbox:
                 self._tools[name] = descriptor
                 self._validators[name] = Draft202012Validator(descriptor.parameters)
 
-    async def offered(self, options: dict[str, Any]) -> list[OfferedToolSpec]:
+    async def offered(self, options: RunOptions) -> list[OfferedToolSpec]:
         """Every tool this run may use (for sub-agents' tool lists and explanations)."""
         return _specs([t for t in await self.catalog() if switched_off(t, options) is None])
 
     async def offer(
-        self, options: dict[str, Any], recent: str
+        self, options: RunOptions, recent: str
     ) -> tuple[list[OfferedToolSpec], str | None]:
         """What one step offers the model: connector tools narrowed to the services the
         recent text points at, and a note naming the others."""
@@ -152,7 +152,7 @@ class Toolbox:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    def validate(self, call: CallRecord, options: dict[str, Any]) -> GateOutcome:
+    def validate(self, call: CallRecord, options: RunOptions) -> GateOutcome:
         """Gate 1: the tool exists (aliases applied), the request's switches allow it, and
         the arguments match its schema."""
         name = self._aliases.get(call.name, call.name)

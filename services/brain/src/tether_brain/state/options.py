@@ -1,0 +1,45 @@
+"""`RunOptions`: what a run was started with and what it has earned since (session grants),
+one frozen model where a dict of string keys was. Stored as the run row's `options`
+JSON with its unset fields left out, so rows written before keep loading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether_common.messages.runs import PermissionMode
+
+
+class RunOptions(BaseModel):
+    # Frozen: a change is a new value (`with_grant`), committed with the step.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    agent: str | None = None  # None: the default agent
+    mode: PermissionMode | None = None  # at most the agent's own mode
+    allow_shell: bool | None = None  # False: the shell tool is switched off
+    allow_web: bool | None = None  # False: network tools are switched off
+    guide_only: bool = False  # no tool runs; the text is the answer
+    research: bool = False  # an answer must rest on a retrieval
+    interactive: bool = False  # ask an operator only while one is connected
+    session_grants: tuple[str, ...] = ()  # tools an operator allowed for the whole run
+    # A helper run's (sub-agent's) own: the tools it may use, its depth and shared folder.
+    allowed_tools: tuple[str, ...] | None = None
+    helper: bool = False
+    depth: int = Field(default=0, ge=0)
+    workspace: str | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """The run row's `options` JSON: only what was set."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    def with_grant(self, tool: str) -> RunOptions:
+        """These options with `tool` allowed for the rest of the run."""
+        return self.model_copy(
+            update={"session_grants": tuple(sorted({*self.session_grants, tool}))}
+        )
+
+    def inherited(self) -> dict[str, Any]:
+        """What a helper run takes over from its parent."""
+        keep = {"agent", "mode", "allow_shell", "allow_web", "session_grants", "interactive"}
+        return self.model_dump(include=keep, exclude_defaults=True)
