@@ -134,8 +134,11 @@ async def test_more_than_three_calls_are_not_run(run_script: RunScript) -> None:
     assert [r["error_code"] for r in results] == [None, None, None, "too_many_calls"]
 
 
-async def test_bad_arguments_are_a_schema_refusal(run_script: RunScript) -> None:
-    _, events = await run_script([[call("current_time", timezone=5)], say("ok")])
+# What no repair at the edge can read as a zone (a number or a boolean is read as its text,
+# a known place as its zone): the strict schema check at the gates refuses it.
+@pytest.mark.parametrize("zone", [{"name": "UTC"}, ["UTC", "Asia/Tokyo"]])
+async def test_bad_arguments_are_a_schema_refusal(run_script: RunScript, zone: object) -> None:
+    _, events = await run_script([[call("current_time", timezone=zone)], say("ok")])
     result = kinds(events, "tool.result")[0]
     assert result["error_code"] == "schema_invalid"
     assert result["content"].startswith("FAILED: schema_invalid")
