@@ -8,8 +8,8 @@ import pytest
 
 from tether_approvals import cards
 from tether_approvals.settings import ApprovalSettings
-from tether_brain.state import events
 from tether_brain.settings import BrainSettings
+from tether_brain.state import events
 from tether_common import excerpt
 from tether_common.messages.approvals import DEFAULT_EXPIRY_S
 from tether_common.messages.profiles import DEFAULT_CONTEXT_WINDOW

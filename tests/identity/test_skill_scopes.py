@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_brain.skills import FolderSkillStore
+from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_common.errors import ConflictError, MessageError, NotFoundError
 
 BODY = "- Read first.\n- Change little."

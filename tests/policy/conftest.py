@@ -18,9 +18,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from tether_brain.agents.config import AgentConfig, Agents
-from tether_brain.clients.approval import ApprovalClient
 from tether_brain.agents.overrides import GrantOverrides
 from tether_brain.api.policy import policy_router
+from tether_brain.clients.approval import ApprovalClient
 from tether_brain.tools.toolbox import Toolbox
 from tether_common.bus import Bus
 from tether_common.db import make_engine

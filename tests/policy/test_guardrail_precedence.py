@@ -20,11 +20,11 @@ import pytest
 from fastapi import FastAPI
 
 from tether_brain.agents.config import AgentConfig, Agents
+from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.api.policy import catalog_entry, policy_router
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, decide, parse_grants
 from tether_brain.gates.policy import Rule, guardrail
-from tether_brain.agents.overrides import GrantOverrides
-from tether_brain.api.policy import catalog_entry, policy_router
 from tether_brain.tools.toolbox import Toolbox
 from tether_common.bus import Bus
 from tether_common.db import make_engine
