@@ -72,6 +72,17 @@ def test_file_names_stay_in_the_folder_and_never_collide(model: str, unsafe: str
     assert name != file_name("openai", model.replace(unsafe, "_"))
 
 
+@pytest.mark.parametrize("model", ["a" * 200, "x/" * 99 + "y", "q:" * 60 + "z" * 80])
+def test_the_longest_names_the_wire_allows_are_stored(tmp_path: Path, model: str) -> None:
+    """A 40-character provider and a 200-character model, safe or not, still make a file
+    name the file system takes (it once answered ENAMETOOLONG, a 500 on the route)."""
+    store = ProfileStore(tmp_path)
+    stored = profile(provider="p" * 40, model=model)
+    path = store.put(stored)
+    assert len(path.name.encode()) <= 255
+    assert store.find("p" * 40, model) == stored
+
+
 def test_a_model_name_cannot_be_a_path() -> None:
     with pytest.raises(ValueError, match="model"):
         profile(model="../x")

@@ -43,10 +43,15 @@ SUFFIX = ".yaml"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+|\.{2,}")
 
 
+# 40 (provider) + 2 + 120 + 9 (hash) + 5 (suffix): well inside a file name's 255 bytes.
+SLUG_CHARS = 120
+
+
 def file_name(provider: str, model: str) -> str:
     """`<provider>--<model>.yaml`; a model name that is not already a safe file name
-    (`/`, `:`) is flattened and given a short hash, so two models never share a file."""
-    slug = _UNSAFE.sub("_", model).strip("._") or "model"
+    (`/`, `:`) or is longer than `SLUG_CHARS` is flattened, cut and given a short hash, so
+    two models never share a file and every name fits the file system's 255 bytes."""
+    slug = _UNSAFE.sub("_", model).strip("._")[:SLUG_CHARS] or "model"
     if slug != model:
         slug += "-" + hashlib.sha256(model.encode()).hexdigest()[:8]
     return f"{provider}--{slug}{SUFFIX}"
