@@ -59,7 +59,9 @@ def test_a_late_answer_never_moves_a_hold_back_or_revives_a_dropped_run() -> Non
 @pytest.fixture
 async def store(engine: AsyncEngine) -> RunStore:
     await identity.migrate(engine)
-    await migrate(engine, MIGRATIONS, "alembic_tether_brain")
+    await migrate(
+        engine, MIGRATIONS, "alembic_brain"
+    )  # the version table the brain service uses (Service.start)
     return RunStore(engine)
 
 

@@ -32,9 +32,9 @@ Never does: hold state or decide anything; these are the wire and file shapes on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tether_common.messages.base import WireModel, WireRequest
 
@@ -48,6 +48,9 @@ ProfileSource = Literal["default", "probed", "set"]
 # (`qwen2.5-coder:0.5b`, `meta-llama/Llama-3.1-8B`), so `/` and `:` are allowed.
 PROVIDER_PATTERN = r"^[a-z][a-z0-9_-]{0,39}$"
 MODEL_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:@/+-]{0,199}$"
+# A check of the probe battery by name (`tool_call`, `json_validity`, ...): a key of the
+# stored profile, so nothing a YAML file or a reply could trip over.
+CheckName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
 DEFAULT_CONTEXT_WINDOW = 32_768
 
 
@@ -75,7 +78,7 @@ class ModelProfile(WireModel):
     source: ProfileSource = "set"
     probed_at: datetime | None = None
     # The probe's findings, check name → passed (empty for a hand-written profile).
-    checks: dict[str, bool] = Field(default_factory=dict, max_length=32)
+    checks: dict[CheckName, bool] = Field(default_factory=dict, max_length=32)
     notes: str = Field(default="", max_length=2000)
 
 
