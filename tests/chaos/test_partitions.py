@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from nats.errors import TimeoutError as NatsTimeoutError
 
 from tether_client import TetherClient
 from tether_common.bus import Bus
@@ -233,7 +234,11 @@ async def test_a_nats_node_lost_loses_no_event_or_decision(lab: Lab) -> None:
         journalled = check_once(await journal(lab.stack.database_url, run_id))
 
         async def streamed() -> list[int] | None:
-            seqs = [e["seq"] for e in await stream_events(bus, subjects.run_events(run_id))]
+            try:
+                events = await stream_events(bus, subjects.run_events(run_id))
+            except NatsTimeoutError:  # the stream is electing a new leader: read again
+                return None
+            seqs = [e["seq"] for e in events]
             return seqs if seqs == [e["seq"] for e in journalled] else None
 
         await until(streamed, 60, "the stream never held every journalled event")
