@@ -85,6 +85,8 @@ class ErrorCode(StrEnum):
     ALREADY_VOTED = "already_voted"
     WITHDRAWN = "withdrawn"
     NO_OPERATOR = "no_operator"
+    THREAD_BUSY = "thread_busy"
+    THREAD_BUDGET_SPENT = "thread_budget_spent"
     # storage
     STORE_ERROR = "store_error"
     STORE_UNAVAILABLE = "store_unavailable"
@@ -252,6 +254,8 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(409, False, ConflictError, C.AGENT_EXISTS, C.SKILL_EXISTS, C.READ_ONLY),
     **_rows(409, False, ConflictError, C.RUN_ENDED, C.ALREADY_DECIDED, C.WITHDRAWN),
     **_rows(409, False, ConflictError, C.NO_OPERATOR, C.ALREADY_VOTED),
+    # A thread whose last turn has not ended, or whose budget its turns have spent.
+    **_rows(409, False, ConflictError, C.THREAD_BUSY, C.THREAD_BUDGET_SPENT),
     **_rows(503, True, StoreError, C.STORE_ERROR),
     **_rows(500, False, StoreError, C.STORE_UNAVAILABLE, C.CHUNK_MISSING),
     **_rows(502, False, ProviderError, C.PROVIDER_ERROR, C.PROVIDER_BAD_RESPONSE),
