@@ -12,7 +12,16 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from tether_common.messages import approvals, gateway, identity, outputs, profiles, runs, tools
+from tether_common.messages import (
+    approvals,
+    gateway,
+    identity,
+    outputs,
+    profiles,
+    runs,
+    threads,
+    tools,
+)
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -86,6 +95,38 @@ class Subjects:
         """Streamed reply: a run's events for a caller who may read the run."""
         return Route(
             self._s("runs", "follow"), runs.FollowRun, runs.RunEventFrame, QUEUE_BRAIN, True
+        )
+
+    # brain: threads, conversations as sequences of runs (messages/threads.py)
+    @property
+    def thread_create(self) -> Route[threads.CreateThread, threads.ThreadView]:
+        return Route(
+            self._s("threads", "create"), threads.CreateThread, threads.ThreadView, QUEUE_BRAIN
+        )
+
+    @property
+    def thread_message(self) -> Route[threads.SendThreadMessage, threads.ThreadTurnAccepted]:
+        return Route(
+            self._s("threads", "message"),
+            threads.SendThreadMessage,
+            threads.ThreadTurnAccepted,
+            QUEUE_BRAIN,
+        )
+
+    @property
+    def thread_get(self) -> Route[threads.GetThread, threads.ThreadView]:
+        return Route(self._s("threads", "get"), threads.GetThread, threads.ThreadView, QUEUE_BRAIN)
+
+    @property
+    def thread_list(self) -> Route[threads.ListThreads, threads.ThreadList]:
+        return Route(
+            self._s("threads", "list"), threads.ListThreads, threads.ThreadList, QUEUE_BRAIN
+        )
+
+    @property
+    def thread_delete(self) -> Route[threads.DeleteThread, threads.ThreadDeleted]:
+        return Route(
+            self._s("threads", "delete"), threads.DeleteThread, threads.ThreadDeleted, QUEUE_BRAIN
         )
 
     @property
@@ -317,6 +358,11 @@ class Subjects:
             self.run_stop,  # type: ignore[list-item]
             self.run_message,  # type: ignore[list-item]
             self.run_follow,  # type: ignore[list-item]
+            self.thread_create,  # type: ignore[list-item]
+            self.thread_message,  # type: ignore[list-item]
+            self.thread_get,  # type: ignore[list-item]
+            self.thread_list,  # type: ignore[list-item]
+            self.thread_delete,  # type: ignore[list-item]
             self.model_profile,  # type: ignore[list-item]
             self.model_profiles,  # type: ignore[list-item]
             self.model_profile_put,  # type: ignore[list-item]
