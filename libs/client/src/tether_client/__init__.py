@@ -1,6 +1,9 @@
 """Tether's Python client (HTTP) and the `tether` command line.
 
-The CLI, the tests and other services use `TetherClient`; it speaks only the public API.
+`TetherClient` (async) and `SyncTetherClient` (the same methods, blocking) speak only the
+brain's public API and answer typed models (`tether_common.messages`); refusals raise the
+`tether_common.errors` class of their code. A base install (`pip install tether-client`)
+is just the client; the command line needs the `cli` extra, `tether up` the `server` one.
 The command line (Typer + Rich) is `cli` (root, `main`), one `*_cli` module per command
 group, `console` (output formats, safe text), `exits` (exit codes and hints), `session`
 (tokens, the event loop), `endpoints` (where the services are), `runref` (run prefixes and
@@ -8,5 +11,6 @@ group, `console` (output formats, safe text), `exits` (exit codes and hints), `s
 """
 
 from tether_client.client import TetherClient
+from tether_client.sync import SyncTetherClient
 
-__all__ = ["TetherClient"]
+__all__ = ["SyncTetherClient", "TetherClient"]

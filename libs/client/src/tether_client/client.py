@@ -1,22 +1,32 @@
-"""`TetherClient`: the brain's HTTP API — start, get, stop, queue a message, stream events;
-explain a call's policy, an agent's tool catalogue, verify a run's audit trail; create,
-list and revoke tokens."""
+"""`TetherClient`: the brain's HTTP API, every answer a typed model — runs (start, get,
+list, stop, queue a message, follow their events), threads (create, send, read, list,
+delete, chat), the policy API (explain a call, an agent's tool catalogue, a manual tool
+run, verify a run's audit trail) and tokens.
+
+Errors: every refusal raises the `tether_common.errors` class of its wire code, with
+`code`, `message`, `retryable` and the HTTP `status`; a body the client cannot read as the
+route's model raises `MessageError` (`invalid_message`), never a half-read value.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import httpx
 from httpx_sse import aconnect_sse
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from tether_common.errors import (
     AuthError,
     ConflictError,
+    ErrorCode,
     MessageError,
     NotFoundError,
     RemoteError,
@@ -24,12 +34,53 @@ from tether_common.errors import (
     TetherError,
     from_wire,
 )
+from tether_common.messages.audit import AuditReport
+from tether_common.messages.events import TypedEvent, typed
 from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
-from tether_common.messages.runs import ListRuns, RunAccepted, RunEvent, RunList, RunView, StartRun
+from tether_common.messages.policy import (
+    AgentCatalog,
+    ExplainBody,
+    Explanation,
+    ManualRunBody,
+    ToolRunAsked,
+)
+from tether_common.messages.runs import (
+    ListRuns,
+    PermissionMode,
+    RunAccepted,
+    RunEvent,
+    RunList,
+    RunView,
+    StartRun,
+)
+from tether_common.messages.threads import (
+    CreateThread,
+    ListThreads,
+    ThreadBudgets,
+    ThreadList,
+    ThreadMessageBody,
+    ThreadTurnAccepted,
+    ThreadView,
+    WorkspaceScope,
+)
 from tether_common.messages.tools import ToolDescriptor
+from tether_common.messages.tools import ToolResult as ToolRunResult
+
+__all__ = [
+    "DEFAULT_API_URL",
+    "TetherClient",
+    "ToolRunResult",
+    "raise_for_error",
+]
 
 DEFAULT_API_URL = "http://127.0.0.1:8700"
 
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+_TOOLS: Final = TypeAdapter(list[ToolDescriptor])
 
 # A code the wire table does not know is classed by its HTTP status, so a caller (the
 # CLI's exit codes) can still tell a refusal from a missing thing from a conflict.
@@ -46,7 +97,8 @@ _BY_STATUS: dict[int, type[TetherError]] = {
 
 
 def raise_for_error(response: httpx.Response) -> None:
-    """Turn an `{"error": {code, message}}` body into the matching `TetherError`."""
+    """Turn an `{"error": {code, message}}` body into the matching `TetherError`, its
+    `status` the response's."""
     if response.is_success:
         return
     try:
@@ -56,24 +108,53 @@ def raise_for_error(response: httpx.Response) -> None:
         retryable = error.get("retryable") if isinstance(error.get("retryable"), bool) else None
     except (ValueError, KeyError, TypeError):
         cls = _BY_STATUS.get(response.status_code, TetherError)
-        raise cls(f"HTTP {response.status_code}: {response.text[:500]}") from None
-    found = from_wire(code, message, retryable=retryable)
-    if isinstance(found, RemoteError) and response.status_code in _BY_STATUS:
-        found = _BY_STATUS[response.status_code](message, code=code, retryable=retryable)
-    raise found
+        found: TetherError = cls(f"HTTP {response.status_code}: {response.text[:500]}")
+    else:
+        found = from_wire(code, message, retryable=retryable)
+        if isinstance(found, RemoteError) and response.status_code in _BY_STATUS:
+            found = _BY_STATUS[response.status_code](message, code=code, retryable=retryable)
+    found.status = response.status_code
+    raise found from None
+
+
+def _parse(validate: Callable[[bytes], T], response: httpx.Response) -> T:
+    """The body as the route's model; a body that is not one is a `MessageError`."""
+    try:
+        return validate(response.content)
+    except ValidationError as exc:
+        where = f"{response.request.method} {response.request.url.path}"
+        log.warning("unreadable answer to %s: %s", where, exc.errors()[:3])
+        error = MessageError(
+            f"the answer to {where} is not what the route promises: {exc.errors()[:3]}",
+            code=ErrorCode.INVALID_MESSAGE,
+        )
+        error.status = response.status_code
+        raise error from None
+
+
+def _body(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", exclude_none=True, exclude={"version"})
 
 
 class TetherClient:
     """The brain's API; `token` (a principal's bearer token) goes with every request:
-    none given, `TETHER_TOKEN` from the environment; `""` sends none (anonymous)."""
+    none given, `TETHER_TOKEN` from the environment; `""` sends none (anonymous).
+    `transport`: an httpx transport for tests (`httpx.MockTransport`)."""
 
     def __init__(
-        self, base_url: str = DEFAULT_API_URL, *, token: str | None = None, timeout: float = 30.0
+        self,
+        base_url: str = DEFAULT_API_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if token is None:
             token = os.environ.get("TETHER_TOKEN", "").strip()
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=timeout, transport=transport
+        )
 
     async def __aenter__(self) -> TetherClient:
         return self
@@ -86,16 +167,40 @@ class TetherClient:
     async def close(self) -> None:
         await self._http.aclose()
 
-    async def _call(
-        self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None
-    ) -> Any:
-        response = await self._http.request(method, path, json=body, headers=headers)
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: BaseModel | None = None,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        content = _body(body) if body is not None else None
+        response = await self._http.request(
+            method, path, json=content, params=params, headers=headers
+        )
         raise_for_error(response)
-        return response.json()
+        return response
 
-    async def start_run(self, prompt: str, **options: Any) -> RunAccepted:
-        body = StartRun(prompt=prompt, **options).model_dump(exclude_none=True)
-        return RunAccepted.model_validate(await self._call("POST", "/v1/runs", body))
+    async def _call(
+        self,
+        model: type[M],
+        method: str,
+        path: str,
+        body: BaseModel | None = None,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> M:
+        response = await self._send(method, path, body, params=params, headers=headers)
+        return _parse(model.model_validate_json, response)
+
+    # -- runs
+
+    async def start_run(self, /, prompt: str, **options: Any) -> RunAccepted:
+        """Start a run; `options` are `StartRun`'s fields (agent, model, mode, budgets…)."""
+        return await self._call(RunAccepted, "POST", "/v1/runs", StartRun(prompt=prompt, **options))
 
     async def list_runs(
         self,
@@ -109,23 +214,106 @@ class TetherClient:
         query = ListRuns.model_validate(
             {"status": status, "parent_id": parent_id, "before": before, "limit": limit}
         )
-        params = query.model_dump(mode="json", exclude_none=True, exclude={"version"})
-        response = await self._http.get("/v1/runs", params=params)
-        raise_for_error(response)
-        return RunList.model_validate(response.json())
+        return await self._call(RunList, "GET", "/v1/runs", params=_body(query))
 
     async def get_run(self, run_id: str) -> RunView:
-        return RunView.model_validate(await self._call("GET", f"/v1/runs/{run_id}"))
+        return await self._call(RunView, "GET", f"/v1/runs/{run_id}")
 
     async def stop_run(self, run_id: str) -> RunAccepted:
-        return RunAccepted.model_validate(await self._call("POST", f"/v1/runs/{run_id}/stop"))
+        return await self._call(RunAccepted, "POST", f"/v1/runs/{run_id}/stop")
 
     async def queue_message(self, run_id: str, text: str) -> RunAccepted:
-        reply = await self._call("POST", f"/v1/runs/{run_id}/messages", {"text": text})
-        return RunAccepted.model_validate(reply)
+        body = ThreadMessageBody(text=text)  # the `{text}` body runs and threads share
+        return await self._call(RunAccepted, "POST", f"/v1/runs/{run_id}/messages", body)
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncGenerator[RunEvent, None]:
+        """The run's events after `after` as the wire carries them (`data` a JSON object),
+        live, ending with `run.end`; `typed_events` reads each as its kind's model. For a
+        reader that must show even what it cannot read (the CLI's renderer)."""
+        headers = {"Last-Event-ID": str(after)} if after else {}
+        path = f"/v1/runs/{run_id}/events"
+        # Live text is asked for only by a reader that shows it (`tether chat`).
+        params = {"deltas": "false"}
+        async with aconnect_sse(
+            self._http, "GET", path, headers=headers, params=params, timeout=None
+        ) as source:
+            raise_for_error(source.response)
+            async for sse in source.aiter_sse():
+                # Only durable events (the default SSE type) carry an id to resume after;
+                # live text (`event: delta`) is not a `RunEvent`.
+                if not sse.data or sse.event != "message":
+                    continue
+                event = RunEvent.model_validate(json.loads(sse.data))
+                yield event
+                if event.kind == "run.end":
+                    return
+
+    async def typed_events(
+        self, run_id: str, *, after: int = 0
+    ) -> AsyncGenerator[TypedEvent, None]:
+        """The run's events after `after`, each as its kind's model, live, ending with
+        `run.end`. An event whose data its kind cannot hold raises `MessageError` (its
+        `seq` in the message): follow again with `after` set past it."""
+        # `aclosing`: a reader that stops early closes the stream now, not at collection.
+        async with aclosing(self.events(run_id, after=after)) as stream:
+            async for event in stream:
+                try:
+                    read = typed(event)
+                except ValidationError as exc:
+                    log.warning("unreadable %s event %d of %s", event.kind, event.seq, run_id)
+                    raise MessageError(
+                        f"event {event.seq} of {run_id} ({event.kind}) does not fit its kind: "
+                        f"{exc.errors()[:3]}",
+                        code=ErrorCode.INVALID_MESSAGE,
+                    ) from None
+                yield read
+
+    # -- threads
+
+    async def create_thread(
+        self,
+        *,
+        agent: str | None = None,
+        title: str | None = None,
+        workspace: WorkspaceScope = "thread",
+        budgets: ThreadBudgets | None = None,
+    ) -> ThreadView:
+        """A new conversation; its runs share history (and, with `workspace="thread"`,
+        one workspace folder); `budgets` cap the sum over its turns."""
+        body = CreateThread(
+            agent=agent, title=title, workspace=workspace, budgets=budgets or ThreadBudgets()
+        )
+        return await self._call(ThreadView, "POST", "/v1/threads", body)
+
+    async def send_message(self, thread_id: str, text: str) -> ThreadTurnAccepted:
+        """The thread's next user message: starts its next run (the accepted turn)."""
+        body = ThreadMessageBody(text=text)
+        path = f"/v1/threads/{thread_id}/messages"
+        return await self._call(ThreadTurnAccepted, "POST", path, body)
+
+    async def get_thread(self, thread_id: str) -> ThreadView:
+        return await self._call(ThreadView, "GET", f"/v1/threads/{thread_id}")
+
+    async def list_threads(self, *, before: datetime | None = None, limit: int = 50) -> ThreadList:
+        """Threads, newest first; pass the page's `next` as `before` for the next page."""
+        query = ListThreads(before=before, limit=limit)
+        return await self._call(ThreadList, "GET", "/v1/threads", params=_body(query))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Stop its live turn and forget it (its history is no longer served)."""
+        await self._send("DELETE", f"/v1/threads/{thread_id}")
+
+    async def chat(self, thread_id: str, text: str) -> AsyncGenerator[TypedEvent, None]:
+        """Send `text` to the thread and yield its run's events until the run ends."""
+        accepted = await self.send_message(thread_id, text)
+        async with aclosing(self.typed_events(accepted.run_id)) as stream:
+            async for event in stream:
+                yield event
+
+    # -- tools and policy
 
     async def tools(self) -> list[ToolDescriptor]:
-        return [ToolDescriptor.model_validate(t) for t in await self._call("GET", "/v1/tools")]
+        return _parse(_TOOLS.validate_json, await self._send("GET", "/v1/tools"))
 
     async def explain(
         self,
@@ -133,18 +321,16 @@ class TetherClient:
         args: dict[str, Any],
         *,
         agent: str | None = None,
-        mode: str | None = None,
+        mode: PermissionMode | None = None,
         tainted: bool = False,
-    ) -> dict[str, Any]:
+    ) -> Explanation:
         """What the gates would decide for this call, and why (nothing runs)."""
-        body = {"tool": tool, "args": args, "agent": agent, "mode": mode, "tainted": tainted}
-        found: dict[str, Any] = await self._call("POST", "/v1/policy/explain", body)
-        return found
+        body = ExplainBody(tool=tool, args=args, agent=agent, mode=mode, tainted=tainted)
+        return await self._call(Explanation, "POST", "/v1/policy/explain", body)
 
-    async def tool_catalog(self, agent_id: str) -> dict[str, Any]:
+    async def tool_catalog(self, agent_id: str) -> AgentCatalog:
         """Every tool with its scope, reach and whether (and by what) `agent_id` has it."""
-        found: dict[str, Any] = await self._call("GET", f"/v1/agents/{agent_id}/tool-catalog")
-        return found
+        return await self._call(AgentCatalog, "GET", f"/v1/agents/{agent_id}/tool-catalog")
 
     async def run_tool(
         self,
@@ -154,48 +340,39 @@ class TetherClient:
         *,
         agent: str | None = None,
         approval_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ToolRunResult | ToolRunAsked:
         """An operator's manual tool run through the same gates as a run's calls (operator
-        token). Returns the tool result, or `{"decision": "ask", "approval_id": …}` when
-        the gates want an approval first; a refusal raises."""
-        body = {"tool": tool, "args": args, "agent": agent, "approval_id": approval_id}
+        token). The tool's result, or `ToolRunAsked` (the approval request to decide, then
+        send again with `approval_id`) when the gates want one first; a refusal raises."""
+        body = ManualRunBody(tool=tool, args=args, agent=agent, approval_id=approval_id)
         headers = {"Authorization": f"Bearer {token}"}
-        response = await self._http.post("/v1/tools/run", json=body, headers=headers)
-        if response.status_code == 403 and response.json().get("decision") == "ask":
-            asked: dict[str, Any] = response.json()
-            return asked
+        response = await self._http.post("/v1/tools/run", json=_body(body), headers=headers)
+        if response.status_code == 403 and _is_ask(response):
+            return _parse(ToolRunAsked.model_validate_json, response)
         raise_for_error(response)
-        found: dict[str, Any] = response.json()
-        return found
+        return _parse(ToolRunResult.model_validate_json, response)
 
-    async def verify_audit(self, run_id: str, token: str) -> dict[str, Any]:
+    async def verify_audit(self, run_id: str, token: str) -> AuditReport:
         """The brain's check of a run's audit trail against its kept head (operator token)."""
         headers = {"Authorization": f"Bearer {token}"}
-        found: dict[str, Any] = await self._call("GET", f"/v1/audit/{run_id}", headers=headers)
-        return found
+        return await self._call(AuditReport, "GET", f"/v1/audit/{run_id}", headers=headers)
+
+    # -- tokens
 
     async def create_token(self, body: CreateToken) -> TokenCreated:
         """A new principal's token (admin); the plain token is in the answer, only there."""
-        found = await self._call("POST", "/v1/tokens", body.model_dump(exclude_none=True))
-        return TokenCreated.model_validate(found)
+        return await self._call(TokenCreated, "POST", "/v1/tokens", body)
 
     async def list_tokens(self) -> TokenList:
-        return TokenList.model_validate(await self._call("GET", "/v1/tokens"))
+        return await self._call(TokenList, "GET", "/v1/tokens")
 
     async def revoke_token(self, token_id: str) -> TokenView:
-        return TokenView.model_validate(await self._call("DELETE", f"/v1/tokens/{token_id}"))
+        return await self._call(TokenView, "DELETE", f"/v1/tokens/{token_id}")
 
-    async def events(self, run_id: str, *, after: int = 0) -> AsyncIterator[RunEvent]:
-        """The run's events after `after`, live, ending with `run.end`."""
-        headers = {"Last-Event-ID": str(after)} if after else {}
-        async with aconnect_sse(
-            self._http, "GET", f"/v1/runs/{run_id}/events", headers=headers, timeout=None
-        ) as source:
-            raise_for_error(source.response)
-            async for sse in source.aiter_sse():
-                if not sse.data:
-                    continue
-                event = RunEvent.model_validate(json.loads(sse.data))
-                yield event
-                if event.kind == "run.end":
-                    return
+
+def _is_ask(response: httpx.Response) -> bool:
+    try:
+        found = response.json()
+    except ValueError:
+        return False
+    return isinstance(found, dict) and found.get("decision") == "ask"

@@ -24,6 +24,7 @@ from tether_client.runref import RunRef, resolve_run_id
 from tether_client.session import blocking, client_token, connect, operator_token, required_token
 from tether_common.errors import TetherError
 from tether_common.messages.approvals import ApprovalList, ApprovalView
+from tether_common.messages.audit import AuditReport
 
 __all__ = [
     "ApprovalsClient",
@@ -96,9 +97,8 @@ class ApprovalsClient:
         found = await self._call("POST", f"/v1/approvals/{approval_id}/decision", json=body)
         return ApprovalView.model_validate(found)
 
-    async def audit(self, run_id: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self._call("GET", f"/v1/audit/{run_id}")
-        return found
+    async def audit(self, run_id: str) -> AuditReport:
+        return AuditReport.model_validate(await self._call("GET", f"/v1/audit/{run_id}"))
 
 
 def approvals() -> ApprovalsClient:
@@ -193,11 +193,11 @@ async def approvals_deny(approval_id: ApprovalId, note: Note = None) -> int:
     return await decide(approval_id, "deny", note)
 
 
-def report_lines(name: str, report: Mapping[str, Any]) -> list[str]:
-    if report["intact"]:
-        return [f"{name} trail {report['trail']}: intact (head {report['head']})"]
-    lines = [f"{name} trail {report['trail']}: {len(report['problems'])} problem(s)"]
-    lines += [f"  {p['kind']} at record {p['seq']}: {p['detail']}" for p in report["problems"]]
+def report_lines(name: str, report: AuditReport) -> list[str]:
+    if report.intact:
+        return [f"{name} trail {report.trail}: intact (head {report.head})"]
+    lines = [f"{name} trail {report.trail}: {len(report.problems)} problem(s)"]
+    lines += [f"  {p.kind} at record {p.seq}: {p.detail}" for p in report.problems]
     return lines
 
 
@@ -220,7 +220,7 @@ async def audit_verify(
         decisions = await client.audit(run_id)
     lines = report_lines("brain", brain) + report_lines("approvals", decisions)
     emit({"brain": brain, "approvals": decisions}, output, "\n".join(lines))
-    return 0 if brain["intact"] and decisions["intact"] else 1
+    return 0 if brain.intact and decisions.intact else 1
 
 
 async def wait_decided(approval_id: str, token: str, poll_s: float = 0.5) -> ApprovalView:

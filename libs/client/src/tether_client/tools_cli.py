@@ -21,6 +21,7 @@ from tether_client.exits import ExitCode
 from tether_client.ops_cli import wait_decided
 from tether_client.session import blocking, connect, required_token
 from tether_common.errors import ConflictError, MessageError
+from tether_common.messages.policy import ToolRunAsked
 from tether_common.messages.runs import PermissionMode
 
 __all__ = ["call_arguments", "outputs_app", "policy_app", "tools_app"]
@@ -87,10 +88,9 @@ async def tools_run(
     token = required_token()
     async with connect() as client:
         found = await client.run_tool(tool, call_args, token, agent=agent, approval_id=approval_id)
-        if found.get("decision") == "ask":
-            asked = str(found["approval_id"])
-            error = found.get("error") or {}
-            say(f"approval needed: {asked} ({error.get('code')}: {error.get('message')})")
+        if isinstance(found, ToolRunAsked):
+            asked = found.approval_id
+            say(f"approval needed: {asked} ({found.error.code}: {found.error.message})")
             if not wait:
                 say(
                     f"decide it (tether approvals approve {asked}), then run again with --approval-id {asked}"
@@ -101,10 +101,13 @@ async def tools_run(
                 say(f"{asked}: {view.status} ({view.decision}); nothing ran")
                 return ExitCode.FAILED
             found = await client.run_tool(tool, call_args, token, agent=agent, approval_id=asked)
-    outcome = "ok" if found["ok"] else f"failed ({found.get('error_code')})"
-    say(f"{found['name']}: {outcome} in {found.get('duration_ms', 0):.0f} ms")
-    say(str(found["content"]))
-    return ExitCode.OK if found["ok"] else ExitCode.FAILED
+            if isinstance(found, ToolRunAsked):  # granted, yet the gates ask again
+                say(f"approval needed again: {found.approval_id}; nothing ran")
+                return ExitCode.FAILED
+    outcome = "ok" if found.ok else f"failed ({found.error_code})"
+    say(f"{found.name}: {outcome} in {found.duration_ms:.0f} ms")
+    say(found.content)
+    return ExitCode.OK if found.ok else ExitCode.FAILED
 
 
 @policy_app.command("explain")
@@ -129,12 +132,12 @@ async def policy_explain(
     call_args = call_arguments(args_json)
     async with connect() as client:
         found = await client.explain(tool, call_args, agent=agent, mode=mode, tainted=tainted)
-    code = f" ({found['code']})" if found.get("code") else ""
+    code = f" ({found.code})" if found.code else ""
     lines = [
-        f"{found['tool']} for agent {found['agent']}: {found['decision']}{code}",
-        f"  {found['reason']}",
+        f"{found.tool} for agent {found.agent}: {found.decision}{code}",
+        f"  {found.reason}",
     ]
-    lines += [f"  - {line}" for line in found.get("trail", [])]
+    lines += [f"  - {line}" for line in found.trail]
     emit(found, output, "\n".join(lines))
     return 0
 

@@ -138,6 +138,8 @@ class TetherError(Exception):
     `retryable` is what the code's row in `CODES` says."""
 
     default_code: ClassVar[ErrorCode] = ErrorCode.INTERNAL
+    # The HTTP status it was answered with, when it crossed HTTP (the client sets it).
+    status: int | None = None
 
     def __init__(
         self, message: str, *, code: str | None = None, retryable: bool | None = None

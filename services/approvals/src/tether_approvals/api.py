@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Header, Query
-from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sse_starlette import EventSourceResponse
 
@@ -31,6 +30,7 @@ from tether_common.messages.approvals import (
     DecisionBody,
     ListApprovals,
 )
+from tether_common.messages.audit import AuditProblem, AuditReport
 from tether_common.messages.base import CarryableText
 
 
@@ -124,19 +124,6 @@ def approvals_router(
         return await lifecycle.decide(who, approval_id, body.decision, body.note)
 
     return router
-
-
-class AuditProblem(BaseModel):
-    kind: str
-    seq: int | None
-    detail: str
-
-
-class AuditReport(BaseModel):
-    trail: str
-    head: str | None
-    intact: bool
-    problems: list[AuditProblem]
 
 
 def audit_router(engine: AsyncEngine, tokens: TokenStore) -> APIRouter:

@@ -1,76 +1,37 @@
 """The policy API's bodies and views: what `/v1/policy/explain`, an agent's tool
-catalogue, a grant change and an audit check take and answer."""
+catalogue, a grant change and an audit check take and answer. The views the client reads
+live in `tether_common.messages.policy` (one definition for both sides); a grant change
+is the brain's alone."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether_common.messages.audit import AuditProblem, AuditReport
 from tether_common.messages.base import RequestModel
-from tether_common.messages.runs import PermissionMode
+from tether_common.messages.policy import (
+    AgentCatalog,
+    CatalogEntry,
+    ExplainBody,
+    Explanation,
+    GrantSource,
+)
 
-GrantSource = Literal["grant", "scope", "mode", "allowlist"]
+__all__ = [
+    "AgentCatalog",
+    "AuditProblem",
+    "AuditReport",
+    "CatalogEntry",
+    "ExplainBody",
+    "Explanation",
+    "GrantSource",
+    "GrantsBody",
+    "GrantsView",
+]
 
 
 class _Body(RequestModel):  # storable text, finite numbers (messages.base)
     model_config = ConfigDict(extra="forbid")
-
-
-class ExplainBody(_Body):
-    tool: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
-    agent: str | None = None
-    mode: PermissionMode | None = None
-    tainted: bool = False
-
-
-class Explanation(BaseModel):
-    """`decision` is `invalid` when validation refused the call (then `code` says why).
-    `tainted` echoes what was asked; `output_trust` says whether this tool's own results
-    would taint a run."""
-
-    tool: str
-    agent: str
-    tainted: bool = False
-    output_trust: str | None = None
-    decision: Literal["allow", "ask", "deny", "invalid"]
-    code: str | None
-    reason: str
-    reach: str | None = None
-    danger: str | None = None
-    grant: str | None = None
-    waived: bool = False
-    trail: list[str] = Field(default_factory=list)
-
-
-class CatalogEntry(BaseModel):
-    """`granted_by`: `grant` (see `grants`), `scope`, `mode` or `allowlist`; `blocked` is
-    the gate code that refuses the tool whatever the arguments."""
-
-    name: str
-    scope: str
-    reach: str
-    effect: str
-    output_trust: str
-    needs_grant: bool
-    granted: bool
-    granted_by: GrantSource | None
-    grants: list[str]
-    rule: str | None
-    conditional: bool
-    waived: bool
-    confirm: bool
-    blocked: str | None
-
-
-class AgentCatalog(BaseModel):
-    agent: str
-    owner: str | None
-    mode: str
-    tool_less: bool
-    problems: list[str]
-    tools: list[CatalogEntry]
 
 
 class GrantsBody(_Body):
@@ -84,16 +45,3 @@ class GrantsView(BaseModel):
     removed: list[str]
     waivers_added: list[str]
     waivers_removed: list[str]
-
-
-class AuditProblem(BaseModel):
-    kind: str
-    seq: int | None
-    detail: str
-
-
-class AuditReport(BaseModel):
-    trail: str
-    head: str | None
-    intact: bool
-    problems: list[AuditProblem]
