@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import CATEGORIES, RULE_RANK, Category, Rule
+from tether_brain.gates.quorum import CATEGORY_KEY
 from tether_brain.state.options import RunOptions
 from tether_brain.state.run import DEFAULT_AGENT
 from tether_common.errors import AuthError, ErrorCode, NotFoundError
+from tether_common.messages.approvals import QuorumRule
 from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import PermissionMode
 from tether_common.patterns import PatternProblem, UserPattern, compile_pattern
@@ -97,6 +99,19 @@ class AgentConfig(BaseModel):
     ceilings: Budgets = Field(default_factory=Budgets)
     providers: list[str] | None = None
     models: list[str] | None = None
+    # Two keys: a tool pattern or `category:<name>` -> the quorum its calls need
+    # (`gates/quorum.py`); such a call always asks.
+    quorum: dict[str, QuorumRule] = Field(default_factory=dict, max_length=50)
+
+    @field_validator("quorum")
+    @classmethod
+    def _quorum_keys(cls, rules: dict[str, QuorumRule]) -> dict[str, QuorumRule]:
+        for key in rules:
+            if not key.strip() or len(key) > 200:
+                raise ValueError("each quorum key is 1 to 200 characters")
+            if key.startswith(CATEGORY_KEY) and key[len(CATEGORY_KEY) :] not in CATEGORIES:
+                raise ValueError(f"quorum key '{key}': categories are {', '.join(CATEGORIES)}")
+        return rules
 
 
 GLOBAL = "*"  # the scope of organisation-wide guardrails and allow-list (never a tenant id)
@@ -224,10 +239,18 @@ class Agents:
             limits[name] = value
         return limits
 
-    def policy(self, options: RunOptions) -> AgentPolicy:
-        """The policy in force for a run with `options` (its agent, at most its mode)."""
+    def policy(
+        self,
+        options: RunOptions,
+        proposal: AgentConfig | None = None,
+        guardrails: Mapping[str, Rule] | None = None,
+    ) -> AgentPolicy:
+        """The policy in force for a run with `options` (its agent, at most its mode);
+        with a `proposal` (and proposed `guardrails`, else those in force for the agent's
+        tenant), the policy the run would have had under it (`POST /v1/policy/replay`)."""
         agent_id = options.agent
-        config = self.config(agent_id)
+        current = self.config(agent_id)
+        config = proposal or current
         mode = config.mode
         asked = options.mode
         if asked is not None and MODE_RANK[asked] < MODE_RANK[mode]:
@@ -239,8 +262,9 @@ class Agents:
             owner=config.owner,
             mode=mode,
             categories=frozenset(config.categories),
-            guardrails=self.guardrails_for(config.tenant),
-            allowlist=self.allowlist_for(config.tenant),
+            guardrails=self.guardrails_for(current.tenant) if guardrails is None else guardrails,
+            allowlist=self.allowlist_for(current.tenant),
             untrusted_bar=config.untrusted_bar,
             waiver_lifts_taint=config.waiver_lifts_taint,
+            quorums=dict(config.quorum),
         )

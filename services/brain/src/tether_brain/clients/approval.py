@@ -193,6 +193,9 @@ class ApprovalClient:
             scope=tool.scope,
             effect=tool.effect,
             tenant=state.tenant,
+            # Two keys: who started the run never counts towards the quorum.
+            requested_by=state.owner,
+            quorum=verdict.quorum,
         )
 
     async def consume(self, approval_id: str, digest: str) -> bool:

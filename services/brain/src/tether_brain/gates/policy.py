@@ -1,6 +1,7 @@
 """The permission chain for one call, as a pure function of the tool, its arguments, the
-agent's policy and the run's state: organisation guardrails → categories and mode → hard
-denials → the shell danger classifier → grants and scope → the untrusted-content bar.
+agent's policy and the run's state: organisation guardrails → categories and mode → the
+agent's quorums (an ask for several people) → hard denials → the shell danger classifier →
+grants and scope → the untrusted-content bar.
 Deny beats ask beats allow; the trail says why, for `POST /v1/policy/explain`.
 
 `guardrail` and `standing_denial` are the one place that reads the organisation's rules:
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether_brain.gates.grants import Grant, GrantSet
+from tether_brain.gates.quorum import quorum_for
 from tether_common.errors import ErrorCode, SafetyError
+from tether_common.messages.approvals import QuorumRule
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety import check as check_url
@@ -43,6 +46,8 @@ class AgentPolicy:
     allowlist: tuple[Grant, ...] = ()
     untrusted_bar: bool = True
     waiver_lifts_taint: bool = False
+    # Two keys: tool pattern or `category:<name>` -> the quorum it needs (gates/quorum.py).
+    quorums: Mapping[str, QuorumRule] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,8 @@ class Verdict:
     grant: str | None = None
     waived: bool = False
     trail: tuple[str, ...] = ()
+    # An `ask` that the agent's policy wants decided by several people (None: one).
+    quorum: QuorumRule | None = None
 
 
 @dataclass(slots=True)
@@ -205,6 +212,9 @@ def decide(
             "org_confirm",
             f"the organisation requires confirmation for {tool.name} (rule '{rule.pattern}')",
         )
+    quorum = quorum_for((tool.name, *tool.aliases), category(tool), policy.quorums)
+    if quorum is not None:
+        chain.ask("quorum_required", quorum.describe(tool.name))
     if (hard := hard_denial(tool, args, policy.workspace)) is not None:
         return chain.deny(*hard)
     _shell_asks(chain, tool, args)
@@ -242,6 +252,7 @@ def decide(
             grant.raw if grant else None,
             waived,
             tuple(chain.trail),
+            None if quorum is None else quorum.rule,
         )
     return Verdict(
         "allow",
