@@ -19,6 +19,7 @@ from tether_common.messages import (
     outputs,
     profiles,
     runs,
+    staging,
     threads,
     tools,
 )
@@ -211,6 +212,13 @@ class Subjects:
     def tool_execute(self) -> Route[tools.ExecuteTool, tools.ToolResult]:
         return Route(self._s("tools", "execute"), tools.ExecuteTool, tools.ToolResult, QUEUE_TOOLS)
 
+    @property
+    def tool_stage(self) -> Route[tools.ExecuteTool, staging.StagedEffect]:
+        """Run a call against a copy of the workspace; the answer is its change set."""
+        return Route(
+            self._s("tools", "stage"), tools.ExecuteTool, staging.StagedEffect, QUEUE_TOOLS
+        )
+
     # approvals
     @property
     def approval_create(self) -> Route[approvals.CreateApproval, approvals.ApprovalView]:
@@ -369,6 +377,7 @@ class Subjects:
             self.model_probe,  # type: ignore[list-item]
             self.tool_catalog,  # type: ignore[list-item]
             self.tool_execute,  # type: ignore[list-item]
+            self.tool_stage,  # type: ignore[list-item]
             self.approval_create,  # type: ignore[list-item]
             self.approval_list,  # type: ignore[list-item]
             self.approval_decide,  # type: ignore[list-item]

@@ -30,6 +30,7 @@ from tether_tools_runner.sandbox import (
     sandbox_user,
 )
 from tether_tools_runner.settings import RunnerSettings
+from tether_tools_runner.staging import ShellStaging, StagedStore, Stager
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
 from tether_tools_runner.tools.retrieve import make_retrieve_tool
@@ -64,6 +65,24 @@ def replica_name() -> str:
     return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def make_stager(
+    settings: RunnerSettings, builtins: Builtins, executor: Executor, store: StagedStore
+) -> Stager:
+    """Staged effects: file tools by scratch copy of the file, shell by scratch copy of
+    the workspace under the runner's staging folder."""
+    root = settings.staging_dir or settings.workspace.parent / "tether-staging"
+    shell = ShellStaging(
+        builtins.attestation,
+        builtins.limits(),
+        sandbox_user(settings.sandbox_uid, settings.sandbox_gid),
+        root,
+        settings.staging_max_bytes,
+    )
+    return Stager(
+        executor, builtins.workspaces(), builtins.file_workers(), builtins.book, store, shell
+    )
+
+
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
     user = sandbox_user(settings.sandbox_uid, settings.sandbox_gid)
@@ -88,12 +107,15 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         min_sandbox=settings.min_sandbox,
     )
     ledger = EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s)
+    staged = StagedStore(service.engine)
+    stager = make_stager(settings, builtins, executor, staged)
     calls = Calls(
         service.bus,
         executor,
         sandbox_level=attestation.level,
         thresholds=thresholds,
         ledger=ledger,
+        stager=stager,
     )
 
     async def catalog(_req: CatalogRequest) -> Catalog:
@@ -104,6 +126,7 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     async def sweep() -> None:
         await ledger.sweep(settings.effects_retention_s)
         await revisions.sweep(settings.effects_retention_s)
+        await staged.sweep(settings.effects_retention_s)
 
     async def on_start() -> None:
         await builtins.file_workers().start()
@@ -115,6 +138,7 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         )
         await service.bus.serve(service.subjects.tool_catalog, catalog)
         await service.bus.serve(service.subjects.tool_execute, calls.execute)
+        await service.bus.serve(service.subjects.tool_stage, stager.stage)
 
     async def on_stop() -> None:
         # No call is in flight any more (Service.stop drained the bus first), so the MCP

@@ -4,7 +4,12 @@ is claimed in the effect ledger first (a repeat gets the recorded result, a wait
 
 An idempotent call, a call without a key (an older brain) and a call refused before its
 tool runs (unknown tool, bad arguments, sandbox too weak) claim nothing: they have no
-effect to keep to once."""
+effect to keep to once.
+
+A call with `staged` applies that approved change set instead of running its tool
+(`staging`), under the same key: the set is the call's one effect. A set found stale
+applied nothing, so its claim is dropped rather than recorded, and the next apply (of
+the set staged again) may claim the key."""
 
 from __future__ import annotations
 
@@ -15,11 +20,13 @@ from opentelemetry import trace
 from sqlalchemy.exc import DBAPIError
 
 from tether_common.bus import Bus
+from tether_common.messages.staging import STALE_EFFECT
 from tether_common.messages.tools import EFFECTS_UNAVAILABLE, ExecuteTool, ToolResult
 from tether_common.metrics import tool_calls
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.offload import maybe_offload, threshold_for
+from tether_tools_runner.staging import Stager
 
 tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
@@ -34,12 +41,14 @@ class Calls:
         sandbox_level: str,
         thresholds: Mapping[str, int],
         ledger: EffectLedger | None = None,
+        stager: Stager | None = None,
     ) -> None:
         self.bus = bus
         self.executor = executor
         self.sandbox_level = sandbox_level
         self.thresholds = dict(thresholds)
         self.ledger = ledger
+        self.stager = stager
 
     def keyed(self, call: ExecuteTool) -> bool:
         """Whether `call` is kept to once: a key, a tool with effects, and no refusal."""
@@ -76,7 +85,10 @@ class Calls:
             return _failed(call, claim.code, claim.message)
         try:
             result = await self.run(call)
-            await self.ledger.record(claim, result)
+            if result.error_code == STALE_EFFECT:
+                await self.ledger.forget(claim)  # nothing was applied: no effect to keep
+            else:
+                await self.ledger.record(claim, result)
         finally:
             self.ledger.release(claim)
         return result
@@ -87,7 +99,12 @@ class Calls:
         span = trace.get_current_span()  # the bus's span for this call
         span.set_attribute("tether.tool.name", call.name)
         span.set_attribute("tether.sandbox.level", self.sandbox_level)
-        result = await self.executor.execute(call)
+        if call.staged is None:
+            result = await self.executor.execute(call)
+        elif self.stager is not None:
+            result = await self.stager.apply(call)  # the approved change set, exactly
+        else:
+            result = _failed(call, "staging_unavailable", "this runner applies no staged effects.")
         span.set_attribute("tether.tool.duration_ms", result.duration_ms)
         span.set_attribute("tether.tool.outcome", result.error_code or "ok")
         span.set_attribute("tether.tool.bytes", len(result.content.encode()))

@@ -193,6 +193,17 @@ class EffectLedger:
             log.warning("the outcome of %s was not recorded: the claim was taken over", claim.key)
         return bool(done.rowcount)
 
+    async def forget(self, claim: Claimed) -> None:
+        """Drop `claim` with no outcome: the call took no effect (a staged change set found
+        stale applies nothing), so its key may be claimed again by the next apply."""
+        statement = delete(effects).where(
+            effects.c.key == claim.key,
+            effects.c.attempt == claim.attempt,
+            effects.c.result.is_(None),
+        )
+        async with self.engine.begin() as conn:
+            await conn.execute(statement)
+
     def release(self, claim: Claimed) -> None:
         """Stop renewing `claim` (recorded, or given up: its lease then lapses)."""
         if self._running.get(claim.key) == claim.attempt:

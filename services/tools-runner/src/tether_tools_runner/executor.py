@@ -14,12 +14,7 @@ from jsonschema import Draft202012Validator
 
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.metrics import tool_calls, tool_duration
-from tether_tools_runner.context import (
-    current_key,
-    current_run_id,
-    current_run_tree,
-    current_workspace,
-)
+from tether_tools_runner.context import bound
 from tether_tools_runner.repairs import collecting
 from tether_tools_runner.sandbox import Attestation, missing_for
 from tether_tools_runner.tool import Registry, Tool, ToolFailure
@@ -116,15 +111,10 @@ class Executor:
         if refusal is not None or tool is None:
             return refusal or ("unknown_tool", f"no tool named '{call.name}'.")
         timeout = self.time_limit(call)
-        tokens = (
-            current_run_id.set(call.run_id),
-            current_run_tree.set(tuple(call.run_tree)),
-            current_workspace.set(call.workspace),
-            current_key.set(call.idempotency_key),
-        )
         try:
-            async with asyncio.timeout(timeout):
-                return None, await tool.run(call.args)
+            with bound(call):
+                async with asyncio.timeout(timeout):
+                    return None, await tool.run(call.args)
         except ToolFailure as failure:
             return failure.code, f"{failure.message} Do not guess a result."
         except TimeoutError:
@@ -132,11 +122,6 @@ class Executor:
         except Exception as exc:
             log.exception("tool %s raised", call.name)
             return "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
-        finally:
-            current_run_id.reset(tokens[0])
-            current_run_tree.reset(tokens[1])
-            current_workspace.reset(tokens[2])
-            current_key.reset(tokens[3])
 
 
 __all__ = ["MAX_TIMEOUT_S", "Executor"]

@@ -40,7 +40,11 @@ PR_SET_DUMPABLE = 4
 
 # Imported before the worker drops: afterwards the interpreter's own files may be out of
 # the sandbox user's reach (a Python under /root), and the operations live here.
-PRELOAD = ("tether_tools_runner.tools.files_read", "tether_tools_runner.tools.files_write")
+PRELOAD = (
+    "tether_tools_runner.tools.files_read",
+    "tether_tools_runner.tools.files_write",
+    "tether_tools_runner.staging.ops",
+)
 
 
 def become(root: str, uid: int, gid: int, preload: tuple[str, ...] = PRELOAD) -> None:

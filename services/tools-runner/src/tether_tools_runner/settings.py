@@ -68,6 +68,11 @@ class RunnerSettings(HttpSettings):
     mcp_servers: list[McpServer] = Field(default_factory=list)
     # How often each MCP server's tool list is re-read; also how soon a silent death shows.
     mcp_refresh_s: float = Field(default=30.0, gt=0)
+    # Staged effects (tether_tools_runner.staging): where a staged shell call's scratch
+    # copy of the workspace is made (None: `tether-staging` beside the workspace root),
+    # and the most a copy (or the files a staged call touches) may hold.
+    staging_dir: Path | None = None
+    staging_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     offload_thresholds: dict[str, int] = Field(
         default_factory=dict,
         description="per-tool bytes above which a result is offloaded (default 8 KiB, shell 4 KiB)",

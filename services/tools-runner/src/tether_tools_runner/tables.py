@@ -3,7 +3,19 @@ revision of which file each run has read (shared by every replica)."""
 
 from __future__ import annotations
 
-from sqlalchemy import Column, DateTime, Index, Integer, MetaData, String, Table, Text, func
+from sqlalchemy import (
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 metadata = MetaData()
@@ -39,4 +51,30 @@ revisions = Table(
     Index("ix_file_revisions_seen_at", "seen_at"),
 )
 
-__all__ = ["effects", "metadata", "revisions"]
+# Staged effects (tether_tools_runner.staging, migration 0002): a change set shown on an
+# approval card, kept until it is applied or swept, with the bytes it writes.
+staged = Table(
+    "staged_effects",
+    metadata,
+    Column("key", Text, primary_key=True),  # `run_id:call_id`, as the effect's key
+    Column("digest", String(64), primary_key=True),  # the change set's
+    Column("run_id", Text, nullable=False),
+    Column("request", String(64), nullable=False),  # the call's tool and arguments
+    Column("changes", JSONB, nullable=False),  # the ChangeSet as shown
+    Column("staged_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ix_staged_effects_staged_at", "staged_at"),
+)
+
+staged_contents = Table(
+    "staged_contents",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("digest", String(64), primary_key=True),
+    Column("path", Text, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    ForeignKeyConstraint(
+        ["key", "digest"], ["staged_effects.key", "staged_effects.digest"], ondelete="CASCADE"
+    ),
+)
+
+__all__ = ["effects", "metadata", "revisions", "staged", "staged_contents"]

@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 
 from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
 from tether_common.messages.identity import DEFAULT_TENANT, GroupName
+from tether_common.messages.staging import ChangeSet
 
 # `withdrawn`: the run stopped while it waited; nothing may be decided or spent any more.
 # An approval nobody decided in this long expires, which counts as denied (DESIGN §4).
@@ -98,6 +99,9 @@ class CreateApproval(WireRequest):
     # Two keys, from a grant or guardrail; the approvals service's own quorum rules may
     # require more (the stricter wins). None: one decision decides.
     quorum: QuorumRule | None = None
+    # A staged effect (`messages.staging`): what approving will change in the workspace,
+    # exactly; its digest is part of `action_digest`. None: approved the old way.
+    changes: ChangeSet | None = None
 
 
 class ApprovalView(WireModel):
@@ -134,6 +138,7 @@ class ApprovalView(WireModel):
     escalate_to: str | None = None
     escalate_at: datetime | None = None
     escalated_at: datetime | None = None
+    changes: ChangeSet | None = None
 
 
 class ListApprovals(WireRequest):

@@ -30,6 +30,9 @@ class ToolDescriptor(WireModel):
     aliases: list[str] = Field(default_factory=list)
     # Added in place (version 1): readers of an older catalogue get the safe default.
     output_trust: OutputTrust = "untrusted"
+    # The runner can run a call of it against a copy of the workspace and show the change
+    # set on the approval card (`messages.staging`); approving applies exactly that.
+    stageable: bool = False
 
 
 class CatalogRequest(WireModel):
@@ -73,6 +76,9 @@ class ExecuteTool(WireModel):
     # The run tree's workspace folder (the root run's id; children share it). Used when
     # the runner keeps one folder per run tree; None: the run's own id.
     workspace: str | None = Field(default=None, pattern=WORKSPACE_PATTERN)
+    # An approved staged effect: apply the change set with this digest (staged for this
+    # run, call and arguments) instead of running the tool (`messages.staging`).
+    staged: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class ToolResult(WireModel):
@@ -89,3 +95,5 @@ class ToolResult(WireModel):
     # What the tool read generously to run the call (a place name as its IANA zone, a
     # 12-hour time as 24-hour), in words; the brain records them on the step.
     repairs: list[str] = Field(default_factory=list, max_length=50)
+    # The digest of the staged change set this call applied (None: it ran the tool).
+    applied: str | None = None

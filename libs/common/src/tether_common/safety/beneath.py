@@ -44,6 +44,7 @@ __all__ = [
     "open_parent",
     "open_root",
     "openat2_available",
+    "place_file",
     "read_limited",
     "relative_parts",
     "replace_file",
@@ -202,6 +203,25 @@ def replace_file(dir_fd: int, name: str, data: bytes) -> bool:
             os.unlink(temp, dir_fd=dir_fd)
         raise
     return existing is not None
+
+
+def place_file(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+    """Create `name` in `dir_fd` with `data`, only if nothing is there: a temporary file
+    made with O_EXCL is hard-linked to `name` (`linkat` never replaces; FileExistsError if
+    anything, a symlink included, took the name meanwhile), then unlinked."""
+    _checked([name])
+    temp = f".tether-{secrets.token_hex(8)}.tmp"
+    fd = os.open(temp, _NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode & 0o777)
+        finally:
+            os.close(fd)
+        os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
 
 
 def read_limited(fd: int, limit: int) -> bytes:

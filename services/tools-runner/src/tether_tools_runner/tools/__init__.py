@@ -51,6 +51,15 @@ class Builtins:
         user = sandbox_user(self.settings.sandbox_uid, self.settings.sandbox_gid)
         return Workspaces(self.settings.workspace, self.settings.workspace_layout, user)
 
+    def limits(self) -> SandboxLimits:
+        """Each shell call's limits (a staged one's too)."""
+        return SandboxLimits(
+            memory_mb=self.settings.sandbox_memory_mb,
+            file_size_mb=self.settings.sandbox_file_size_mb,
+            processes=self.settings.sandbox_pids_max,
+            tmpfs_mb=self.settings.sandbox_tmpfs_mb,
+        )
+
     def tools(self) -> list[Tool]:
         workspace = self.workspaces()
         workers = self.file_workers()
@@ -59,12 +68,7 @@ class Builtins:
             max_bytes=self.settings.fetch_max_bytes,
             timeout_s=self.settings.fetch_timeout_s,
         )
-        limits = SandboxLimits(
-            memory_mb=self.settings.sandbox_memory_mb,
-            file_size_mb=self.settings.sandbox_file_size_mb,
-            processes=self.settings.sandbox_pids_max,
-            tmpfs_mb=self.settings.sandbox_tmpfs_mb,
-        )
+        limits = self.limits()
         return [
             *clock_tools(),
             *calculate_tools(),

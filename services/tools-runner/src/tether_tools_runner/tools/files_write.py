@@ -56,6 +56,7 @@ FILE_WRITE = ToolDescriptor(
     idempotent=False,
     aliases=["write_file", "create_file", "save_file"],
     output_trust="trusted",
+    stageable=True,
 )
 
 FILE_EDIT = ToolDescriptor(
@@ -87,6 +88,7 @@ FILE_EDIT = ToolDescriptor(
     idempotent=False,
     aliases=["edit_file", "replace_in_file", "str_replace"],
     output_trust="trusted",
+    stageable=True,
 )
 
 
@@ -146,8 +148,8 @@ def edit_op(place: Place, parts: Parts, change: Change) -> tuple[int, str]:
     try:
         data = read_child(dir_fd, name, parts)
         decode_text(data, parts)  # a binary file is refused as file_read refuses it
-        _check_revision(parts, change.seen, revision_of(data))
-        text, count = _replaced(data, change)
+        check_revision(parts, change.seen, revision_of(data))
+        text, count = replaced(data, change)
         updated = text.encode()
         replace_file(dir_fd, name, updated)
     finally:
@@ -155,7 +157,7 @@ def edit_op(place: Place, parts: Parts, change: Change) -> tuple[int, str]:
     return count, revision_of(updated)
 
 
-def _check_revision(parts: Parts, seen: str | None, current: str) -> None:
+def check_revision(parts: Parts, seen: str | None, current: str) -> None:
     if seen is None:
         raise ToolFailure(
             "not_read", f"{shown(parts)} was not read in this run; file_read it first."
@@ -167,7 +169,7 @@ def _check_revision(parts: Parts, seen: str | None, current: str) -> None:
         )
 
 
-def _replaced(data: bytes, change: Change) -> tuple[str, int]:
+def replaced(data: bytes, change: Change) -> tuple[str, int]:
     try:
         text = data.decode()
     except UnicodeDecodeError:
@@ -190,4 +192,13 @@ def write_tools(workspaces: Workspaces, workers: FileWorkers, book: Revisions) -
     return [Tool(FILE_WRITE, tools.write), Tool(FILE_EDIT, tools.edit)]
 
 
-__all__ = ["FILE_EDIT", "FILE_WRITE", "Change", "edit_op", "write_op", "write_tools"]
+__all__ = [
+    "FILE_EDIT",
+    "FILE_WRITE",
+    "Change",
+    "check_revision",
+    "edit_op",
+    "replaced",
+    "write_op",
+    "write_tools",
+]

@@ -50,6 +50,7 @@ SHELL = ToolDescriptor(
     idempotent=False,
     aliases=["bash", "run_command", "execute_command", "terminal", "sh"],
     output_trust="untrusted",
+    stageable=True,
 )
 
 
