@@ -239,9 +239,9 @@ class TetherClient:
         ) as source:
             raise_for_error(source.response)
             async for sse in source.aiter_sse():
-                # Only durable events (the default SSE type) carry an id to resume after;
-                # live text (`event: delta`) is not a `RunEvent`.
-                if not sse.data or sse.event != "message":
+                # Durable events are named by their kind (`event: run.start` ...) and carry
+                # an id to resume after; live text (`event: delta`) is not a `RunEvent`.
+                if not sse.data or sse.event == "delta":
                     continue
                 event = RunEvent.model_validate(json.loads(sse.data))
                 yield event
