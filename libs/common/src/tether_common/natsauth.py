@@ -12,9 +12,10 @@ Each user has an inbox prefix of its own (`_INBOX_<user>`, which `Bus.open` hand
 nats-py) and may subscribe only below it: no user reads replies meant for another (tool
 results, model output). The `client` user (NATS clients of the API, password in
 TETHER_HOME) lives in an account of its own, `CLIENT`, which imports exactly the brain's
-client routes (as services) from `TETHER`, and nothing else: no run events subject (a
-client follows a run through `runs.follow`, a streamed reply the brain authorises like
-the HTTP event stream, so no tenant hears another's events), no JetStream at all, so it creates no consumers, durable or not, and the
+client routes (as services) from `TETHER`, and nothing else: no run events or live
+text (deltas) subject (a client follows a run, deltas included, through `runs.follow`, a
+streamed reply the brain authorises like the HTTP event stream, so no tenant hears
+another's events), no JetStream at all, so it creates no consumers, durable or not, and the
 account's `limits` bound its connections, subscriptions and payloads. nats-server has no
 per-user limits in a configuration file; an account of its own is how one user gets them.
 
@@ -95,7 +96,9 @@ ROLES: dict[str, Role] = {
         calls=(QUEUE_GATEWAY, QUEUE_TOOLS, QUEUE_APPROVALS, QUEUE_OUTPUTS),
         writes=(RUN_EVENTS,),
         reads=(RUN_EVENTS, APPROVAL_DECISIONS),
-        broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed"),
+        # `run_deltas_all`: a run's live text, published by the replica running it and
+        # heard by the replica serving a reader (it authorises the reader first).
+        broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed", "run_deltas_all"),
         streamed_replies=True,  # `runs.follow` answers with a run's events
     ),
     # `identity`: served where the identity tables are, called by the services without.
@@ -109,7 +112,7 @@ ROLES: dict[str, Role] = {
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),
     # An in-house notifier (chat bridge, pager): hears approval notices, nothing else.
     "notifier": Role(hears=("approval_notices",), manages_streams=False),
-    # Hears nothing: run events reach it only as replies of `runs.follow`.
+    # Hears nothing: run events and deltas reach it only as replies of `runs.follow`.
     CLIENT_USER: Role(
         calls=(QUEUE_BRAIN,),
         manages_streams=False,

@@ -152,6 +152,14 @@ class Subjects:
     def run_events_all(self) -> str:
         return self._s("events", ">")
 
+    def run_deltas(self, run_id: str) -> str:
+        """Core NATS, never a stream: a run's live text (`messages.deltas.RunDelta`)."""
+        return self._s("deltas", run_id)
+
+    @property
+    def run_deltas_all(self) -> str:
+        return self._s("deltas", ">")
+
     # gateway: streamed model generation, one subject per provider
     def generate(self, provider: str) -> Route[gateway.GenerateRequest, gateway.ModelEventMessage]:
         return Route(

@@ -36,6 +36,7 @@ from tether_brain.tools.toolbox import Toolbox
 from tether_common.decisions import required_key
 from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
     ChildEnded,
@@ -151,9 +152,13 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         # As the HTTP event stream: `follow` refuses (401/404) before any event is sent.
         await manager.follow(req.run_id, await bus_principal(identity))
         last, ended = req.after_seq, False
-        async for event in manager.events(req.run_id, req.after_seq, idle_s=req.idle_s):
-            last, ended = event.seq, event.kind == "run.end"
-            yield RunEventFrame(event=event)
+        live = manager.live(req.run_id, req.after_seq, deltas=req.deltas, idle_s=req.idle_s)
+        async for item in live:
+            if isinstance(item, RunDelta):
+                yield RunEventFrame(delta=item)
+                continue
+            last, ended = item.seq, item.kind == "run.end"
+            yield RunEventFrame(event=item)
         if not ended:  # a caller already past `run.end` met none, nor one from the journal
             status, _ = await store.queries.status(req.run_id)
             ended = status in TERMINAL_STATUSES

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tether_common.messages.base import MAX_BIGINT, WireModel, WireRequest
+from tether_common.messages.deltas import RunDelta
 
 RunStatus = Literal[
     "queued", "running", "awaiting_approval", "awaiting_agents", "completed", "stopped", "failed"
@@ -178,13 +179,16 @@ class FollowRun(WireRequest):
     run_id: str
     after_seq: int = Field(default=0, ge=0, le=MAX_BIGINT)
     idle_s: float = Field(default=FOLLOW_IDLE_S, ge=0.1, le=FOLLOW_IDLE_MAX_S)
+    deltas: bool = False  # the model's live text between the events (`RunDelta` frames)
 
 
 class RunEventFrame(WireModel):
-    """One message of a followed run's streamed reply: an event, or the terminal frame
-    (`end`: `run_end` when the run ended, `idle` after the idle bound)."""
+    """One message of a followed run's streamed reply: an event, a delta (live text,
+    when asked for; never counted in `last_seq`), or the terminal frame (`end`:
+    `run_end` when the run ended, `idle` after the idle bound)."""
 
     event: RunEvent | None = None
+    delta: RunDelta | None = None
     end: Literal["run_end", "idle"] | None = None
     last_seq: int = 0  # the terminal frame: the last `seq` sent (follow again after it)
 

@@ -17,6 +17,7 @@ from tether_brain.tools.toolbox import Toolbox
 from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit, parse_last_event_id
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.base import RequestModel
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.runs import (
     ListRuns,
     QueueMessage,
@@ -55,14 +56,22 @@ def runs_router(manager: RunManager, toolbox: Toolbox, verifier: Verifier) -> AP
     async def run_events(
         run_id: PathId,
         last_event_id: Annotated[str | None, Header()] = None,
+        deltas: Annotated[bool, Query(description="interleave the live text (`delta`)")] = True,
         who: Principal = who_dep,
     ) -> EventSourceResponse:
+        """The run's durable events (SSE `id` = `seq`, `event` = kind), resumable with
+        `Last-Event-ID`, and between them, unless `deltas=false`, the model's text as it
+        is written: `event: delta` with a `RunDelta`, and no `id`, so a reconnect
+        resumes after the last durable event and misses none. Deltas are not replayed."""
         after = parse_last_event_id(last_event_id) or 0
         await manager.follow(run_id, who)  # 401/404 before the stream starts
 
         async def source() -> AsyncIterator[dict[str, Any]]:
-            async for event in manager.events(run_id, after):
-                yield {"id": str(event.seq), "event": event.kind, "data": event.model_dump_json()}
+            async for item in manager.live(run_id, after, deltas=deltas):
+                if isinstance(item, RunDelta):
+                    yield {"event": "delta", "data": item.model_dump_json()}
+                else:
+                    yield {"id": str(item.seq), "event": item.kind, "data": item.model_dump_json()}
 
         return EventSourceResponse(source(), ping=15)
 

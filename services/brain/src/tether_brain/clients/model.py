@@ -1,11 +1,25 @@
-"""Asks the gateway for one model turn and collects its normalized event stream."""
+"""Asks the gateway for one model turn and collects its normalized event stream; the
+turn's visible text also goes out live, as it is written, as coalesced `RunDelta`s on
+core NATS (`Subjects.run_deltas`: never journaled, never on JetStream).
+
+Live text, for a reader in the brain: `generate(request, live=model.live_target(state))`
+publishes the turn's text (what `collect` keeps: nothing after a call) coalesced by
+`LiveText`, the rest when the stream ends; `runs/streaming.py` merges deltas with the
+durable events for readers. A turn asked again after a lost gateway writes its text
+again: a reader may see the first attempt's text twice, the durable `step` event never.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from dataclasses import dataclass, field
 
+from tether_brain.state.run import RunState
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.gateway import (
     CallRecord,
     ChunkEvent,
@@ -18,6 +32,13 @@ from tether_common.messages.gateway import (
 )
 from tether_common.messages.runs import Usage
 
+log = logging.getLogger(__name__)
+
+# A fast model writes a token every few milliseconds: one delta per 50 ms (or per 512
+# characters waiting) keeps a reader live without a message per token.
+DELTA_INTERVAL_S = 0.05
+DELTA_MAX_CHARS = 512
+
 
 @dataclass(slots=True)
 class ModelTurn:
@@ -29,30 +50,131 @@ class ModelTurn:
     error: ErrorEvent | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class LiveTarget:
+    """Where one turn's live text goes, and what each of its deltas says."""
+
+    subject: str
+    run_id: str
+    step: int
+    seq_after: int
+    tenant: str | None
+    depth: int | None
+
+
+class LiveText:
+    """One turn's visible text as coalesced deltas: the first at once, then at most one
+    per `DELTA_INTERVAL_S` (text written meanwhile waits at most that long, on a timer
+    this object owns), or as soon as `DELTA_MAX_CHARS` wait. Publishing is best effort:
+    a delta the bus refuses is dropped (the durable `step` event carries the whole
+    text), and the turn goes on without live text."""
+
+    def __init__(self, bus: Bus, target: LiveTarget) -> None:
+        self.bus = bus
+        self.target = target
+        self.pending: list[str] = []
+        self.size = 0
+        self.sent_at = float("-inf")
+        self.timer: asyncio.Task[None] | None = None
+        self.broken = False
+
+    async def add(self, text: str) -> None:
+        self.pending.append(text)
+        self.size += len(text)
+        wait = self.sent_at + DELTA_INTERVAL_S - time.monotonic()
+        if self.size >= DELTA_MAX_CHARS or wait <= 0:
+            await self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.create_task(self._flush_after(wait))
+
+    async def close(self) -> None:
+        """Send what is left; the timer, if any, ends first."""
+        if self.timer is not None:
+            self.timer.cancel()
+            await asyncio.gather(self.timer, return_exceptions=True)
+            self.timer = None
+        await self.flush()
+
+    async def _flush_after(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self.timer = None
+        await self.flush()
+
+    async def flush(self) -> None:
+        if not self.pending or self.broken:
+            return
+        target, text = self.target, "".join(self.pending)
+        self.pending.clear()
+        self.size = 0
+        self.sent_at = time.monotonic()
+        # Built by the brain from its own values: no validation, one serialisation.
+        delta = RunDelta.model_construct(
+            run_id=target.run_id,
+            step=target.step,
+            seq_after=target.seq_after,
+            text=text,
+            tenant=target.tenant,
+            depth=target.depth,
+        )
+        try:
+            await self.bus.publish_raw(target.subject, delta.model_dump_json().encode())
+        except Exception as exc:  # a delta is ephemeral; the turn must not fail for it
+            self.broken = True
+            log.warning("run %s: live text stopped: %s", target.run_id, exc)
+
+
 class ModelClient:
     def __init__(self, bus: Bus, *, timeout_s: float) -> None:
         self.bus = bus
         self.timeout_s = timeout_s
 
-    async def generate(self, request: GenerateRequest) -> ModelTurn:
+    def live_target(self, state: RunState) -> LiveTarget:
+        """The run's delta subject, and its last durable event: the step's own events
+        are still pending (committed with the step, after the model's turn)."""
+        pending = sum(1 for entry in state.pending if entry.kind == "event")
+        return LiveTarget(
+            subject=self.bus.subjects.run_deltas(state.run_id),
+            run_id=state.run_id,
+            step=state.step,
+            seq_after=state.event_seq - pending,
+            tenant=state.tenant,
+            depth=state.depth or None,
+        )
+
+    async def generate(
+        self, request: GenerateRequest, *, live: LiveTarget | None = None
+    ) -> ModelTurn:
         """One turn; a failure of the bus or the provider is an `error` in the turn. A
         gateway that went silent or away is asked once more (a model call has no effect
-        outside, so the turn is simply made again)."""
-        turn = await self._once(request)
+        outside, so the turn is simply made again). With `live`, the text also goes out
+        as deltas while it is written."""
+        turn = await self._once(request, live)
         if turn.error is not None and turn.error.code in ("timeout", "no_responders"):
-            turn = await self._once(request)
+            turn = await self._once(request, live)
         return turn
 
-    async def _once(self, request: GenerateRequest) -> ModelTurn:
+    async def _once(self, request: GenerateRequest, live: LiveTarget | None) -> ModelTurn:
         turn = ModelTurn()
         route = self.bus.subjects.generate(request.provider)
+        text = LiveText(self.bus, live) if live is not None else None
         try:
             async for message in self.bus.stream(
                 route, request, is_terminal=lambda m: m.terminal, timeout=self.timeout_s
             ):
-                collect(turn, message.event)
+                event = message.event
+                collect(turn, event)
+                if (
+                    text is not None
+                    and isinstance(event, ChunkEvent)
+                    and event.text
+                    and not turn.calls
+                ):
+                    await text.add(event.text)
         except TetherError as exc:
             turn.error = ErrorEvent(code=exc.code, retryable=exc.retryable, message=exc.message)
+        finally:
+            if text is not None:
+                await text.close()
         return turn
 
 

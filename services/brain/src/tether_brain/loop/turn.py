@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from tether_brain.clients.model import ModelClient, ModelTurn
+from tether_brain.clients.model import LiveTarget, ModelClient, ModelTurn
 from tether_brain.context.fitting import Fitter, estimate, reserve
 from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
@@ -195,7 +195,7 @@ class Turns:
         deadline = time.monotonic() + self.actor.service_wait_s
         told = False
         while True:
-            turn = await self._generate_once(request, control)
+            turn = await self._generate_once(request, control, self.model.live_target(state))
             if turn is None or turn.error is None or turn.error.code != ErrorCode.NO_RESPONDERS:
                 return turn
             left = deadline - time.monotonic()
@@ -211,9 +211,12 @@ class Turns:
             if control.stop.is_set() or control.handback.is_set():
                 return None
 
-    async def _generate_once(self, request: GenerateRequest, control: Control) -> ModelTurn | None:
-        """One model turn, or None when a stop arrived first (the stream is cancelled)."""
-        generation = asyncio.ensure_future(self.model.generate(request))
+    async def _generate_once(
+        self, request: GenerateRequest, control: Control, live: LiveTarget
+    ) -> ModelTurn | None:
+        """One model turn, its text live as it is written, or None when a stop arrived
+        first (the stream is cancelled)."""
+        generation = asyncio.ensure_future(self.model.generate(request, live=live))
         waiter = asyncio.ensure_future(control.wait_any())
         done, _ = await asyncio.wait({generation, waiter}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()

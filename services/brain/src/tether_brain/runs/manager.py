@@ -60,6 +60,7 @@ class RunManager:
         # The routes' names for what the parts own.
         self.authorize = self.access.authorize
         self.events = self.streams.events
+        self.live = self.streams.live
         self.read_output = self.streams.read_output
         self.output_bytes = self.streams.output_bytes
         self.on_decision = runner.on_decision

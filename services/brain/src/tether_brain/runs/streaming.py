@@ -1,17 +1,42 @@
 """Reading what runs produce: their event stream (live from JetStream, the journal for
-an ended run whose last events never reached the stream) and their stored outputs, page
-by page. The caller has authorised the run first."""
+an ended run whose last events never reached the stream), their live text, and their
+stored outputs, page by page. The caller has authorised the run first.
+
+The live API (used by the SSE route, `runs.follow` and the OpenAI face):
+`Streams.live(run_id, after, deltas=True, idle_s=None)` yields the run's durable
+`RunEvent`s after `after`, exactly as `events` does, and between them the model's text
+as `RunDelta`s while it is written. Order: a delta comes after the durable event its
+`seq_after` names and before the next one; one that arrives after the next durable
+event was yielded is stale (that event carries its text) and is dropped, and one ahead
+of a reader still catching up is held (at most `DELTA_BACKLOG`) until the reader gets
+there. Deltas are ephemeral: a reader that connects mid-turn sees the turn's text from
+then on (and all of it in the step's durable event); nothing replays them.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from base64 import b64decode
 from collections.abc import AsyncIterator
+from contextlib import suppress
+from typing import Any
 
 from tether_brain.persistence.store import RunStore
 from tether_common.bus import Bus
+from tether_common.errors import MessageError
 from tether_common.messages.base import decode
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.outputs import MAX_INLINE_BYTES, GetOutput, OutputContent
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent
+from tether_common.metrics import bus_errors
+
+log = logging.getLogger(__name__)
+
+# Deltas held for one reader (ahead of it, or queued behind a slow one); beyond this the
+# newest are dropped: they are ephemeral, and the durable events carry every word.
+DELTA_BACKLOG = 256
+Live = RunEvent | RunDelta
 
 
 class Streams:
@@ -63,3 +88,74 @@ class Streams:
                 yield event
             if event.kind == "run.end":
                 return
+
+    async def live(
+        self, run_id: str, after: int, *, deltas: bool = True, idle_s: float | None = None
+    ) -> AsyncIterator[Live]:
+        """The run's durable events after `after` (as `events`), with its live text
+        between them when `deltas` (see the module for the order). The caller has
+        authorised the run (`follow`)."""
+        if not deltas:
+            async for event in self.events(run_id, after, idle_s=idle_s):
+                yield event
+            return
+        queue: asyncio.Queue[Live | None] = asyncio.Queue()
+        # Subscribed before the replay starts: the replay's consumer is created on the
+        # same connection after this SUB, so no delta written meanwhile is missed.
+        sub = await self.bus.subscribe_raw(self.bus.subjects.run_deltas(run_id))
+        hearing = asyncio.create_task(_hear(sub, run_id, queue))
+        replaying = asyncio.create_task(self._pump(run_id, after, idle_s, queue))
+        try:
+            async for item in _ordered(queue, after):
+                yield item
+            await replaying  # the replay's own failure, if that is what ended it
+        finally:
+            for task in (hearing, replaying):
+                task.cancel()
+            await asyncio.gather(hearing, replaying, return_exceptions=True)
+            with suppress(Exception):
+                await sub.unsubscribe()
+
+    async def _pump(
+        self, run_id: str, after: int, idle_s: float | None, queue: asyncio.Queue[Live | None]
+    ) -> None:
+        try:
+            async for event in self.events(run_id, after, idle_s=idle_s):
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)  # the durable stream ended (or failed: awaited above)
+
+
+async def _hear(sub: Any, run_id: str, queue: asyncio.Queue[Live | None]) -> None:
+    """The run's deltas into the reader's queue; a body that is not a delta of this run
+    is logged, counted and dropped, and a reader far behind loses deltas, not events."""
+    async for msg in sub.messages:
+        try:
+            delta = decode(RunDelta, bytes(msg.data))
+        except MessageError as exc:
+            bus_errors.add(1, {"service": "brain", "code": exc.code})
+            log.warning("run %s: a delta that does not decode was dropped: %s", run_id, exc)
+            continue
+        if delta.run_id != run_id:
+            bus_errors.add(1, {"service": "brain", "code": "foreign_delta"})
+            log.warning("run %s: a delta naming run %s was dropped", run_id, delta.run_id)
+        elif queue.qsize() < DELTA_BACKLOG:
+            queue.put_nowait(delta)
+
+
+async def _ordered(queue: asyncio.Queue[Live | None], after: int) -> AsyncIterator[Live]:
+    """Durable events as they come; each delta after the event its `seq_after` names."""
+    last = after
+    held: list[RunDelta] = []
+    while (item := await queue.get()) is not None:
+        if isinstance(item, RunDelta):
+            if item.seq_after == last:
+                yield item
+            elif item.seq_after > last and len(held) < DELTA_BACKLOG:
+                held.append(item)
+            continue
+        yield item
+        last = item.seq
+        for delta in [d for d in held if d.seq_after == last]:
+            yield delta
+        held = [d for d in held if d.seq_after > last]
