@@ -17,6 +17,7 @@ import uvicorn
 from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -54,6 +55,22 @@ def parse_last_event_id(value: str | None) -> int | None:
             code=ErrorCode.INVALID_LAST_EVENT_ID,
         )
     return int(value)
+
+
+class ErrorInfo(BaseModel):
+    code: str = Field(description="stable, machine-readable (tether_common.errors.ErrorCode)")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """The body of every HTTP error, for the OpenAPI document (`error_responses`)."""
+
+    error: ErrorInfo
+
+
+def error_responses(described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """A route's `responses=`: each status it may answer with the error body, and why."""
+    return {status: {"model": ErrorBody, "description": why} for status, why in described.items()}
 
 
 def error_response(status: int, code: str, message: str) -> JSONResponse:

@@ -15,6 +15,7 @@ from tether_brain.api.models import models_router
 from tether_brain.api.policy import policy_router
 from tether_brain.api.runs import runs_router
 from tether_brain.api.skills import skills_router
+from tether_brain.api.threads import threads_router
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.clients.model import ModelClient
 from tether_brain.console import console_api_router, console_page_router
@@ -30,6 +31,8 @@ from tether_brain.runs.tasks import RunTasks
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
 from tether_brain.state.run import RunState
+from tether_brain.threads import ThreadManager, ThreadStore
+from tether_brain.threads.handlers import serve_threads
 from tether_brain.tools.helpers import AgentTool
 from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_brain.tools.toolbox import Toolbox
@@ -130,6 +133,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         bus_loss_s=settings.bus_loss_s,
     )
     manager = RunManager(bus, store, agents, tasks, runner, settings)
+    threads = ThreadManager(ThreadStore(service.engine), manager)
 
     # The client API over NATS: each handler reads its caller from the `Authorization`
     # header and calls the same `RunManager` method as the HTTP route, under the same rules.
@@ -177,6 +181,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await bus.serve(subjects.run_stop, stop_run)
         await bus.serve(subjects.run_message, queue_message)
         await bus.serve_stream(subjects.run_follow, follow_run)
+        await serve_threads(bus, threads, identity)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
         await bus.listen(subjects.run_child_ended, ChildEnded, manager.on_child_ended)
         await bus.consume(
@@ -199,6 +204,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         on_stop=on_stop,
         routers=[
             runs_router(manager, toolbox, identity),
+            threads_router(threads, identity),
             tokens_router(identity),
             console_page_router(),
             console_api_router(manager, identity, trace_url=settings.trace_url),

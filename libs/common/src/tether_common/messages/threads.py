@@ -35,6 +35,9 @@ class ThreadBudgets(RequestModel):
 class CreateThread(WireRequest):
     agent: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     title: str | None = Field(default=None, max_length=500)
+    # As a run's: every turn uses them (None: the brain's configured ones).
+    provider: str | None = Field(default=None, max_length=64)
+    model: str | None = Field(default=None, max_length=200)
     workspace: WorkspaceScope = "thread"
     budgets: ThreadBudgets = Field(default_factory=ThreadBudgets)
 
@@ -90,6 +93,8 @@ class ThreadView(WireModel):
     thread_id: str
     agent: str | None = None
     title: str | None = None
+    provider: str | None = None
+    model: str | None = None
     workspace: WorkspaceScope = "thread"
     budgets: ThreadBudgets = Field(default_factory=ThreadBudgets)
     status: ThreadStatus = Field(description="running while the last turn's run has not ended")

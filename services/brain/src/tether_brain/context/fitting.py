@@ -70,15 +70,28 @@ class Fitter:
             step(fitted)
         return fitted
 
-    def _latest_turn(self, messages: list[ChatMessage]) -> int:
-        """Index of the last assistant message with calls: results after it are 'newest'."""
+    def _latest_turn(self, messages: list[ChatMessage], after: int = 0) -> int:
+        """Index of the last assistant message with calls (after `after`): results after
+        it are 'newest'."""
         return max(
-            (i for i, m in enumerate(messages) if m.role == "assistant" and m.tool_calls),
+            (
+                i
+                for i, m in enumerate(messages)
+                if i > after and m.role == "assistant" and m.tool_calls
+            ),
             default=len(messages),
         )
 
+    def _prompt_at(self, messages: list[ChatMessage]) -> int:
+        """Index of the user's prompt: the last user message holding it (a thread's
+        earlier turns come before it), else the first user message."""
+        for i in range(len(messages) - 1, -1, -1):
+            if messages[i].role == "user" and messages[i].content == self.prompt:
+                return i
+        return next((i for i, m in enumerate(messages) if m.role == "user"), 0)
+
     def _cut_old_results(self, fitted: Fitted) -> None:
-        newest = self._latest_turn(fitted.messages)
+        newest = self._latest_turn(fitted.messages, self._prompt_at(fitted.messages))
         fitted.messages = [
             _cut(m, OLD_RESULT_CHARS) if m.role == "tool" and i < newest else m
             for i, m in enumerate(fitted.messages)
@@ -86,27 +99,26 @@ class Fitter:
         fitted.actions.append("old tool results cut")
 
     def _drop_history(self, fitted: Fitted) -> None:
-        """Drop whole exchanges after the first user message and before the latest turn,
-        keeping assistant calls paired with their results."""
+        """Drop whole exchanges, oldest first, keeping the system prompt, the user's
+        prompt (with this turn's skill note), the latest turn, and assistant calls paired
+        with their results. A thread's earlier turns come before the prompt: they go first."""
         messages = fitted.messages
-        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), 0)
-        newest = self._latest_turn(messages)
-        keep_head, middle, tail = (
-            messages[: first_user + 1],
-            messages[first_user + 1 : newest],
-            messages[newest:],
-        )
-        while middle and self.over(keep_head + middle + tail, ()):
-            dropped = middle.pop(0)
-            fitted.dropped.append(dropped)
-            while middle and middle[0].role == "tool":  # results go with their call
-                fitted.dropped.append(middle.pop(0))
+        prompt = self._prompt_at(messages)
+        start = prompt - 1 if prompt > 1 and messages[prompt - 1].role == "system" else prompt
+        newest = self._latest_turn(messages, prompt)
+        head, earlier, kept = messages[:1], messages[1:start], messages[start : prompt + 1]
+        middle, tail = messages[prompt + 1 : newest], messages[newest:]
+        for part in (earlier, middle):
+            while part and self.over(head + earlier + kept + middle + tail, ()):
+                fitted.dropped.append(part.pop(0))
+                while part and part[0].role == "tool":  # results go with their call
+                    fitted.dropped.append(part.pop(0))
         if fitted.dropped:
             note = ChatMessage(
                 role="system",
                 content=f"[{len(fitted.dropped)} earlier messages were left out to fit the context window]",
             )
-            fitted.messages = [*keep_head, note, *middle, *tail]
+            fitted.messages = [*head, *earlier, *kept, note, *middle, *tail]
             fitted.actions.append(f"{len(fitted.dropped)} messages dropped")
 
     def _cut_newest(self, fitted: Fitted) -> None:

@@ -124,7 +124,7 @@ class Actor:
 
     def verdict(self, state: RunState, tool: ToolDescriptor, call: CallRecord) -> Verdict:
         policy = self.agents.policy(state.options)
-        session = frozenset(state.options.session_grants)
+        session = frozenset((*state.options.session_grants, *state.counters.chat_grants))
         return decide(tool, call.arguments, policy, tainted=state.counters.tainted, session=session)
 
     async def run(self, state: RunState, planned: list[Planned]) -> list[ToolResult]:

@@ -157,7 +157,7 @@ class Loop:
         steps.add(1)
         last = state.step == state.max_steps
         # After a loop (finishing.py) the step offers no tools and asks for the answer.
-        looping = None if last else loop_in(state.messages)
+        looping = None if last else loop_in(state.own_messages)  # not a thread's earlier turns
         if looping is not None:
             emit(
                 state,

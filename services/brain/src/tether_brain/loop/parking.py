@@ -171,6 +171,10 @@ class Parking:
             return refused(call, "approval_stale", "this approval was already used."), False
         if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
             state.options = state.options.with_grant(tool.name)
+        if decision.decision == "allow_chat" and tool.scope != "delete":
+            # The chat is the run's thread (a run outside one is its own chat): committed
+            # with the step, read back by the thread's next turns (threads/store.py).
+            state.counters.chat_grants = sorted({*state.counters.chat_grants, tool.name})
         if pending.reconcile:  # "run it again": the runner may take over the in-doubt key
             planned = dataclasses.replace(planned, retry_in_doubt=True)
         return (await self.actor.run(state, [planned]))[0], True

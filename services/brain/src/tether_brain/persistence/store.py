@@ -87,7 +87,16 @@ class RunStore:
         self.leases = RunLeases(engine)
         self.queries = RunQueries(engine)
 
-    async def create(self, state: RunState, *, owner: str, lease_s: float) -> None:
+    async def create(
+        self,
+        state: RunState,
+        *,
+        owner: str,
+        lease_s: float,
+        conn: AsyncConnection | None = None,
+    ) -> None:
+        """Insert the run's row, leased to `owner`; in `conn`'s transaction when given (a
+        thread's turn commits its run with the turn)."""
         limits = {k: v for k, v in asdict(state.limits).items() if k != "max_steps"}
         values = row_values(state) | {
             "run_id": state.run_id,
@@ -106,8 +115,11 @@ class RunStore:
             "lease_owner": owner,
             "lease_expires_at": func.now() + timedelta(seconds=lease_s),
         }
-        async with self.engine.begin() as conn:
+        if conn is not None:
             await conn.execute(runs.insert().values(values))
+            return
+        async with self.engine.begin() as own:
+            await own.execute(runs.insert().values(values))
 
     def _journal_rows(self, state: RunState, now: datetime) -> list[dict[str, Any]]:
         rows = []

@@ -27,11 +27,24 @@ class Access:
         a missing run) for a run out of its reach. Checked on the stored row, whose tenant
         and owner never change after the run is made."""
         tenant, owner, agent = await self.store.queries.belongs(run_id)
+        self.require(who, action, (tenant, owner, agent), what=f"run '{run_id}'")
+
+    def require(
+        self,
+        who: Principal,
+        action: Action,
+        belongs: tuple[str, str | None, str | None],
+        *,
+        what: str,
+    ) -> None:
+        """`who` may take `action` on what `belongs` to (tenant, owner, agent): 403 for a
+        role that never may, else 404 `no <what>`, word for word the answer for one that
+        does not exist (a run, a thread)."""
+        tenant, owner, agent = belongs
         try:
             who.require(action, tenant, owner, agent_owner=self._agent_owner(agent))
         except NotFoundError:
-            # Word for word the answer for a run that does not exist.
-            raise NotFoundError(f"no run '{run_id}'") from None
+            raise NotFoundError(f"no {what}") from None
 
     def _agent_owner(self, agent: str | None) -> str | None:
         try:

@@ -66,6 +66,15 @@ class RunManager:
         self.on_decision = runner.on_decision
 
     async def start(self, req: StartRun, who: Principal) -> RunAccepted:
+        state = self.prepare(req, who)
+        sent = self.tasks.leases.clock()
+        await self.store.create(state, owner=self.tasks.owner, lease_s=self.settings.lease_s)
+        self.launch(state, leased_at=sent)
+        return RunAccepted(run_id=state.run_id, status=state.status)
+
+    def prepare(self, req: StartRun, who: Principal) -> RunState:
+        """A new run as `who` may start it (403/404/422 otherwise), not yet stored: leased
+        to this replica once `store.create` commits it, then `launch`ed."""
         provider, model = self.access.check_use(who, req)
         # The agent's budget defaults fill what the request leaves open; its ceilings cap.
         asked = req.model_dump(include=set(BUDGET_FIELDS))
@@ -90,7 +99,7 @@ class RunManager:
                 exclude_none=True,
             )
         )
-        state = RunState(
+        return RunState(
             run_id=f"run_{uuid.uuid4().hex}",
             prompt=req.prompt,
             provider=provider,
@@ -111,11 +120,12 @@ class RunManager:
             tenant=who.tenant,
             owner=who.name,
         )
-        sent = self.tasks.leases.clock()
-        await self.store.create(state, owner=self.tasks.owner, lease_s=self.settings.lease_s)
+
+    def launch(self, state: RunState, *, leased_at: float) -> None:
+        """Put a stored run in motion on this replica (its lease counted from `leased_at`,
+        read before the commit that made it)."""
         runs_started.add(1, {"provider": state.provider})
-        self.runner.advance(state, leased_at=sent)
-        return RunAccepted(run_id=state.run_id, status=state.status)
+        self.runner.advance(state, leased_at=leased_at)
 
     async def get(self, run_id: str, who: Principal) -> RunView:
         await self.access.authorize(who, "runs.read", run_id)

@@ -28,6 +28,10 @@ class RunOptions(BaseModel):
     helper: bool = False
     depth: int = Field(default=0, ge=0)
     workspace: str | None = None
+    # A thread's run: the thread, and how many messages of its earlier turns open the
+    # history (they are context, not this run's own: no cache, no loop rule reads them).
+    thread_id: str | None = None
+    history: int = Field(default=0, ge=0)
 
     def stored(self) -> dict[str, Any]:
         """The run row's `options` JSON: only what was set."""
@@ -41,5 +45,13 @@ class RunOptions(BaseModel):
 
     def inherited(self) -> dict[str, Any]:
         """What a helper run takes over from its parent."""
-        keep = {"agent", "mode", "allow_shell", "allow_web", "session_grants", "interactive"}
+        keep = {
+            "agent",
+            "mode",
+            "allow_shell",
+            "allow_web",
+            "session_grants",
+            "interactive",
+            "thread_id",
+        }
         return self.model_dump(include=keep, exclude_defaults=True)

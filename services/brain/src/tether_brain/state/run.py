@@ -44,6 +44,9 @@ class Counters:
     tainted: bool = False
     pending_approval: dict[str, Any] | None = None
     pending_children: dict[str, str] | None = None  # call id → child run id
+    # Tools an operator allowed "for this chat" (`allow_chat`): kept with the counters so
+    # they outlive a park and reload, and the thread's next runs start with them.
+    chat_grants: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,9 +136,17 @@ class RunState:
         elif kind == "step":
             self.steps.append(StepView.model_validate(data))
 
+    @property
+    def own_messages(self) -> list[ChatMessage]:
+        """This run's messages, without the thread's earlier turns that open the history."""
+        return self.messages[self.options.history :]
+
     def _remember(self, message: ChatMessage) -> None:
-        """Successful results feed the identical-call cache (also when replayed)."""
+        """Successful results feed the identical-call cache (also when replayed); a
+        thread's earlier turns do not (their results are not this turn's)."""
         if message.role != "tool" or message.content.startswith("FAILED"):
+            return
+        if len(self.messages) < self.options.history:
             return
         call = self.call_by_id(message.tool_call_id)
         if call is not None:
