@@ -16,11 +16,13 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from pydantic import ValidationError
 
 from tether_client.client import TetherClient, raise_for_error
 from tether_client.console import Format, OutputOption, emit, rows_table, say
 from tether_client.session import blocking, connect
 from tether_common.errors import MessageError
+from tether_common.messages.profiles import ModelProfile, ProbeModel, ProbeReport, ProfileList
 
 __all__ = ["ModelsApi", "app", "split_name"]
 
@@ -40,17 +42,17 @@ def split_name(name: str) -> tuple[str, str | None]:
     return provider, model or None
 
 
-def row(profile: dict[str, Any]) -> tuple[Any, ...]:
-    checks = profile.get("checks") or {}
-    passed = f"{sum(bool(v) for v in checks.values())}/{len(checks)}" if checks else "-"
+def row(profile: ModelProfile) -> tuple[Any, ...]:
+    checks = profile.checks
+    passed = f"{sum(checks.values())}/{len(checks)}" if checks else "-"
     return (
-        profile["provider"],
-        profile["model"],
-        profile["tool_calling"],
-        profile["prompt_tier"],
-        "yes" if profile["grammar"] else "no",
-        profile["context_window"],
-        profile["source"],
+        profile.provider,
+        profile.model,
+        profile.tool_calling,
+        profile.prompt_tier,
+        "yes" if profile.grammar else "no",
+        profile.context_window,
+        profile.source,
         passed,
     )
 
@@ -61,28 +63,30 @@ class ModelsApi:
     def __init__(self, client: TetherClient) -> None:
         self.http = client._http
 
-    async def list(self, provider: str | None = None) -> dict[str, Any]:
+    async def list(self, provider: str | None = None) -> ProfileList:
         params = {"provider": provider} if provider else None
         response = await self.http.get("/v1/model-profiles", params=params)
         raise_for_error(response)
-        return dict(response.json())
+        return ProfileList.model_validate_json(response.content)
 
-    async def get(self, provider: str, model: str | None) -> dict[str, Any]:
+    async def get(self, provider: str, model: str | None) -> ModelProfile:
         params = {"model": model} if model else None
         response = await self.http.get(f"/v1/model-profiles/{provider}", params=params)
         raise_for_error(response)
-        return dict(response.json())
+        return ModelProfile.model_validate_json(response.content)
 
-    async def put(self, profile: dict[str, Any]) -> dict[str, Any]:
-        response = await self.http.put("/v1/model-profiles", json=profile)
+    async def put(self, profile: ModelProfile) -> ModelProfile:
+        response = await self.http.put("/v1/model-profiles", json=profile.model_dump(mode="json"))
         raise_for_error(response)
-        return dict(response.json())
+        return ModelProfile.model_validate_json(response.content)
 
-    async def probe(self, provider: str, model: str | None, *, store: bool) -> dict[str, Any]:
-        body = {"provider": provider, "model": model, "store": store}
-        response = await self.http.post("/v1/model-profiles/probe", json=body, timeout=1800)
+    async def probe(self, provider: str, model: str | None, *, store: bool) -> ProbeReport:
+        body = ProbeModel(provider=provider, model=model, store=store)
+        response = await self.http.post(
+            "/v1/model-profiles/probe", json=body.model_dump(mode="json"), timeout=1800
+        )
         raise_for_error(response)
-        return dict(response.json())
+        return ProbeReport.model_validate_json(response.content)
 
 
 @app.command("list")
@@ -97,10 +101,10 @@ async def models_list(
     """
     async with connect() as client:
         found = await ModelsApi(client).list(provider)
-    profiles = found["profiles"]
+    profiles = found.profiles
     table = rows_table(COLUMNS, map(row, profiles)) if profiles else "no stored profiles"
     emit(found if output != Format.table else profiles, output, table)
-    for problem in found.get("problems") or []:
+    for problem in found.problems:
         say(f"skipped: {problem}", style="yellow")
     return 0
 
@@ -149,10 +153,10 @@ async def models_set(
         if file is not None:
             profile = _read_profile(file)
         elif name is not None:
-            profile = await api.get(*split_name(name))
+            profile = (await api.get(*split_name(name))).model_dump(mode="json")
         else:
             raise MessageError("name a model or give --file", code="invalid_request")
-        stored = await api.put({**_editable(profile), **changes, "source": "set"})
+        stored = await api.put(_profile({**_editable(profile), **changes, "source": "set"}))
     say("stored: " + "  ".join(str(v) for v in row(stored)))
     return 0
 
@@ -174,13 +178,12 @@ async def models_probe(
     async with connect() as client:
         report = await ModelsApi(client).probe(provider, model, store=not dry_run)
     checks = [
-        ("ok" if c["passed"] else "FAIL", c["name"], f"{c['seconds']:.1f}s", c["detail"])
-        for c in report["checks"]
+        ("ok" if c.passed else "FAIL", c.name, f"{c.seconds:.1f}s", c.detail) for c in report.checks
     ]
     emit(report, output, rows_table(["", "CHECK", "TIME", "WHAT IT DID"], checks))
     if output == Format.table:
-        stored = "stored" if report["stored"] else "not stored"
-        say(f"{stored}: " + "  ".join(str(v) for v in row(report["profile"])))
+        stored = "stored" if report.stored else "not stored"
+        say(f"{stored}: " + "  ".join(str(v) for v in row(report.profile)))
     return 0
 
 
@@ -198,3 +201,14 @@ def _read_profile(path: str) -> dict[str, Any]:
 def _editable(profile: dict[str, Any]) -> dict[str, Any]:
     """A shown profile as a stored one: the probe's record is dropped on a hand edit."""
     return {k: v for k, v in profile.items() if k not in ("version", "probed_at", "checks")}
+
+
+def _profile(fields: dict[str, Any]) -> ModelProfile:
+    """The fields as a profile, or a usage error naming what does not fit (before sending)."""
+    try:
+        return ModelProfile.model_validate(fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'profile'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise MessageError(f"not a model profile: {problems}", code="invalid_request") from None
