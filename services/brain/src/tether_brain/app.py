@@ -20,6 +20,8 @@ from tether_brain.clients.approval import ApprovalClient
 from tether_brain.clients.model import ModelClient
 from tether_brain.console import console_api_router, console_page_router
 from tether_brain.context.profiles import Profiles
+from tether_brain.faces.mcp import McpFace
+from tether_brain.faces.openai import openai_router
 from tether_brain.loop.acting import Actor
 from tether_brain.loop.dispatch import Loop
 from tether_brain.persistence.store import RunStore
@@ -133,6 +135,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         bus_loss_s=settings.bus_loss_s,
     )
     manager = RunManager(bus, store, agents, tasks, runner, settings)
+    mcp_face = McpFace(manager)  # agents as the tools of an MCP server, at /mcp
     threads = ThreadManager(ThreadStore(service.engine), manager)
 
     # The client API over NATS: each handler reads its caller from the `Authorization`
@@ -191,11 +194,13 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             handler=manager.on_decision,
         )
         service.background.start("leases", maintenance.run())
+        await mcp_face.start()
 
     # Shutdown (Service.stop): no message is taken any more, the handlers in flight finish,
     # the background loops stop; then every run is handed back while the bus and the
     # database are still open; then both close.
     async def on_stop() -> None:
+        await mcp_face.stop()  # its calls in flight end; their runs go on
         await manager.close()
 
     return service.app(
@@ -211,6 +216,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             agents_router(overrides, identity),
             skills_router(skills.store, identity, on_change=skills.forget),
             models_router(service.bus, identity),
+            openai_router(manager, identity),
+            mcp_face.router(identity),
             policy_router(
                 agents,
                 toolbox,

@@ -1,0 +1,162 @@
+"""Starting an agent's run for a face and following it to its end: what the run does worth
+telling (`Activity`: tool calls and results, approvals, helpers, skills, guards) and one
+`Ending`, read from the run's durable events. A face that stops waiting (`wait_s`) leaves
+the run going; it is an ordinary run, followed and decided through the runs API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from tether_brain.runs.manager import RunManager
+from tether_common.errors import ErrorCode, MessageError, TetherError, known
+from tether_common.identity import Principal
+from tether_common.messages.events import RunEnd
+from tether_common.messages.runs import RunEvent, RunStatus, StartRun, Usage
+
+# How long a face waits for a run (a parked run included) unless the request says.
+DEFAULT_WAIT_S = 600.0
+MAX_WAIT_S = 3600.0
+# The comment an open event stream sends while nothing happens (a parked run).
+KEEPALIVE_S = 15.0
+# The events that tell of tool activity; model text, usage, start and end are told apart.
+ACTIVITY: frozenset[str] = frozenset(
+    {
+        "tool.call",
+        "tool.result",
+        "tool.approval_needed",
+        "tool.approved",
+        "tool.denied",
+        "agent.start",
+        "agent.end",
+        "skill.used",
+        "guard",
+    }
+)
+# Stop reasons that mean the run ran out of room (OpenAI's `finish_reason: length`).
+OUT_OF_ROOM: frozenset[str] = frozenset({"max_steps", "budget_exhausted"})
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """One event of tool activity, as the run published it."""
+
+    event: RunEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How the face's wait ended: the run's end, or `waited_out` with the run going on."""
+
+    run_id: str
+    status: RunStatus
+    stop_reason: str | None
+    answer: str | None
+    usage: Usage
+    waited_out: bool = False
+
+    @property
+    def text(self) -> str:
+        """What the caller reads as the answer (an explanation where there is none)."""
+        if self.waited_out:
+            why = (
+                "is waiting for an operator to approve a tool call"
+                if self.status == "awaiting_approval"
+                else f"is still {self.status}"
+            )
+            return (
+                f"Run {self.run_id} {why}; this request stopped waiting. The run goes on: "
+                f"follow it at GET /v1/runs/{self.run_id}."
+            )
+        if self.answer:
+            return self.answer
+        return f"Run {self.run_id} {self.status} without an answer ({self.stop_reason})."
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.stop_reason in OUT_OF_ROOM else "stop"
+
+    def failure(self) -> TetherError | None:
+        """The error a failed run answers (its stop reason as the code), else None."""
+        if self.status != "failed":
+            return None
+        reason = self.stop_reason or "unknown reason"
+        # A reason reads `model_error: script_exhausted: ...`: its first word that is an
+        # error code gives the status (a provider's failure: 502); none, an internal one.
+        words = (known(word.strip()) for word in reason.split(":"))
+        code = next((word for word in words if word is not None), ErrorCode.INTERNAL)
+        return TetherError(f"run {self.run_id} failed: {reason}", code=code)
+
+
+Progress = Activity | Ending
+
+
+def start_request(prompt: str, agent: str, **options: object) -> StartRun:
+    """The runs API's own start request; what does not validate is a 422 naming it."""
+    try:
+        return StartRun.model_validate({"prompt": prompt, "agent": agent, **options})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise MessageError(problems, code=ErrorCode.INVALID_REQUEST) from None
+
+
+class Follower:
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+
+    async def start(self, req: StartRun, who: Principal) -> str:
+        """Start the run as `who` (every access rule of `POST /v1/runs` applies)."""
+        return (await self.manager.start(req, who)).run_id
+
+    async def follow(self, run_id: str, who: Principal, wait_s: float) -> AsyncIterator[Progress]:
+        """The run's activity, then one `Ending` (at `run.end`, or after `wait_s`)."""
+        await self.manager.follow(run_id, who)
+        queue: asyncio.Queue[RunEvent | Exception | None] = asyncio.Queue()
+        # A reader of its own: the wait below can then time out without cancelling a read
+        # of the stream halfway.
+        pump = asyncio.create_task(self._pump(run_id, queue))
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + wait_s
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), max(deadline - clock(), 0.0))
+                except TimeoutError:
+                    yield await self._waited_out(run_id, who)
+                    return
+                if isinstance(item, Exception):
+                    raise item
+                if item is None or (item.kind == "run.end" and item.run_id == run_id):
+                    yield await self._ended(run_id, who, item)
+                    return
+                if item.kind in ACTIVITY:
+                    yield Activity(item)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+
+    async def _pump(self, run_id: str, queue: asyncio.Queue[RunEvent | Exception | None]) -> None:
+        try:
+            async for event in self.manager.events(run_id, 0):
+                queue.put_nowait(event)
+            queue.put_nowait(None)
+        except Exception as exc:  # handed to the reader, which raises it
+            queue.put_nowait(exc)
+
+    async def _ended(self, run_id: str, who: Principal, event: RunEvent | None) -> Ending:
+        if event is None:  # the stream ended without its `run.end`: the stored run
+            return await self._waited_out(run_id, who, waited_out=False)
+        end = RunEnd.model_validate(event.data)
+        usage = Usage.model_validate(end.usage.model_dump(include=set(Usage.model_fields)))
+        return Ending(run_id, end.status, end.stop_reason, end.answer, usage)
+
+    async def _waited_out(self, run_id: str, who: Principal, *, waited_out: bool = True) -> Ending:
+        view = await self.manager.get(run_id, who)
+        return Ending(
+            run_id, view.status, view.stop_reason, view.answer, view.usage, waited_out=waited_out
+        )

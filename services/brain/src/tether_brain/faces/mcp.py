@@ -1,0 +1,177 @@
+"""The MCP face: an MCP server (the `mcp` SDK, streamable HTTP at `/mcp`) whose tools are
+the agents the caller may run, one tool per agent taking `{"task": str}` and answering the
+agent's final answer as text. A call is a run started as the caller through
+`RunManager.start` (tools, gates, approvals, budgets and audit apply); each event of tool
+activity is a progress notification when the client asked for progress.
+
+Every HTTP request to `/mcp` carries a Tether bearer token, checked by the identity
+model's dependency before the SDK sees the request (401 `{"error": {code, message}}`
+without one; 403 for a role that starts no runs); each MCP request is then served for
+the principal of the HTTP request that carried it. The server is stateless (no session
+held in memory), so any brain replica serves any request. An agent the caller may not
+run is not listed, and calling it is the protocol's invalid-params error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import mcp.types as mcp_types
+from fastapi import APIRouter
+from fastapi.responses import Response
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.types import Receive, Scope, Send
+
+from tether_brain.faces.agents import may_run, runnable
+from tether_brain.faces.following import DEFAULT_WAIT_S, Activity, Ending, Follower, start_request
+from tether_brain.faces.openai_errors import ERROR_RESPONSES
+from tether_brain.runs.manager import RunManager
+from tether_common.errors import TetherError
+from tether_common.http import TEXT_BODY_LIMIT, body_limit
+from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.messages.runs import RunEvent
+
+# Where the route leaves the verified caller for the MCP handlers (the request's scope).
+PRINCIPAL_KEY = "tether.principal"
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200_000,
+            "description": "what the agent should do, in plain words",
+        }
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+Context = ServerRequestContext[Any, Any]
+
+
+def _tool(agent_id: str) -> mcp_types.Tool:
+    return mcp_types.Tool(
+        name=agent_id,
+        description=(
+            f"Hand a task to the Tether agent '{agent_id}'. It works with its own tools under "
+            "Tether's gates, approvals and audit, and answers with its final answer."
+        ),
+        input_schema=TASK_SCHEMA,
+    )
+
+
+def _caller(ctx: Context) -> Principal:
+    who = None if ctx.request is None else ctx.request.scope.get(PRINCIPAL_KEY)
+    if not isinstance(who, Principal):  # never: `/mcp` is the only way in
+        raise MCPError(mcp_types.INVALID_REQUEST, "no verified caller on this request")
+    return who
+
+
+def _said(event: RunEvent) -> str:
+    """One line of progress for an event of tool activity."""
+    name = event.data.get("name") or event.data.get("task") or ""
+    return f"{event.kind} {name}".strip()
+
+
+def _result(ending: Ending) -> mcp_types.CallToolResult:
+    failure = ending.failure()
+    text = ending.text if failure is None else failure.message
+    failed = failure is not None or ending.waited_out
+    return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)], is_error=failed)
+
+
+class McpFace:
+    """The MCP server and its session manager (started and stopped with the brain)."""
+
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+        self.follower = Follower(manager)
+        self.server: Server[Any] = Server(
+            "tether",
+            instructions="Each tool is a Tether agent: give it a task, get its final answer.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.sessions = StreamableHTTPSessionManager(
+            self.server, stateless=True, max_request_body_size=TEXT_BODY_LIMIT
+        )
+        self._running = contextlib.AsyncExitStack()
+
+    async def start(self) -> None:
+        await self._running.enter_async_context(self.sessions.run())
+
+    async def stop(self) -> None:
+        await self._running.aclose()
+
+    async def _list_tools(
+        self, ctx: Context, params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        return mcp_types.ListToolsResult(
+            tools=[_tool(a) for a in runnable(self.manager, _caller(ctx))]
+        )
+
+    async def _call_tool(
+        self, ctx: Context, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        who = _caller(ctx)
+        if not may_run(self.manager, who, params.name):
+            raise MCPError(mcp_types.INVALID_PARAMS, f"no tool '{params.name}' for this caller")
+        task = (params.arguments or {}).get("task")
+        if not isinstance(task, str) or not task.strip():
+            raise MCPError(mcp_types.INVALID_PARAMS, "'task' must be a non-empty string")
+        try:
+            run_id = await self.follower.start(start_request(task, params.name), who)
+            told = 0
+            async for item in self.follower.follow(run_id, who, DEFAULT_WAIT_S):
+                if isinstance(item, Activity):
+                    told += 1
+                    await ctx.session.report_progress(told, None, _said(item.event))
+                else:
+                    return _result(item)
+        except TetherError as exc:  # a refused start, an unreachable service: the tool's error
+            return mcp_types.CallToolResult(
+                content=[mcp_types.TextContent(text=f"{exc.code}: {exc.message}")], is_error=True
+            )
+        raise MCPError(mcp_types.INTERNAL_ERROR, "the run's events ended without an ending")
+
+    def router(self, verifier: Verifier) -> APIRouter:
+        router = APIRouter(tags=["mcp"])
+        who_dep = principal_dependency(verifier)
+        face = self
+
+        async def mcp_endpoint(who: Principal = who_dep) -> Response:
+            """MCP over streamable HTTP (JSON-RPC; see the MCP specification). Tools: the
+            agents the caller may run."""
+            who.require("runs.start")
+            return _Exchange(face.sessions, who)
+
+        for method in ("GET", "POST", "DELETE"):  # one operation each in the OpenAPI document
+            router.add_api_route(
+                "/mcp",
+                mcp_endpoint,
+                methods=[method],
+                operation_id=f"mcp_{method.lower()}",
+                response_class=Response,
+                responses={k: v for k, v in ERROR_RESPONSES.items() if k in (401, 403, 413)},
+                openapi_extra=body_limit(TEXT_BODY_LIMIT),
+            )
+        return router
+
+
+class _Exchange(Response):
+    """The route's answer: the SDK's transport serves the request, as `who`."""
+
+    def __init__(self, sessions: StreamableHTTPSessionManager, who: Principal) -> None:
+        super().__init__()
+        self.sessions, self.who = sessions, who
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[PRINCIPAL_KEY] = self.who
+        await self.sessions.handle_request(scope, receive, send)
+
+
+__all__ = ["McpFace"]

@@ -1,0 +1,223 @@
+"""The OpenAI-compatible face: `POST /v1/chat/completions` (streamed or not) and
+`GET /v1/models[/{model_id}]`, where each model is a Tether agent the caller may run.
+
+A completion is a run of the agent named by `model`, started as the caller (bearer token:
+the SDK's `api_key`) through `RunManager.start`, so the agent's tools, gates, approvals,
+budgets and audit apply; the prompt is the messages rendered by `conversation.py`. The
+answer is the run's final answer; its usage is `usage`; `tether` (an extension field
+OpenAI's SDKs keep as an extra) names the run. A stream sends one role chunk, a chunk
+per tool event with `tether: {run_id, event, seq, data}` and an empty delta, the answer,
+then the finish chunk (`finish_reason`, `usage`, `tether.event: run.end`) and
+`data: [DONE]`. A parked run keeps the stream open (keep-alive comments) until decided
+or `tether.wait_s` (600 s) passes; the answer then says the run is waiting and where to
+follow it, and the run goes on. A failed run is an error (status and `code` from its stop
+reason), in a stream `data: {"error": ...}`, which the SDK raises.
+
+The brain had no `/v1/models` route before (model profiles live at `/v1/model-profiles`),
+so nothing collides; the gateway's providers are not listed (an agent is what runs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse
+
+from tether_brain.faces.agents import may_run, owner_of, runnable
+from tether_brain.faces.conversation import render_prompt
+from tether_brain.faces.following import (
+    DEFAULT_WAIT_S,
+    KEEPALIVE_S,
+    Activity,
+    Ending,
+    Follower,
+    Progress,
+    start_request,
+)
+from tether_brain.faces.openai_errors import ERROR_RESPONSES, OpenAIRoute, openai_detail
+from tether_brain.faces.openai_wire import (
+    AnswerMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatRequest,
+    Choice,
+    ChunkChoice,
+    CompletionUsage,
+    Delta,
+    ModelCard,
+    ModelList,
+    RunNote,
+)
+from tether_brain.runs.manager import RunManager
+from tether_common.errors import ErrorCode, NotFoundError, TetherError
+from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit, status_for
+from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.messages.runs import Usage
+
+log = logging.getLogger(__name__)
+
+_STREAM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a `chat.completion`, or with `stream: true` server-sent events: "
+        "`data: {chat.completion.chunk}` ... `data: [DONE]`",
+        "content": {"text/event-stream": {}},
+    }
+}
+
+
+def _usage(usage: Usage) -> CompletionUsage:
+    return CompletionUsage(
+        prompt_tokens=usage.input_tokens,
+        completion_tokens=usage.output_tokens,
+        total_tokens=usage.input_tokens + usage.output_tokens,
+    )
+
+
+def _end_note(ending: Ending) -> RunNote:
+    return RunNote(
+        run_id=ending.run_id,
+        event="run.end",
+        status=ending.status,
+        data={"stop_reason": ending.stop_reason, "waited_out": ending.waited_out},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """One completion's identity: its run, the agent asked for, when."""
+
+    run_id: str
+    model: str
+    created: int
+
+    def completion(self, ending: Ending) -> ChatCompletion:
+        choice = Choice(
+            message=AnswerMessage(content=ending.text), finish_reason=ending.finish_reason
+        )
+        return ChatCompletion(
+            id=f"chatcmpl-{self.run_id}",
+            created=self.created,
+            model=self.model,
+            choices=[choice],
+            usage=_usage(ending.usage),
+            tether=_end_note(ending),
+        )
+
+    def chunk(self, delta: Delta | None, **fields: Any) -> dict[str, str]:
+        choices = [] if delta is None else [ChunkChoice(delta=delta, **fields.pop("choice", {}))]
+        chunk = ChatCompletionChunk(
+            id=f"chatcmpl-{self.run_id}",
+            created=self.created,
+            model=self.model,
+            choices=choices,
+            **fields,
+        )
+        return {"data": chunk.model_dump_json()}
+
+    async def chunks(
+        self, progress: AsyncIterator[Progress], include_usage: bool
+    ) -> AsyncIterator[dict[str, str]]:
+        yield self.chunk(Delta(role="assistant", content=""))
+        try:
+            async for item in progress:
+                if isinstance(item, Activity):
+                    event = item.event
+                    note = RunNote(
+                        run_id=self.run_id, event=event.kind, seq=event.seq, data=event.data
+                    )
+                    yield self.chunk(Delta(), tether=note)
+                else:
+                    for message in self._ending(item, include_usage):
+                        yield message
+        except TetherError as exc:
+            yield _error(status_for(exc), exc.code, exc.message)
+        except Exception:
+            log.exception("the stream of run %s failed", self.run_id)
+            yield _error(500, ErrorCode.INTERNAL, "internal error; see the brain's log")
+        yield {"data": "[DONE]"}
+
+    def _ending(self, ending: Ending, include_usage: bool) -> list[dict[str, str]]:
+        if (failure := ending.failure()) is not None:
+            return [_error(status_for(failure), failure.code, failure.message)]
+        usage = _usage(ending.usage)
+        finish = {"finish_reason": ending.finish_reason}
+        messages = [
+            self.chunk(Delta(content=ending.text)),
+            self.chunk(Delta(), choice=finish, usage=usage, tether=_end_note(ending)),
+        ]
+        if include_usage:  # OpenAI's own last chunk: no choices, the usage
+            messages.append(self.chunk(None, usage=usage))
+        return messages
+
+
+def _error(status: int, code: str, message: str) -> dict[str, str]:
+    return {"data": json.dumps({"error": openai_detail(status, code, message)})}
+
+
+async def _last(progress: AsyncIterator[Progress]) -> Ending:
+    async for item in progress:
+        if isinstance(item, Ending):
+            return item
+    raise TetherError("the run's events ended without an ending")  # never: follow ends so
+
+
+def _card(manager: RunManager, agent_id: str) -> ModelCard:
+    return ModelCard(id=agent_id, owned_by=owner_of(manager, agent_id) or "tether")
+
+
+def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
+    router = APIRouter(
+        prefix="/v1", tags=["openai"], route_class=OpenAIRoute, responses=ERROR_RESPONSES
+    )
+    who_dep = principal_dependency(verifier)
+    follower = Follower(manager)
+
+    @router.get("/models")
+    async def list_models(who: Principal = who_dep) -> ModelList:
+        """The agents the caller may run, as OpenAI models (403 for a role that starts
+        no runs)."""
+        return ModelList(data=[_card(manager, agent) for agent in runnable(manager, who)])
+
+    @router.get("/models/{model_id}")
+    async def get_model(model_id: PathId, who: Principal = who_dep) -> ModelCard:
+        """One agent the caller may run (404 for any other, known or not)."""
+        who.require("runs.start")
+        if not may_run(manager, who, model_id):
+            raise NotFoundError(f"no model '{model_id}' for this caller")
+        return _card(manager, model_id)
+
+    @router.post(
+        "/chat/completions",
+        response_model=ChatCompletion,
+        responses=_STREAM_DOC,
+        openapi_extra=body_limit(TEXT_BODY_LIMIT),
+    )
+    async def chat_completions(body: ChatRequest, who: Principal = who_dep) -> Response:
+        """Run the agent `model` on the messages; answer its final answer."""
+        options = (
+            body.tether.model_dump(exclude={"wait_s"}, exclude_none=True) if body.tether else {}
+        )
+        req = start_request(render_prompt(body.messages), body.model, **options)
+        run_id = await follower.start(req, who)
+        wait_s = (body.tether.wait_s if body.tether else None) or DEFAULT_WAIT_S
+        chat = Chat(run_id, body.model, created=int(time.time()))
+        progress = follower.follow(run_id, who, wait_s)
+        if body.stream:
+            usage = body.stream_options is not None and body.stream_options.include_usage
+            return EventSourceResponse(chat.chunks(progress, usage), ping=KEEPALIVE_S)
+        ending = await _last(progress)
+        if (failure := ending.failure()) is not None:
+            raise failure
+        return JSONResponse(chat.completion(ending).model_dump(mode="json"))
+
+    return router
+
+
+__all__ = ["openai_router"]

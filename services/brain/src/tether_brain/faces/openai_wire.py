@@ -1,0 +1,174 @@
+"""The OpenAI chat-completions wire format as the face reads and answers it: the request
+(what Tether uses of it; sampling and tool parameters are ignored: the agent's settings
+and tools are what run), the completion, the streamed chunk, the model list, and the
+error body (OpenAI's `{"error": {message, type, code}}`, whose `code` and `message` are
+Tether's own `{"error": {code, message}}`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether_common.messages.base import RequestModel
+from tether_common.messages.runs import PermissionMode
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class TextPart(RequestModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text"]
+    text: str = Field(max_length=200_000)
+
+
+class ChatMessage(RequestModel):
+    # `name`, `tool_calls`, `tool_call_id` and the like are read past, not refused.
+    model_config = ConfigDict(extra="ignore")
+
+    role: Role
+    content: str | list[TextPart] | None = Field(default=None)
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(part.text for part in self.content)
+        return self.content or ""
+
+
+class TetherOptions(RequestModel):
+    """The `tether` extension of a request (`extra_body={"tether": {...}}` in the SDK):
+    what `POST /v1/runs` would take, under the same rules (a client's token gets the
+    brain's provider and model whatever it asks)."""
+
+    provider: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=200)
+    mode: PermissionMode | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=1000)
+    wait_s: float | None = Field(
+        default=None, gt=0, le=3600, description="how long to wait for the run (600 s)"
+    )
+
+
+class StreamOptions(RequestModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatRequest(RequestModel):
+    """`POST /v1/chat/completions`. `model` names a Tether agent (`GET /v1/models`)."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(default=1, ge=1, le=1, description="one choice: a run has one answer")
+    tether: TetherOptions | None = None
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AnswerMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AnswerMessage
+    finish_reason: str
+    logprobs: None = None
+
+
+class RunNote(BaseModel):
+    """Tether's extension on a completion or chunk (`tether`, ignored by OpenAI's SDKs):
+    the run behind the answer, or one event of its tool activity."""
+
+    run_id: str
+    event: str = Field(description="a run event kind (tool.call, tool.result, ...) or run.end")
+    seq: int | None = None
+    status: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: CompletionUsage
+    tether: RunNote
+
+
+class Delta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: Delta
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: CompletionUsage | None = None
+    tether: RunNote | None = None
+
+
+class ModelCard(BaseModel):
+    id: str = Field(description="a Tether agent id")
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str = Field(description="OpenAI's error type, from the HTTP status")
+    code: str = Field(description="Tether's error code")
+    param: str | None = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+__all__ = [
+    "AnswerMessage",
+    "ChatCompletion",
+    "ChatCompletionChunk",
+    "ChatMessage",
+    "ChatRequest",
+    "Choice",
+    "ChunkChoice",
+    "CompletionUsage",
+    "Delta",
+    "ErrorBody",
+    "ModelCard",
+    "ModelList",
+    "RunNote",
+    "TetherOptions",
+]

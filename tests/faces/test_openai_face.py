@@ -1,0 +1,231 @@
+"""The OpenAI-compatible face, driven by the official `openai` SDK against the real
+services: a completion runs a Tether agent (its tools, gates and approvals) and answers
+its final answer, streamed or not; the models are the agents the caller may run; errors
+come back as the SDK's own exception classes with Tether's error body."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from faces_support import (
+    ADMIN_TOKEN,
+    ASK_ARGUMENTS,
+    ASKS,
+    DEFAULT_ANSWER,
+    PRIVILEGED,
+    Callers,
+    decide,
+)
+
+from tether_common.testing import call, say, write_script
+
+pytestmark = pytest.mark.e2e
+
+QUESTION = [{"role": "user", "content": "what time is it in Tokyo?"}]
+GREETING = [{"role": "user", "content": "say hello"}]  # no live-data reminder follows
+
+
+def sdk(callers: Callers, token: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=f"{callers.brain}/v1", api_key=token, max_retries=0, timeout=120
+    )
+
+
+def scripted(scripts_dir: Path, *turns: Any) -> dict[str, Any]:
+    """The `tether` extension naming a script of its own (an admin may choose)."""
+    return {"tether": {"provider": "scripted", "model": write_script(scripts_dir, list(turns))}}
+
+
+@pytest.fixture
+async def admin(callers: Callers) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with sdk(callers, callers.admin) as client:
+        yield client
+
+
+async def test_a_completion_runs_the_agent_and_answers(
+    admin: openai.AsyncOpenAI, callers: Callers, scripts_dir: Path
+) -> None:
+    turns = [[call("current_time", timezone="Asia/Tokyo")], say("It is evening in Tokyo.")]
+    history = [
+        {"role": "system", "content": "Answer in one sentence."},
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hi, how can I help?"},
+        *QUESTION,
+    ]
+    completion = await admin.chat.completions.create(
+        model="default", messages=history, extra_body=scripted(scripts_dir, *turns)
+    )
+    assert completion.choices[0].message.content == "It is evening in Tokyo."
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None
+    assert completion.usage.total_tokens >= 0
+    note = (completion.model_extra or {})["tether"]
+    assert note["event"] == "run.end"
+    assert note["status"] == "completed"
+    async with httpx.AsyncClient(base_url=callers.brain, timeout=30) as http:
+        run = await http.get(
+            f"/v1/runs/{note['run_id']}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+    view = run.json()
+    assert view["status"] == "completed"
+    assert view["owner"] == "operator"
+    # The caller's instructions and earlier turns are in the run's one prompt.
+    for said in ("Answer in one sentence.", "Hi, how can I help?", "what time is it in Tokyo?"):
+        assert said in view["prompt"]
+    assert [s["tool"] for s in view["steps"] if s["kind"] == "tool"] == ["current_time"]
+
+
+async def test_a_stream_assembles_the_answer_with_tool_notes(
+    admin: openai.AsyncOpenAI, scripts_dir: Path
+) -> None:
+    turns = [[call("current_time", timezone="UTC")], say("Noon, UTC.")]
+    stream = await admin.chat.completions.create(
+        model="default",
+        messages=QUESTION,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=scripted(scripts_dir, *turns),
+    )
+    text, notes, finish, usage = "", [], None, None
+    async for chunk in stream:
+        if note := (chunk.model_extra or {}).get("tether"):
+            notes.append(note)
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            finish = choice.finish_reason or finish
+        usage = chunk.usage or usage
+    assert text == "Noon, UTC."
+    assert finish == "stop"
+    assert usage is not None
+    kinds = [n["event"] for n in notes]
+    assert kinds[:2] == ["tool.call", "tool.result"]
+    assert kinds[-1] == "run.end"
+    assert notes[0]["data"]["name"] == "current_time"
+    assert notes[1]["data"]["ok"] is True
+
+
+async def test_a_parked_run_keeps_the_stream_open_until_decided(
+    admin: openai.AsyncOpenAI, callers: Callers, scripts_dir: Path
+) -> None:
+    turns = [[call(ASKS, **ASK_ARGUMENTS)], say("18:00 in Tokyo.")]
+    stream = await admin.chat.completions.create(
+        model="default", messages=QUESTION, stream=True, extra_body=scripted(scripts_dir, *turns)
+    )
+    text, kinds = "", []
+    async for chunk in stream:
+        note = (chunk.model_extra or {}).get("tether") or {}
+        kinds.append(note.get("event"))
+        if note.get("event") == "tool.approval_needed":
+            # The stream is still open: the decision arrives while it waits.
+            await decide(callers.approvals, note["data"]["approval_id"])
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+    assert "tool.approval_needed" in kinds
+    assert "tool.approved" in kinds
+    assert text == "18:00 in Tokyo."
+
+
+async def test_a_wait_that_runs_out_says_where_the_run_waits(
+    admin: openai.AsyncOpenAI, scripts_dir: Path
+) -> None:
+    extra = scripted(scripts_dir, [call(ASKS, **ASK_ARGUMENTS)], say("never"))
+    extra["tether"]["wait_s"] = 2
+    completion = await admin.chat.completions.create(
+        model="default", messages=QUESTION, extra_body=extra
+    )
+    note = (completion.model_extra or {})["tether"]
+    assert note["status"] == "awaiting_approval"
+    assert note["data"]["waited_out"] is True
+    content = completion.choices[0].message.content or ""
+    assert "waiting for an operator" in content
+    assert note["run_id"] in content
+
+
+async def test_models_are_the_agents_the_caller_may_run(callers: Callers) -> None:
+    async with sdk(callers, callers.admin) as admin, sdk(callers, callers.client) as client:
+        everything = {m.id async for m in admin.models.list()}
+        mine = [m.id async for m in client.models.list()]
+        assert {"default", PRIVILEGED} <= everything
+        assert mine == ["default"]
+        assert (await admin.models.retrieve(PRIVILEGED)).id == PRIVILEGED
+        with pytest.raises(openai.NotFoundError):
+            await client.models.retrieve(PRIVILEGED)
+        # What is not listed does not run either.
+        with pytest.raises(openai.PermissionDeniedError) as refused:
+            await client.chat.completions.create(model=PRIVILEGED, messages=QUESTION)
+        assert refused.value.code == "forbidden"
+        # The brain's own script (a client may not choose another).
+        answer = await client.chat.completions.create(model="default", messages=GREETING)
+        assert answer.choices[0].message.content == DEFAULT_ANSWER
+    async with sdk(callers, callers.viewer) as viewer:
+        with pytest.raises(openai.PermissionDeniedError):
+            await viewer.models.list()
+
+
+async def test_a_wrong_key_is_an_authentication_error(callers: Callers) -> None:
+    async with sdk(callers, "tth_not_a_token") as stranger:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await stranger.chat.completions.create(model="default", messages=QUESTION)
+        assert refused.value.code == "unauthenticated"
+        with pytest.raises(openai.AuthenticationError):
+            await stranger.models.list()
+
+
+async def test_an_unknown_model_is_not_found(admin: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        await admin.chat.completions.create(model="no-such-agent", messages=QUESTION)
+    assert missing.value.code == "not_found"
+    with pytest.raises(openai.NotFoundError):
+        await admin.models.retrieve("no-such-agent")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "default", "messages": []},
+        {"model": "default", "messages": [{"role": "assistant", "content": "last"}]},
+        {"model": "default", "messages": [{"role": "user", "content": "x" * 200_001}]},
+        {"model": "default", "messages": [{"role": "wizard", "content": "hi"}]},
+        {"messages": QUESTION},
+        {"model": "default", "messages": QUESTION, "n": 2},
+    ],
+)
+async def test_a_bad_body_is_refused_with_the_error_body(
+    callers: Callers, body: dict[str, Any]
+) -> None:
+    async with httpx.AsyncClient(base_url=callers.brain, timeout=30) as http:
+        response = await http.post(
+            "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert error["type"] == "invalid_request_error"
+    assert error["message"]
+    if "model" not in body:
+        return  # the SDK itself refuses to send it
+    async with sdk(callers, callers.admin) as admin:
+        with pytest.raises(openai.UnprocessableEntityError) as refused:
+            await admin.chat.completions.create(**body)  # type: ignore[call-overload]
+    assert refused.value.code == "invalid_request"
+
+
+async def test_a_failed_run_is_an_error(admin: openai.AsyncOpenAI, scripts_dir: Path) -> None:
+    # A script with no turns: the run's first model turn fails (`script_exhausted`).
+    with pytest.raises(openai.APIStatusError) as failed:
+        await admin.chat.completions.create(
+            model="default", messages=GREETING, extra_body=scripted(scripts_dir)
+        )
+    assert failed.value.status_code == 502
+    assert failed.value.code == "script_exhausted"
+    stream = await admin.chat.completions.create(
+        model="default", messages=GREETING, stream=True, extra_body=scripted(scripts_dir)
+    )
+    with pytest.raises(openai.APIError, match="script_exhausted"):
+        async for _chunk in stream:
+            pass
