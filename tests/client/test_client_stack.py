@@ -1,7 +1,7 @@
 """The typed client against the real services: a scripted run read back as typed events
 and models, the policy and audit routes as models, a refusal as its error class with its
-status, the sync facade doing the same from code without an event loop, and `tether
-models` reading and writing typed model profiles."""
+status, a thread's turns through `chat`, the sync facade doing the same from code
+without an event loop, and `tether models` reading and writing typed model profiles."""
 
 from __future__ import annotations
 
@@ -61,6 +61,31 @@ async def test_a_run_reads_back_as_models(stack: Supervisor, scripts_dir: Path) 
         with pytest.raises(NotFoundError) as missing:
             await client.get_run("run_that_never_was")
         assert missing.value.status == 404
+
+
+async def test_a_thread_through_the_client(stack: Supervisor, scripts_dir: Path) -> None:
+    model = write_script(
+        scripts_dir, [[call("calculate", expression="6*7")], say("42"), say("still 42")]
+    )
+    async with TetherClient(stack.child("brain").url) as client:
+        thread = await client.create_thread(title="sums", provider="scripted", model=model)
+        assert (thread.turns, thread.provider, thread.model) == ([], "scripted", model)
+        first = [e async for e in client.chat(thread.thread_id, "six times seven?")]
+        assert any(isinstance(e, ToolResultEvent) and e.data.ok for e in first)
+        second = [e async for e in client.chat(thread.thread_id, "and again?")]
+        ends = [e for e in (first[-1], second[-1]) if isinstance(e, RunEndEvent)]
+        assert [e.data.answer for e in ends] == ["42", "still 42"]
+        view = await client.get_thread(thread.thread_id)
+        assert [(t.turn, t.text, t.answer) for t in view.turns] == [
+            (1, "six times seven?", "42"),
+            (2, "and again?", "still 42"),
+        ]
+        listed = await client.list_threads(limit=500)
+        assert thread.thread_id in {t.thread_id for t in listed.threads}
+        await client.delete_thread(thread.thread_id)
+        with pytest.raises(NotFoundError) as gone:
+            await client.get_thread(thread.thread_id)
+        assert gone.value.status == 404
 
 
 def follow_with_the_sync_client(url: str, model: str) -> tuple[list[RunEventKind], str | None]:

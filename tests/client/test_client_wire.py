@@ -67,13 +67,15 @@ RUN = RunView(
 
 
 def sse(*events: tuple[str | None, dict[str, Any]]) -> bytes:
-    """An SSE body: each (type, data); type None is a durable event (with its `id:`)."""
+    """An SSE body as the brain writes it: each (type, data); type None is a durable event,
+    named by its kind and with its `id:`; `delta` (live text) has no id."""
     lines: list[str] = []
     for kind, data in events:
         if kind is None:
-            lines += [f"id: {data['seq']}", f"data: {json.dumps(data)}", ""]
+            lines += [f"event: {data['kind']}", f"id: {data['seq']}"]
         else:
-            lines += [f"event: {kind}", f"data: {json.dumps(data)}", ""]
+            lines += [f"event: {kind}"]
+        lines += [f"data: {json.dumps(data)}", ""]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -83,7 +85,7 @@ def event(seq: int, kind: str, data: dict[str, Any]) -> dict[str, Any]:
 
 EVENTS = sse(
     (None, event(1, "step", {"step": 1, "kind": "model", "text": "thinking"})),
-    ("delta", {"run_id": "run_2", "step": 1, "seq_after": 1, "text": "hel"}),
+    ("delta", {"run_id": "run_2", "step": 1, "seq_after": 1, "text": "hel", "tenant": None}),
     (None, event(2, "tool.result", {"call_id": "c1", "name": "calc", "ok": True, "content": "4"})),
     (None, event(3, "run.end", {"status": "completed", "answer": "4", "steps": 1})),
 )

@@ -35,6 +35,7 @@ from tether_common.errors import (
     from_wire,
 )
 from tether_common.messages.audit import AuditReport
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import TypedEvent, typed
 from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 from tether_common.messages.policy import (
@@ -226,27 +227,41 @@ class TetherClient:
         body = ThreadMessageBody(text=text)  # the `{text}` body runs and threads share
         return await self._call(RunAccepted, "POST", f"/v1/runs/{run_id}/messages", body)
 
-    async def events(self, run_id: str, *, after: int = 0) -> AsyncGenerator[RunEvent, None]:
-        """The run's events after `after` as the wire carries them (`data` a JSON object),
-        live, ending with `run.end`; `typed_events` reads each as its kind's model. For a
-        reader that must show even what it cannot read (the CLI's renderer)."""
+    async def live(
+        self, run_id: str, *, after: int = 0, deltas: bool = True
+    ) -> AsyncGenerator[RunEvent | RunDelta, None]:
+        """The run's durable events after `after`, live, ending with `run.end`, and between
+        them (with `deltas`) the model's text as it is written (`RunDelta`: not replayed,
+        no `seq`; a reader that reconnects resumes after the last durable event)."""
         headers = {"Last-Event-ID": str(after)} if after else {}
         path = f"/v1/runs/{run_id}/events"
-        # Live text is asked for only by a reader that shows it (`tether chat`).
-        params = {"deltas": "false"}
+        params = {"deltas": "true" if deltas else "false"}
         async with aconnect_sse(
             self._http, "GET", path, headers=headers, params=params, timeout=None
         ) as source:
             raise_for_error(source.response)
             async for sse in source.aiter_sse():
+                if not sse.data:
+                    continue
                 # Durable events are named by their kind (`event: run.start` ...) and carry
-                # an id to resume after; live text (`event: delta`) is not a `RunEvent`.
-                if not sse.data or sse.event == "delta":
+                # an id to resume after; live text is `event: delta`, with no id.
+                if sse.event == "delta":
+                    yield RunDelta.model_validate_json(sse.data)
                     continue
                 event = RunEvent.model_validate(json.loads(sse.data))
                 yield event
                 if event.kind == "run.end":
                     return
+
+    async def events(self, run_id: str, *, after: int = 0) -> AsyncGenerator[RunEvent, None]:
+        """The run's events after `after` as the wire carries them (`data` a JSON object),
+        live, ending with `run.end`; `typed_events` reads each as its kind's model. For a
+        reader that must show even what it cannot read (the CLI's renderer). No live
+        text: `live` is for a reader that shows it (`tether chat`)."""
+        async with aclosing(self.live(run_id, after=after, deltas=False)) as items:
+            async for item in items:
+                if isinstance(item, RunEvent):
+                    yield item
 
     async def typed_events(
         self, run_id: str, *, after: int = 0
@@ -275,13 +290,21 @@ class TetherClient:
         *,
         agent: str | None = None,
         title: str | None = None,
+        provider: str | None = None,
+        model: str | None = None,
         workspace: WorkspaceScope = "thread",
         budgets: ThreadBudgets | None = None,
     ) -> ThreadView:
         """A new conversation; its runs share history (and, with `workspace="thread"`,
-        one workspace folder); `budgets` cap the sum over its turns."""
+        one workspace folder) and use `provider`/`model` (None: the brain's); `budgets`
+        cap the sum over its turns."""
         body = CreateThread(
-            agent=agent, title=title, workspace=workspace, budgets=budgets or ThreadBudgets()
+            agent=agent,
+            title=title,
+            provider=provider,
+            model=model,
+            workspace=workspace,
+            budgets=budgets or ThreadBudgets(),
         )
         return await self._call(ThreadView, "POST", "/v1/threads", body)
 

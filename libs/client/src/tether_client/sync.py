@@ -181,6 +181,7 @@ class SyncTetherClient:
     get_run = blocking(TetherClient.get_run)
     stop_run = blocking(TetherClient.stop_run)
     queue_message = blocking(TetherClient.queue_message)
+    live = blocking_iter(TetherClient.live)
     events = blocking_iter(TetherClient.events)
     typed_events = blocking_iter(TetherClient.typed_events)
     create_thread = blocking(TetherClient.create_thread)
