@@ -123,7 +123,7 @@ async def stack(
     supervisor = Supervisor(env, restart=False, log_dir=logs)
     await supervisor.start()
     try:
-        await supervisor.wait_ready(timeout=90)
+        await supervisor.wait_ready(timeout=180)  # minutes on a loaded two-core machine
         yield supervisor
     except BaseException:
         for log_file in sorted(logs.glob("*.log")):

@@ -2,7 +2,7 @@
 turns every expected failure into one line, a hint and an exit code (the table is in
 `tether_client.exits` and at the end of `tether --help`).
 
-    tether up | status | run PROMPT
+    tether up | status | run PROMPT | chat
     tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
     tether tools list|run    tether policy explain    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
@@ -19,6 +19,7 @@ import typer
 
 from tether_client import (
     agents_cli,
+    chat_cli,
     models_cli,
     runs_cli,
     skills_cli,
@@ -96,6 +97,7 @@ def up(
 
 app.command("run")(runs_cli.run_command)
 app.command("status")(status.status_command)
+app.command("chat")(chat_cli.chat_command)
 app.add_typer(runs_cli.app, name="runs")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tools_cli.tools_app, name="tools")

@@ -34,6 +34,7 @@ __all__ = [
     "client_token",
     "offer_approval",
     "say",
+    "send_decision",
     "wait_decided",
 ]
 
@@ -259,14 +260,20 @@ async def offer_approval(
     if token is None or not sys.stdin.isatty():
         return None
     say(card(data))
-    answer = (await asyncio.to_thread(read, PROMPT)).strip().lower()
-    decision = CHOICES.get(answer)
+    answer = await asyncio.to_thread(read, PROMPT)
+    return await send_decision(data, answer, token, "decided in tether run")
+
+
+async def send_decision(data: Mapping[str, Any], answer: str, token: str, note: str) -> str | None:
+    """The operator's answer to a card (`PROMPT`'s choices) sent as the decision. Returns
+    the decision sent, or None (any other answer leaves it, or the service refused)."""
+    decision = CHOICES.get(answer.strip().lower())
     if decision is None:
         say("left for another operator")
         return None
     try:
         async with ApprovalsClient(approvals_url(), token) as client:
-            view = await client.decide(str(data["approval_id"]), decision, "decided in tether run")
+            view = await client.decide(str(data["approval_id"]), decision, note)
     except (TetherError, httpx.TransportError) as exc:
         say(f"not decided: {exc}")
         return None

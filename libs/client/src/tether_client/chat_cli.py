@@ -1,0 +1,248 @@
+"""`tether chat`: a conversation with an agent on a thread, in the terminal.
+
+Each line you type is the thread's next message (a run with the thread's history); the
+answer is shown as the model writes it (live `delta` text), tool calls and results as
+one line each, and a call that waits for approval as the card `tether run` shows, asked
+inline (an operator token is needed to decide). `/exit` or Ctrl-D ends; Ctrl-C during a
+turn asks whether to stop the run. With standard input not a terminal (`echo question |
+tether chat`), each line is a turn, only the answers go to standard output (tool lines
+to standard error) and nothing is asked: a parked call waits for an operator elsewhere.
+
+The terminal is read on the main thread between turns and approvals, never while a turn
+streams, so Ctrl-C has one meaning at a time; each turn runs on one event loop
+(`asyncio.Runner`) that the client's connections share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Annotated
+
+import httpx
+import typer
+from rich.text import Text
+
+from tether_client.client import TetherClient
+from tether_client.console import err, safe, say, stdout
+from tether_client.endpoints import api_url
+from tether_client.exits import describe
+from tether_client.ops_cli import PROMPT, card, send_decision
+from tether_client.render import render, style, typed_or_none
+from tether_client.runref import short
+from tether_client.session import connect, operator_token, report
+from tether_common.messages.deltas import RunDelta
+from tether_common.messages.events import RunEndEvent, ToolApprovalNeededEvent
+from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent
+from tether_common.messages.threads import ThreadView
+
+__all__ = ["chat_command"]
+
+EXIT_WORDS = frozenset({"/exit", "/quit"})
+LINE_CHARS = 200  # a tool line is cut here: the run's events hold the whole of it
+RECONNECT_FOR_S = 60.0  # a dropped stream is resumed for this long
+
+
+@dataclass(slots=True)
+class TurnView:
+    """What one turn has shown so far; kept outside the stream, so a stream cancelled by
+    Ctrl-C or dropped by the network resumes after `last`."""
+
+    run_id: str
+    last: int = 0  # the last durable event seen
+    streamed: dict[int, str] = field(default_factory=dict)  # live text per step
+    open_line: bool = False  # text written without its newline yet
+    end: RunEndEvent | None = None
+    asked: ToolApprovalNeededEvent | None = None
+
+
+class Chat:
+    """One thread's conversation; `interactive` when a person is at the terminal."""
+
+    def __init__(self, runner: asyncio.Runner, client: TetherClient, thread: ThreadView) -> None:
+        self.runner = runner
+        self.client = client
+        self.thread = thread
+        self.interactive = sys.stdin.isatty()
+        self.token = operator_token() if self.interactive else None
+
+    def greet(self) -> None:
+        if not self.interactive:
+            return
+        thread = self.thread
+        say(f"thread {thread.thread_id} · agent {thread.agent or 'default'}", "bold")
+        if thread.turns:
+            last = thread.turns[-1]
+            say(f"{len(thread.turns)} turn(s) so far; the last: {last.text}", "dim")
+            if last.answer:
+                say(last.answer)
+        say("/exit or Ctrl-D ends; Ctrl-C during a turn asks whether to stop it", "dim")
+
+    def loop(self) -> int:
+        """Turns until `/exit` or end of input: 0 when every turn completed, else 1."""
+        failed = False
+        while (text := self.read()) is not None:
+            if text:
+                failed = self.turn(text) != "completed" or failed
+        if self.interactive:
+            say(f"thread {self.thread.thread_id}: tether chat --thread {self.thread.thread_id}")
+        return 1 if failed else 0
+
+    def read(self) -> str | None:
+        """The next message, or None at the end (Ctrl-D, `/exit`, end of input)."""
+        try:
+            line = input("you> ") if self.interactive else sys.stdin.readline()
+        except EOFError:
+            return None
+        if not self.interactive and not line:
+            return None
+        text = line.strip()
+        return None if text in EXIT_WORDS else text
+
+    def turn(self, text: str) -> str:
+        """Send one message and show its run to the end; its end status."""
+        accepted = self.runner.run(self.client.send_message(self.thread.thread_id, text))
+        view = TurnView(accepted.run_id)
+        while view.end is None:
+            try:
+                self.runner.run(self.follow(view))
+            except KeyboardInterrupt:
+                self.close_line(view)
+                if self.confirm(f"stop run {short(view.run_id)}? [y/N] "):
+                    self.runner.run(self.client.stop_run(view.run_id))
+                continue
+            if view.asked is not None:
+                self.decide(view.asked)
+                view.asked = None
+        self.close_line(view)
+        return view.end.data.status
+
+    async def follow(self, view: TurnView) -> None:
+        """Show the run's events and text after `view.last`, until its end or a call that
+        asks this operator (`view.asked`); a dropped stream is resumed."""
+        dropped_at: float | None = None
+        while True:
+            try:
+                async for item in self.client.live(view.run_id, after=view.last):
+                    dropped_at = None
+                    if isinstance(item, RunDelta):
+                        self.write(view, item)
+                    elif self.show(view, item):
+                        return
+            except httpx.TransportError:
+                pass
+            if (await self.client.get_run(view.run_id)).status in TERMINAL_STATUSES:
+                continue  # its end comes from the journal on the next read
+            dropped_at = dropped_at or time.monotonic()
+            if time.monotonic() - dropped_at > RECONNECT_FOR_S:
+                raise httpx.ConnectError(f"the event stream of {view.run_id} stayed down")
+            await asyncio.sleep(1.0)
+
+    def write(self, view: TurnView, delta: RunDelta) -> None:
+        """Live text, as it comes (a sub-agent's is not the answer: not shown)."""
+        if delta.depth:
+            return
+        view.streamed[delta.step] = view.streamed.get(delta.step, "") + delta.text
+        stdout().print(Text(safe(delta.text)), end="")
+        sys.stdout.flush()
+        view.open_line = not delta.text.endswith("\n")
+
+    def show(self, view: TurnView, event: RunEvent) -> bool:
+        """One durable event; True when the stream should stop here (an end, an ask)."""
+        view.last = event.seq
+        read = typed_or_none(event)
+        if isinstance(read, RunEndEvent):
+            self.finish(view, read)
+            return True
+        if isinstance(read, ToolApprovalNeededEvent) and self.token is not None:
+            view.asked = read
+            return True
+        if event.kind in ("run.start", "step", "usage") or (line := render(event)) is None:
+            return False
+        self.close_line(view)
+        first = line.partition("\n")[0]
+        cut = first if len(first) <= LINE_CHARS else first[:LINE_CHARS] + " …"
+        (say if self.interactive else err)(cut, style(event))
+        return False
+
+    def finish(self, view: TurnView, end: RunEndEvent) -> None:
+        """The answer, unless its text was already shown live; the status if not done."""
+        view.end = end
+        answer = end.data.answer or ""
+        shown = max(view.streamed.items(), default=(0, ""))[1]
+        if answer.strip() and answer.strip() != shown.strip():
+            self.close_line(view)
+            say(answer)
+        self.close_line(view)
+        if end.data.status != "completed":
+            reason = f" ({end.data.stop_reason})" if end.data.stop_reason else ""
+            err(f"■ {end.data.status}{reason}", "bold red")
+
+    def decide(self, asked: ToolApprovalNeededEvent) -> None:
+        """The approval card, asked here; the answer is sent as this operator's decision."""
+        data = asked.data.model_dump(mode="json")
+        say(card(data), "bold yellow")
+        try:
+            answer = input(PROMPT)
+        except EOFError:
+            answer = ""
+        assert self.token is not None
+        self.runner.run(send_decision(data, answer, self.token, "decided in tether chat"))
+
+    def close_line(self, view: TurnView) -> None:
+        if view.open_line:
+            say("")
+            view.open_line = False
+
+    def confirm(self, question: str) -> bool:
+        if not self.interactive:
+            return True  # nobody to ask: an interrupt stops the run
+        try:
+            return input(question).strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+
+def chat_command(
+    agent: Annotated[
+        str | None, typer.Option(help="The agent to talk to (a new thread only).")
+    ] = None,
+    thread: Annotated[
+        str | None, typer.Option(help="Resume this thread instead of starting one.")
+    ] = None,
+    title: Annotated[str | None, typer.Option(help="A new thread's title.")] = None,
+) -> None:
+    """Talk to an agent: each line is a turn of a thread (history kept), the answer
+    streams as it is written, and calls that need approval are asked inline. `/exit`
+    or Ctrl-D ends; Ctrl-C during a turn asks whether to stop it.
+
+    Example: tether chat --agent default; echo "what time is it in Tokyo?" | tether chat
+    """
+    code = 0
+    with asyncio.Runner() as runner:
+        client = connect()
+        try:
+            view = runner.run(_thread(client, agent, thread, title))
+            chat = Chat(runner, client, view)
+            chat.greet()
+            code = chat.loop()
+        except KeyboardInterrupt:  # at the prompt: the chat ends (a turn asks first)
+            code = 130
+        except Exception as exc:
+            failure = describe(exc, api_url())
+            if failure is None:
+                raise  # a bug: its traceback is the useful report
+            report(failure)
+        finally:
+            runner.run(client.close())
+    raise typer.Exit(code)
+
+
+async def _thread(
+    client: TetherClient, agent: str | None, thread_id: str | None, title: str | None
+) -> ThreadView:
+    if thread_id is not None:
+        return await client.get_thread(thread_id)
+    return await client.create_thread(agent=agent, title=title)

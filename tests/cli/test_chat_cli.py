@@ -1,0 +1,169 @@
+"""`tether chat` as a person uses it, on a terminal (a pty) against the real services: two
+turns of one thread, the first parking a call that is approved inline; the answer shown
+once, as it was written; then the same thread resumed with a question on a pipe, whose
+answer alone goes to standard output."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tether_common.supervisor import Supervisor
+from tether_common.testing import call
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+TETHER = Path(sys.executable).parent / "tether"
+OPERATOR_TOKEN = "test-operator-token"  # tests/conftest.py: the stack's admin token
+SCRIPT = "chatscript"  # the brain's configured model: every thread's runs use it
+CONFIRMED_TOOL = "convert_time"
+CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
+FIRST_ANSWER = "It is 18:00 in Tokyo."
+SECOND_ANSWER = "Yes, still 18:00."
+PIPED_ANSWER = "Third time: 18:00."
+WAIT_S = 120.0
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def slowly(text: str) -> list[dict[str, object]]:
+    """A turn that writes `text` word by word, a little apart (live text to stream)."""
+    words = text.split(" ")
+    turn: list[dict[str, object]] = []
+    for index, word in enumerate(words):
+        turn.append({"kind": "chunk", "text": word + (" " if index < len(words) - 1 else "")})
+        turn.append({"pause_s": 0.05})
+    return turn
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(scripts_dir: Path) -> dict[str, str]:
+    # Turns are chosen by the number of assistant messages a request holds, and a
+    # thread's runs carry the earlier turns: run 1 asks and answers (turns 0-1), run 2
+    # answers (turn 2), run 3 answers (turn 3).
+    turns = [[call(CONFIRMED_TOOL, **CONVERT)], slowly(FIRST_ANSWER)]
+    turns += [slowly(SECOND_ANSWER), slowly(PIPED_ANSWER)]
+    (scripts_dir / f"{SCRIPT}.json").write_text(json.dumps({"turns": turns}))
+    return {
+        "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
+        "TETHER_BRAIN_PROVIDER": "scripted",
+        "TETHER_BRAIN_MODEL": SCRIPT,
+    }
+
+
+def cli_env(stack: Supervisor, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OTEL_"))}
+    return env | {
+        "TETHER_HOME": str(home),
+        "TETHER_API_URL": stack.child("brain").url,
+        "TETHER_APPROVALS_URL": stack.child("approvals").url,
+        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+
+
+class Terminal:
+    """A process on a pty: what it wrote so far (escapes removed), and typing."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(argv, env=env, stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        self.chunks: list[bytes] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except OSError:  # the process closed its side
+                return
+            if not data:
+                return
+            self.chunks.append(data)
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", b"".join(self.chunks).decode(errors="replace")).replace("\r", "")
+
+    def wait_for(self, check: Callable[[str], bool], what: str) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not check(self.text):
+            assert self.proc.poll() is None or check(self.text), f"exited before {what}"
+            assert time.monotonic() < deadline, f"waited {WAIT_S:.0f}s for {what}:\n{self.text}"
+            time.sleep(0.1)
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        self.reader.join(timeout=5)
+        os.close(self.master)
+
+
+@pytest.fixture
+def terminal(stack: Supervisor, tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
+    opened: list[Terminal] = []
+
+    def open_(*argv: str) -> Terminal:
+        opened.append(Terminal([str(TETHER), *argv], cli_env(stack, tmp_path)))
+        return opened[-1]
+
+    try:
+        yield open_
+    finally:
+        for each in opened:
+            each.close()
+
+
+def test_two_turns_with_an_inline_approval_then_a_piped_question(
+    stack: Supervisor, terminal: Callable[..., Terminal], tmp_path: Path
+) -> None:
+    assert TETHER.exists(), f"{TETHER} is missing: the tether-client entry point is not installed"
+    chat = terminal("chat")
+    chat.wait_for(lambda t: t.count("you> ") == 1, "the first prompt")
+    chat.type("convert 9am UTC to Tokyo time")
+    chat.wait_for(lambda t: "approve? [o]nce" in t, "the approval card")
+    chat.type("o")
+    chat.wait_for(lambda t: t.count("you> ") == 2, "the second prompt")
+    chat.type("still?")
+    chat.wait_for(lambda t: t.count("you> ") == 3, "the third prompt")
+    chat.type("/exit")
+    assert chat.proc.wait(timeout=WAIT_S) == 0, chat.text
+    shown = chat.text
+    thread_id = re.findall(r"tether chat --thread (thr_\S+)", shown)[-1]
+
+    assert f"approval needed: {CONFIRMED_TOOL}" in shown
+    assert f"→ {CONFIRMED_TOOL}" in shown
+    assert f"← ✓ {CONFIRMED_TOOL}" in shown
+    assert ": allow_once" in shown
+    # Each answer once: streamed as written, not printed again at the run's end.
+    assert shown.count(FIRST_ANSWER) == 1, shown
+    assert shown.count(SECOND_ANSWER) == 1, shown
+    assert shown.index(FIRST_ANSWER) < shown.index(SECOND_ANSWER)
+
+    piped = subprocess.run(
+        [str(TETHER), "chat", "--thread", thread_id],
+        input="and a third time?\n",
+        env=cli_env(stack, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.strip() == PIPED_ANSWER
