@@ -33,13 +33,14 @@ from tether_brain.api.policy_models import (
     GrantSource,
     GrantsView,
 )
+from tether_brain.api.policy_replay import replay_router
 from tether_brain.api.static_verifier import StaticVerifier
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
 from tether_brain.gates.policy import guardrail, needs_grant, standing_denial
 from tether_brain.persistence import trail
-from tether_brain.runs.manual import ManualRunBody, ManualRuns, run_gates
+from tether_brain.runs.manual import ManualRuns, run_gates
 from tether_brain.state.options import RunOptions
 from tether_brain.tools.toolbox import Toolbox
 from tether_common import audit
@@ -51,6 +52,7 @@ from tether_common.identity import (
     Verifier,
     principal_dependency,
 )
+from tether_common.messages.policy import ManualRunBody
 from tether_common.messages.tools import ToolDescriptor
 
 
@@ -267,10 +269,11 @@ def _routes(service: PolicyService, verifier: Verifier) -> APIRouter:
     async def run_tool(body: ManualRunBody, who: Principal = who_dep) -> Response:
         """An operator's manual tool run, through the same gates as a model's call."""
         who.require("policy.write", DEFAULT_TENANT)
-        return await service.manual.run(body)
+        return await service.manual.run(body, who.name)
 
     @router.get("/audit/{run_id}")
     async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
         return await service.audit_report(run_id, who)
 
+    router.include_router(replay_router(service.agents, service.toolbox, service.engine, verifier))
     return router

@@ -12,7 +12,6 @@ from typing import Any
 
 from fastapi import Response
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.agents.config import Agents
@@ -24,8 +23,9 @@ from tether_brain.tools.toolbox import GateOutcome, Toolbox
 from tether_common import audit
 from tether_common.http import error_response
 from tether_common.messages.approvals import ConsumeApproval, CreateApproval
-from tether_common.messages.base import RequestModel
+from tether_common.messages.base import ErrorDetail
 from tether_common.messages.gateway import CallRecord
+from tether_common.messages.policy import ManualRunBody, ToolRunAsked
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
 
@@ -38,15 +38,6 @@ _CONSUME_STATUS = {
     "approval_denied": 403,
     "approval_expired": 403,
 }
-
-
-class ManualRunBody(RequestModel):  # storable text, finite numbers (messages.base)
-    model_config = ConfigDict(extra="forbid")
-
-    tool: str = Field(min_length=1, max_length=200)
-    args: dict[str, Any] = Field(default_factory=dict)
-    agent: str | None = None
-    approval_id: str | None = None
 
 
 def manual_digest(agent_id: str, tool: ToolDescriptor, args: Mapping[str, Any]) -> str:
@@ -103,7 +94,8 @@ class ManualRuns:
     async def refuse(self, run_id: str, tool: str, code: str, gate: str) -> None:
         await self.record(run_id, "gate.denied", trail.denial(tool, code, gate=gate))
 
-    async def run(self, body: ManualRunBody) -> Response:
+    async def run(self, body: ManualRunBody, requested_by: str | None = None) -> Response:
+        """`requested_by`: the principal asking (never one of a quorum's people)."""
         found = await run_gates(self.agents, self.toolbox, body.tool, body.args, body.agent)
         run_id = new_run_id()
         if found.verdict is None or found.gate.tool is None:
@@ -123,7 +115,7 @@ class ManualRuns:
             return await self.with_approval(body, body.approval_id, found.policy, tool, verdict)
         await self.record(run_id, "gate.decision", trail.decision(verdict, tool.name, body.args))
         if verdict.decision == "ask":
-            return await self.ask(run_id, body, found.policy, tool, verdict)
+            return await self.ask(run_id, body, found.policy, tool, verdict, requested_by)
         return await self.execute(run_id, tool, body.args)
 
     async def ask(
@@ -133,6 +125,7 @@ class ManualRuns:
         policy: AgentPolicy,
         tool: ToolDescriptor,
         verdict: Verdict,
+        requested_by: str | None = None,
     ) -> Response:
         """Create the approval request; answer 403 with its id."""
         digest = manual_digest(policy.agent_id, tool, body.args)
@@ -150,14 +143,16 @@ class ManualRuns:
             owner=policy.owner,
             scope=tool.scope,
             effect=tool.effect,
+            requested_by=requested_by,
+            quorum=verdict.quorum,
         )
         bus = self.approvals.bus
         view = await bus.request(bus.subjects.approval_create, request, timeout=10.0)
         data = trail.approval_requested(view.approval_id, tool.name, digest, verdict)
         await self.record(run_id, "approval.requested", data)
-        error = {"code": verdict.code or "ask", "message": verdict.reason}
-        content = {"decision": "ask", "approval_id": view.approval_id, "run_id": run_id}
-        return JSONResponse(content | {"error": error}, status_code=403)
+        error = ErrorDetail(code=verdict.code or "ask", message=verdict.reason)
+        asked = ToolRunAsked(approval_id=view.approval_id, run_id=run_id, error=error)
+        return JSONResponse(asked.model_dump(mode="json"), status_code=403)
 
     async def with_approval(
         self,

@@ -1,0 +1,123 @@
+"""Policy what-if over HTTP:
+
+    POST /v1/policy/replay   a proposed agent policy against the agent's recorded calls
+    POST /v1/policy/suggest  the narrowest grants its recorded calls needed (never applied)
+
+Who may: `policy.read` on the agent's tenant (admins, and that tenant's operators): the
+answer shows the agent's calls, their arguments (cut as in run events) and who decided
+them. Another tenant's agent is a 404, as if missing; a role without `policy.read` a 403.
+
+A window is `since` (required) to `until` (default now), both with a time zone, at most
+`MAX_WINDOW_DAYS` long. A proposal is an agent definition as the agents API takes it
+(validated by the same model: a grant that does not parse is a 422 naming it), with
+`guardrails` optionally standing for the organisation's and the tenant's rules.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Literal, Self
+
+from fastapi import APIRouter
+from pydantic import AwareDatetime, Field, model_validator
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tether_brain.agents.config import AgentConfig, Agents
+from tether_brain.api.agent_models import AgentBody
+from tether_brain.policy.replay import Proposal, Recorded, recorded, replay
+from tether_brain.policy.suggest import suggest
+from tether_brain.tools.toolbox import Toolbox
+from tether_common.errors import NotFoundError
+from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.messages.base import ID_PATTERN, RequestModel
+from tether_common.messages.policy_replay import (
+    DEFAULT_REPLAY_LIMIT,
+    MAX_REPLAY_LIMIT,
+    ReplayReport,
+    Suggestion,
+)
+
+__all__ = ["MAX_WINDOW_DAYS", "ReplayBody", "SuggestBody", "replay_router"]
+
+MAX_WINDOW_DAYS = 93
+
+
+class SuggestBody(RequestModel):
+    agent: str = Field(pattern=ID_PATTERN, max_length=200)
+    since: AwareDatetime
+    until: AwareDatetime | None = Field(default=None, description="default: now")
+
+    @model_validator(mode="after")
+    def _window(self) -> Self:
+        until = self.until or datetime.now(UTC)
+        if self.since >= until:
+            raise ValueError("since must be before until")
+        if until - self.since > timedelta(days=MAX_WINDOW_DAYS):
+            raise ValueError(f"a window is at most {MAX_WINDOW_DAYS} days")
+        return self
+
+    def end(self) -> datetime:
+        return self.until or datetime.now(UTC)
+
+
+class ReplayBody(SuggestBody):
+    proposal: AgentBody
+    guardrails: dict[str, Literal["confirm", "deny"]] | None = Field(default=None, max_length=500)
+    limit: int = Field(default=DEFAULT_REPLAY_LIMIT, ge=1, le=MAX_REPLAY_LIMIT)
+    only_changed: bool = True
+
+
+class ReplayService:
+    def __init__(self, agents: Agents, toolbox: Toolbox, engine: AsyncEngine) -> None:
+        self.agents = agents
+        self.toolbox = toolbox
+        self.engine = engine
+
+    def reach(self, who: Principal, agent_id: str) -> AgentConfig:
+        """The agent in force, if `who` may read its policy and history."""
+        config = self.agents.config(agent_id)
+        try:
+            who.require("policy.read", config.tenant)
+        except NotFoundError:
+            raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
+        return config
+
+    async def history(self, body: SuggestBody) -> Recorded:
+        await self.toolbox.catalog()  # the descriptors the calls are judged with
+        return await recorded(
+            self.engine, body.agent, body.since, body.end(), self.toolbox.descriptor
+        )
+
+    async def replay(self, body: ReplayBody, who: Principal) -> ReplayReport:
+        self.reach(who, body.agent)
+        proposal = Proposal(body.proposal.config(), body.guardrails)
+        found = await self.history(body)
+        return replay(
+            self.agents, proposal, found, limit=body.limit, only_changed=body.only_changed
+        )
+
+    async def suggest(self, body: SuggestBody, who: Principal) -> Suggestion:
+        config = self.reach(who, body.agent)
+        return suggest(self.agents, config, await self.history(body))
+
+
+def replay_router(
+    agents: Agents, toolbox: Toolbox, engine: AsyncEngine, verifier: Verifier
+) -> APIRouter:
+    service = ReplayService(agents, toolbox, engine)
+    router = APIRouter(prefix="/policy", tags=["policy"])  # under policy_router's /v1
+    who_dep = principal_dependency(verifier)
+
+    @router.post("/replay")
+    async def replay_policy(body: ReplayBody, who: Principal = who_dep) -> ReplayReport:
+        """Decide the agent's recorded calls again under a proposed policy; what would
+        change, counted by transition and by tool. Nothing is changed."""
+        return await service.replay(body, who)
+
+    @router.post("/suggest")
+    async def suggest_grants(body: SuggestBody, who: Principal = who_dep) -> Suggestion:
+        """The narrowest grants the agent's recorded calls needed, as a diff against its
+        grants in force. Never applied."""
+        return await service.suggest(body, who)
+
+    return router

@@ -1,0 +1,68 @@
+"""One stack of the five services for the whole package (quorum hook, policy replay,
+suggestions): starting one costs far more than these tests, so the modules share it.
+Its brain knows the agents below; `desk` (tests/replay_desk.py) acts through it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay_desk import OPERATOR_TOKEN, Desk
+from tether_common.supervisor import Supervisor
+
+# `guarded`: file writes are granted, but need two people of `ops` (never the requester).
+# `day`: the agent whose recorded day the replay and suggestion tests read.
+AGENTS: dict[str, Any] = {
+    "guarded": {
+        "grants": ["file_write"],
+        "quorum": {"category:write_files": {"needed": 2, "group": "ops"}},
+    },
+    "day": {"grants": ["file_write?path=notes.txt", "web_fetch"]},
+    "other": {"grants": [], "tenant": "elsewhere"},
+}
+GUARDRAILS = {"convert_time": "confirm"}
+
+
+@pytest.fixture(scope="package")
+def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scripts")
+
+
+@pytest.fixture(scope="package")
+async def stack(
+    nats_url: str, database_url: str, scripts_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Supervisor]:
+    prefix = f"s{uuid.uuid4().hex[:10]}"
+    logs = tmp_path_factory.mktemp("logs")
+    # tests/conftest.py's `stack_env` (a fixture module cannot be imported) and our agents.
+    env = {
+        "TETHER_NATS_URL": nats_url,
+        "TETHER_DATABASE_URL": database_url,
+        "TETHER_SUBJECT_PREFIX": prefix,
+        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
+        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_BRAIN_AGENTS": json.dumps(AGENTS),
+        "TETHER_BRAIN_GUARDRAILS": json.dumps(GUARDRAILS),
+    }
+    supervisor = Supervisor(env, restart=False, log_dir=logs)
+    await supervisor.start()
+    try:
+        await supervisor.wait_ready(timeout=120)
+        yield supervisor
+    except BaseException:
+        for log_file in sorted(logs.glob("*.log")):
+            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
+        raise
+    finally:
+        await supervisor.stop()
+
+
+@pytest.fixture(scope="package")
+def desk(stack: Supervisor, scripts_dir: Path) -> Desk:
+    return Desk(stack, scripts_dir)
