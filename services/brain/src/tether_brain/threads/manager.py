@@ -80,9 +80,17 @@ class ThreadManager:
         self.runs.access.require(who, action, thread.belongs, what=f"thread '{thread.thread_id}'")
 
     async def create(self, req: CreateThread, who: Principal) -> ThreadView:
-        # As a run's start would be checked: the agent, provider and model are usable.
-        self.runs.access.check_use(
-            who, StartRun(prompt="-", agent=req.agent, provider=req.provider, model=req.model)
+        # Checked as its runs' starts will be: the agent, provider and model are usable,
+        # and a token budget can be enforced (the run made here is never stored).
+        self.runs.prepare(
+            StartRun(
+                prompt="-",
+                agent=req.agent,
+                provider=req.provider,
+                model=req.model,
+                max_tokens=req.budgets.max_tokens,
+            ),
+            who,
         )
         now = datetime.now(UTC)
         thread_id = f"thr_{uuid.uuid4().hex}"
