@@ -1,7 +1,8 @@
 """`tether chat` as a person uses it, on a terminal (a pty) against the real services: two
 turns of one thread, the first parking a call that is approved inline; the answer shown
 once, as it was written; then the same thread resumed with a question on a pipe, whose
-answer alone goes to standard output."""
+answer alone goes to standard output; then resumed on the terminal again, a turn's live
+text shown while the model still writes, and Ctrl-C during it stopping the run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -31,6 +33,7 @@ CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
 FIRST_ANSWER = "It is 18:00 in Tokyo."
 SECOND_ANSWER = "Yes, still 18:00."
 PIPED_ANSWER = "Third time: 18:00."
+BEGUN = "Let me think"  # a turn that then waits: only live text can show this
 WAIT_S = 120.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -49,9 +52,10 @@ def slowly(text: str) -> list[dict[str, object]]:
 def stack_extra_env(scripts_dir: Path) -> dict[str, str]:
     # Turns are chosen by the number of assistant messages a request holds, and a
     # thread's runs carry the earlier turns: run 1 asks and answers (turns 0-1), run 2
-    # answers (turn 2), run 3 answers (turn 3).
+    # answers (turn 2), run 3 answers (turn 3), run 4 begins and waits (turn 4).
     turns = [[call(CONFIRMED_TOOL, **CONVERT)], slowly(FIRST_ANSWER)]
     turns += [slowly(SECOND_ANSWER), slowly(PIPED_ANSWER)]
+    turns += [[{"kind": "chunk", "text": BEGUN}, {"pause_s": 600}, *slowly("never said")]]
     (scripts_dir / f"{SCRIPT}.json").write_text(json.dumps({"turns": turns}))
     return {
         "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
@@ -167,3 +171,15 @@ def test_two_turns_with_an_inline_approval_then_a_piped_question(
     )
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.strip() == PIPED_ANSWER
+
+    again = terminal("chat", "--thread", thread_id)
+    again.wait_for(lambda t: "3 turn(s) so far" in t and "you> " in t, "the resumed thread")
+    again.type("think it over")
+    again.wait_for(lambda t: BEGUN in t, "the live text of a turn still being written")
+    again.proc.send_signal(signal.SIGINT)
+    again.wait_for(lambda t: "? [y/N]" in t, "the question whether to stop")
+    again.type("y")
+    again.wait_for(lambda t: "■ stopped" in t and t.count("you> ") == 2, "the stopped turn")
+    again.type("/exit")
+    assert again.proc.wait(timeout=WAIT_S) == 1, again.text  # a turn did not complete
+    assert "never said" not in again.text
