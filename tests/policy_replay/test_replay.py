@@ -7,13 +7,18 @@ replay clean; who may ask, and what a bad body or window gets."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from replay_desk import ADMIN, Desk, bearer
+from tether_client.cli import main
 from tether_common.testing import call, say
 
 # Starting the package's stack and recording the day take most of the first test's setup.
@@ -205,3 +210,41 @@ async def test_the_window_bounds_the_calls(desk: Desk, day: dict[str, Any]) -> N
         {"grants": []},
     )
     assert (empty["runs"], empty["calls"]) == (0, 0)
+
+
+async def tether(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Run the CLI (its own event loop, in a thread): its exit code and standard output."""
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, list(argv))
+    return code, capsys.readouterr().out
+
+
+async def test_the_cli_replays_a_file_and_suggests(
+    desk: Desk,
+    day: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TETHER_API_URL", desk.brain)
+    monkeypatch.setenv("TETHER_TOKEN", ADMIN_TOKEN)
+    monkeypatch.setenv("COLUMNS", "240")  # table cells unfolded
+    agent = tmp_path / "agent.yaml"
+    agent.write_text("id: day\nversion: 3\ngrants: []\nmode: read-only\n")
+    code, out = await tether(
+        capsys, "policy", "replay", "-f", str(agent), "--since", "1h", "--json"
+    )
+    assert code == 0, out
+    assert json.loads(out)["transitions"] == {"allow->deny": 1, "ask->deny": 3}
+    code, out = await tether(capsys, "policy", "replay", "-f", str(agent), "--since", "1h")
+    assert code == 0, out
+    assert "allow->deny" in out
+    assert "mode_read_only" in out
+    code, out = await tether(capsys, "policy", "suggest", "--agent", "day", "--since", "1h")
+    assert code == 0, out
+    assert yaml.safe_load(out) == {
+        "grants": ["file_read?path=notes.txt", "file_write?path=in:notes.txt,report.md"]
+    }
+    assert "# - web_fetch" in out
+    code, _ = await tether(capsys, "policy", "suggest", "--agent", "day", "--since", "soon")
+    assert code != 0

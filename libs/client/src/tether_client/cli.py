@@ -4,7 +4,7 @@ turns every expected failure into one line, a hint and an exit code (the table i
 
     tether up | status | run PROMPT | chat
     tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
-    tether tools list|run    tether policy explain    tether audit verify    tether outputs download
+    tether tools list|run    tether policy explain|replay|suggest    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
     tether models list|show|set|probe
 """
@@ -21,6 +21,7 @@ from tether_client import (
     agents_cli,
     chat_cli,
     models_cli,
+    policy_cli,
     runs_cli,
     skills_cli,
     status,
@@ -102,6 +103,8 @@ app.add_typer(runs_cli.app, name="runs")
 app.add_typer(approvals_app, name="approvals")
 app.add_typer(tools_cli.tools_app, name="tools")
 app.add_typer(tools_cli.policy_app, name="policy")
+tools_cli.policy_app.command("replay")(policy_cli.replay_command)
+tools_cli.policy_app.command("suggest")(policy_cli.suggest_command)
 app.add_typer(audit_app, name="audit")
 app.add_typer(tools_cli.outputs_app, name="outputs")
 app.add_typer(skills_cli.app, name="skills")
