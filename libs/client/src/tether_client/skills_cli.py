@@ -6,17 +6,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, TextIO
 
 import httpx
 import typer
+from pydantic import TypeAdapter
 
 from tether_client.client import raise_for_error
 from tether_client.console import Format, OutputOption, emit, rows_table
 from tether_client.endpoints import api_url
 from tether_client.session import blocking, client_token
+from tether_common.messages.skills import SkillSummary
 from tether_common.settings import tether_home
 from tether_common.skills import skill_folders, validate_paths
+
+_SKILLS = TypeAdapter(list[SkillSummary])
 
 
 def default_paths() -> list[Path]:
@@ -46,7 +50,7 @@ def validate_main(
 
 async def fetch_skills(
     api: str, *, transport: httpx.AsyncBaseTransport | None = None, token: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[SkillSummary]:
     """The skills the brain at `api` has (`transport` lets a test serve the API
     in-process; `token` is the caller's bearer token)."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -55,8 +59,7 @@ async def fetch_skills(
     ) as http:
         response = await http.get("/v1/skills")
         raise_for_error(response)
-        found: list[dict[str, Any]] = response.json()
-    return found
+        return _SKILLS.validate_json(response.content)
 
 
 async def list_main(
@@ -70,7 +73,7 @@ async def list_main(
     out = out or sys.stdout
     skills = await fetch_skills(api, transport=transport, token=token)
     for skill in skills:
-        out.write(f"{skill['name']:24} {str(skill['description'])[:90]}\n")
+        out.write(f"{skill.name:24} {skill.description[:90]}\n")
     if not skills:
         out.write("no skills\n")
     return 0
@@ -87,7 +90,7 @@ async def skills_list(output: OutputOption = Format.table) -> int:
     Example: tether skills list -o json
     """
     skills = await fetch_skills(api_url(), token=client_token())
-    rows = [(s["name"], str(s["description"])[:90]) for s in skills]
+    rows = [(s.name, s.description[:90]) for s in skills]
     emit(skills, output, rows_table(["SKILL", "DESCRIPTION"], rows) if rows else "no skills")
     return 0
 

@@ -4,48 +4,58 @@ through the approvals service's `/v1/webhooks` (`TETHER_APPROVALS_URL`; a token 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import httpx
 import typer
+from pydantic import BaseModel
 
 from tether_client.client import raise_for_error
 from tether_client.console import Format, OutputOption, emit, say
 from tether_client.endpoints import approvals_url
 from tether_client.session import blocking, client_token
 from tether_common.messages.approvals import NOTICE_KINDS
+from tether_common.messages.webhooks import (
+    DeliveryList,
+    DeliveryView,
+    WebhookCreated,
+    WebhookList,
+    WebhookView,
+)
 
 __all__ = ["app", "webhooks_call"]
 
 app = typer.Typer(help="Where approval notices are sent (operators, admins).", no_args_is_help=True)
+M = TypeVar("M", bound=BaseModel)
 KINDS = ",".join(k.removeprefix("approval.") for k in NOTICE_KINDS)
 
 
-async def webhooks_call(method: str, path: str, **kwargs: Any) -> Any:
+async def webhooks_call(model: type[M], method: str, path: str, **kwargs: Any) -> M:
+    """One `/v1/webhooks` route, its answer read as `model`."""
     token = client_token()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(base_url=approvals_url(), headers=headers, timeout=30) as http:
         response = await http.request(method, "/v1/webhooks" + path, **kwargs)
     raise_for_error(response)
-    return response.json()
+    return model.model_validate_json(response.content)
 
 
-def endpoint_line(endpoint: dict[str, Any]) -> str:
-    events = ",".join(e.removeprefix("approval.") for e in endpoint["events"])
-    return "  ".join([endpoint["endpoint_id"], f"{endpoint['tenant']:12}", events, endpoint["url"]])
+def endpoint_line(endpoint: WebhookView) -> str:
+    events = ",".join(e.removeprefix("approval.") for e in endpoint.events)
+    return "  ".join([endpoint.endpoint_id, f"{endpoint.tenant:12}", events, endpoint.url])
 
 
-def delivery_line(row: dict[str, Any]) -> str:
-    where = row["endpoint_id"] or "nats"
+def delivery_line(row: DeliveryView) -> str:
+    where = row.endpoint_id or "nats"
     return "  ".join(
         [
-            row["delivery_id"],
-            f"{row['status']:9}",
-            f"{row['kind']:18}",
-            row["approval_id"],
+            row.delivery_id,
+            f"{row.status:9}",
+            f"{row.kind:18}",
+            row.approval_id,
             where,
-            f"attempts={row['attempts']}",
-            row["last_error"] or "",
+            f"attempts={row.attempts}",
+            row.last_error or "",
         ]
     ).rstrip()
 
@@ -57,7 +67,7 @@ async def webhooks_list(output: OutputOption = Format.table) -> int:
 
     Example: tether webhooks list -o json
     """
-    found = (await webhooks_call("GET", ""))["endpoints"]
+    found = (await webhooks_call(WebhookList, "GET", "")).endpoints
     emit(found, output, "\n".join(map(endpoint_line, found)) or "no webhooks")
     return 0
 
@@ -83,10 +93,10 @@ async def webhooks_create(
         body["tenant"] = tenant
     if description:
         body["description"] = description
-    created = await webhooks_call("POST", "", json=body)
-    say(endpoint_line(created["endpoint"]))
+    created = await webhooks_call(WebhookCreated, "POST", "", json=body)
+    say(endpoint_line(created.endpoint))
     # The only time the secret is shown: on a line of its own, easy to copy or pipe.
-    say(created["secret"])
+    say(created.secret)
     return 0
 
 
@@ -99,7 +109,7 @@ async def webhooks_delete(
 
     Example: tether webhooks delete whk_1234
     """
-    say(endpoint_line(await webhooks_call("DELETE", f"/{endpoint_id}")))
+    say(endpoint_line(await webhooks_call(WebhookView, "DELETE", f"/{endpoint_id}")))
     return 0
 
 
@@ -118,7 +128,7 @@ async def webhooks_deliveries(
     Example: tether webhooks deliveries --status dead
     """
     params = {"limit": str(limit)} | ({"status": status} if status else {})
-    found = (await webhooks_call("GET", "/deliveries", params=params))["deliveries"]
+    found = (await webhooks_call(DeliveryList, "GET", "/deliveries", params=params)).deliveries
     emit(found, output, "\n".join(map(delivery_line, found)) or "no deliveries")
     return 0
 
@@ -132,5 +142,6 @@ async def webhooks_retry(
 
     Example: tether webhooks retry dlv_1234
     """
-    say(delivery_line(await webhooks_call("POST", f"/deliveries/{delivery_id}/retry")))
+    retried = await webhooks_call(DeliveryView, "POST", f"/deliveries/{delivery_id}/retry")
+    say(delivery_line(retried))
     return 0

@@ -16,11 +16,10 @@ import asyncio
 import ipaddress
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Query
-from pydantic import Field
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,70 +29,31 @@ from tether_approvals.tables import notice_outbox, webhook_endpoints
 from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
 from tether_common.http import PathId
 from tether_common.identity import Principal, Verifier, principal_dependency
-from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
-from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
+from tether_common.messages.webhooks import (
+    CreateWebhook,
+    DeliveryList,
+    DeliveryStatus,
+    DeliveryView,
+    WebhookCreated,
+    WebhookList,
+    WebhookView,
+)
 
-__all__ = ["WebhookStore", "check_url", "private_host", "resolves_private", "webhooks_router"]
-
-DeliveryStatus = Literal["pending", "delivered", "dead"]
-
-
-class CreateWebhook(WireRequest):
-    """`POST /v1/webhooks`. `secret`: None lets the server generate one (recommended)."""
-
-    url: str = Field(min_length=8, max_length=2000)
-    events: list[NoticeKind] = Field(default_factory=lambda: list(NOTICE_KINDS), min_length=1)
-    # None: the caller's own tenant.
-    tenant: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
-    secret: str | None = Field(default=None, min_length=24, max_length=200)
-    description: str | None = Field(default=None, max_length=500)
-
-
-class WebhookView(WireModel):
-    """An endpoint as listed: never its secret."""
-
-    endpoint_id: str
-    tenant: str
-    url: str
-    events: list[NoticeKind]
-    agents: list[str] | None = None
-    owners: list[str] | None = None
-    description: str | None = None
-    created_at: datetime
-    created_by: str
-
-
-class WebhookCreated(WireModel):
-    """The secret is shown this once; keep it where the receiver verifies signatures."""
-
-    secret: str
-    endpoint: WebhookView
-
-
-class WebhookList(WireModel):
-    endpoints: list[WebhookView]
-
-
-class DeliveryView(WireModel):
-    delivery_id: str
-    notice_id: str
-    sink: Literal["webhook", "nats"]
-    endpoint_id: str | None = None
-    tenant: str
-    kind: NoticeKind
-    approval_id: str
-    status: DeliveryStatus
-    attempts: int
-    next_attempt_at: datetime
-    give_up_at: datetime
-    created_at: datetime
-    last_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
-    last_error: str | None = None
-
-
-class DeliveryList(WireModel):
-    deliveries: list[DeliveryView]
+# The wire models live in tether_common.messages.webhooks (the client reads them too).
+__all__ = [
+    "CreateWebhook",
+    "DeliveryList",
+    "DeliveryStatus",
+    "DeliveryView",
+    "WebhookCreated",
+    "WebhookList",
+    "WebhookStore",
+    "WebhookView",
+    "check_url",
+    "private_host",
+    "resolves_private",
+    "webhooks_router",
+]
 
 
 def private_host(host: str) -> bool:

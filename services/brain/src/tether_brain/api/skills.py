@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tether_brain.skills import Skill, SkillStore
 from tether_common.errors import AuthError, ErrorCode
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.base import ID_PATTERN, CarryableText, RequestModel
+from tether_common.messages.skills import SkillSummary, SkillView
 from tether_common.skills import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
 
 # Any storable text: the store itself refuses names that are not skill names (and says
@@ -30,16 +31,6 @@ from tether_common.skills import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
 SkillName = Annotated[CarryableText, Path(max_length=MAX_NAME_CHARS * 4)]
 # Which scope an admin means (others always mean their own tenant).
 TenantQuery = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)]
-
-
-class SkillSummary(BaseModel):
-    name: str
-    description: str
-    tenant: str | None = None  # absent: a global skill
-
-
-class SkillView(SkillSummary):
-    body: str
 
 
 class CreateSkill(RequestModel):
