@@ -164,14 +164,18 @@ class ThreadManager:
                 "workspace": thread.thread_id if thread.workspace == "thread" else None,
             }
         )
-        return replace(
+        state = replace(
             state,
             options=options,
-            messages=list(history),
             journal_seq=len(history),
             tenant=thread.tenant,
             owner=thread.owner,
         )
+        # As a load replays a journal, so whatever the run keeps of its history (the call
+        # cache, running sizes) is what a replica that reloads it will have.
+        for message in history:
+            state.replay("message", message.model_dump(mode="json"))
+        return state
 
     async def get(self, thread_id: str, who: Principal) -> ThreadView:
         thread = await self.store.find(thread_id)
