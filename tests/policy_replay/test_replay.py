@@ -187,6 +187,8 @@ async def test_who_may_ask(desk: Desk, day: dict[str, Any]) -> None:
         ({"since": "2026-01-01T00:00:00"}, "timezone"),
         ({"until": "2000-01-01T00:00:00Z"}, "before until"),
         ({"since": "2000-01-01T00:00:00Z", "until": "2001-01-01T00:00:00Z"}, "93 days"),
+        ({"since": "0001-01-01T00:00:00+14:00", "until": "0001-01-02T00:00:00Z"}, "UTC can hold"),
+        ({"guardrails": {"": "deny"}}, "pattern"),
         ({"limit": 0}, "limit"),
         ({"agent": "a b"}, "agent"),
     ],

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal, Self
 
 from fastapi import APIRouter
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import AwareDatetime, Field, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.agents.config import AgentConfig, Agents
@@ -28,6 +28,7 @@ from tether_brain.policy.replay import Proposal, Recorded, recorded, replay
 from tether_brain.policy.suggest import suggest
 from tether_brain.tools.toolbox import Toolbox
 from tether_common.errors import NotFoundError
+from tether_common.http import error_responses
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.base import ID_PATTERN, RequestModel
 from tether_common.messages.policy_replay import (
@@ -40,6 +41,14 @@ from tether_common.messages.policy_replay import (
 __all__ = ["MAX_WINDOW_DAYS", "ReplayBody", "SuggestBody", "replay_router"]
 
 MAX_WINDOW_DAYS = 93
+ERRORS = error_responses(
+    {
+        401: "no valid bearer token (`unauthenticated`, `token_expired`)",
+        403: "the role may not read policy (`forbidden`)",
+        404: "no such agent, or one of another tenant (`not_found`)",
+        422: "the body, the proposal or the window does not validate (`invalid_request`)",
+    }
+)
 
 
 class SuggestBody(RequestModel):
@@ -50,9 +59,13 @@ class SuggestBody(RequestModel):
     @model_validator(mode="after")
     def _window(self) -> Self:
         until = self.until or datetime.now(UTC)
-        if self.since >= until:
+        try:  # PostgreSQL stores these in UTC: a time that UTC cannot hold is refused here
+            since, until = self.since.astimezone(UTC), until.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("since and until must be times UTC can hold") from None
+        if since >= until:
             raise ValueError("since must be before until")
-        if until - self.since > timedelta(days=MAX_WINDOW_DAYS):
+        if until - since > timedelta(days=MAX_WINDOW_DAYS):
             raise ValueError(f"a window is at most {MAX_WINDOW_DAYS} days")
         return self
 
@@ -65,6 +78,13 @@ class ReplayBody(SuggestBody):
     guardrails: dict[str, Literal["confirm", "deny"]] | None = Field(default=None, max_length=500)
     limit: int = Field(default=DEFAULT_REPLAY_LIMIT, ge=1, le=MAX_REPLAY_LIMIT)
     only_changed: bool = True
+
+    @field_validator("guardrails")
+    @classmethod
+    def _patterns(cls, rules: dict[str, str] | None) -> dict[str, str] | None:
+        if rules is not None and any(not p.strip() or len(p) > 200 for p in rules):
+            raise ValueError("each guardrail pattern is 1 to 200 characters")
+        return rules
 
 
 class ReplayService:
@@ -108,13 +128,13 @@ def replay_router(
     router = APIRouter(prefix="/policy", tags=["policy"])  # under policy_router's /v1
     who_dep = principal_dependency(verifier)
 
-    @router.post("/replay")
+    @router.post("/replay", responses=ERRORS)
     async def replay_policy(body: ReplayBody, who: Principal = who_dep) -> ReplayReport:
         """Decide the agent's recorded calls again under a proposed policy; what would
         change, counted by transition and by tool. Nothing is changed."""
         return await service.replay(body, who)
 
-    @router.post("/suggest")
+    @router.post("/suggest", responses=ERRORS)
     async def suggest_grants(body: SuggestBody, who: Principal = who_dep) -> Suggestion:
         """The narrowest grants the agent's recorded calls needed, as a diff against its
         grants in force. Never applied."""
