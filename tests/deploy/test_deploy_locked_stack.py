@@ -19,8 +19,8 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
+from locked_stack import locked_stack as running_locked_stack
 from tether_common.bus import Bus
-from tether_common.embedded import NatsServer
 from tether_common.errors import TetherError
 from tether_common.identity import bearer_headers
 from tether_common.messages.outputs import QueryOutput
@@ -28,12 +28,9 @@ from tether_common.messages.runs import FollowRun, RunEventFrame
 from tether_common.natsauth import (
     generate_passwords,
     inbox_prefix,
-    render_config,
-    service_env,
-    write_config,
 )
 from tether_common.subjects import Subjects
-from tether_common.supervisor import ServiceSpec, Supervisor
+from tether_common.supervisor import Supervisor
 from tether_tools_runner.offload import upload
 
 pytestmark = pytest.mark.e2e
@@ -51,43 +48,12 @@ async def locked_stack(
     tmp_path_factory: pytest.TempPathFactory,
     locked_passwords: dict[str, str],
 ) -> AsyncIterator[Supervisor]:
-    base = tmp_path_factory.mktemp("locked-stack")
-    prefix = f"l{uuid.uuid4().hex[:10]}"
     passwords = generate_passwords()
     locked_passwords.update(passwords)
-    config = write_config(base / "nats.conf", render_config(Subjects(prefix), passwords))
-    server = NatsServer(base / "nats", config_file=config).start()
-    env = {
-        "TETHER_NATS_URL": server.url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": prefix,
-        "TETHER_OPERATOR_TOKEN": "locked-operator-token",
-        "TETHER_RUNNER_WORKSPACE": str(base / "workspace"),
-        "TETHER_DB_POOL_SIZE": "5",
-        "TETHER_OUTPUTS_BACKEND": "jetstream",
-    }
-    (base / "workspace").mkdir()
-
-    def own_credentials(spec: ServiceSpec) -> dict[str, str]:
-        return service_env(spec.name, passwords[spec.name])
-
-    logs = base / "logs"
-    supervisor = Supervisor(env, restart=False, log_dir=logs, env_for=own_credentials)
-    try:
-        await supervisor.start()
-        await supervisor.wait_ready(timeout=90)
+    extra = {"TETHER_OUTPUTS_BACKEND": "jetstream"}
+    base = tmp_path_factory.mktemp("locked-stack")
+    async with running_locked_stack(database_url, base, passwords, extra) as supervisor:
         yield supervisor
-    except BaseException:
-        print_logs(logs)
-        raise
-    finally:
-        await supervisor.stop()
-        server.stop()
-
-
-def print_logs(logs: Path) -> None:
-    for log_file in sorted(logs.glob("*.log")):
-        print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
 
 
 async def wait_for_end(client: httpx.AsyncClient, url: str) -> dict[str, object]:

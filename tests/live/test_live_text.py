@@ -13,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,8 +20,8 @@ import nats
 import pytest
 
 from live_upstream import MODEL, GatedAnswer, GatedUpstream
+from locked_stack import locked_stack
 from tether_common.bus import Bus
-from tether_common.embedded import NatsServer
 from tether_common.errors import TetherError
 from tether_common.identity import bearer_headers
 from tether_common.messages.deltas import RunDelta
@@ -30,12 +29,9 @@ from tether_common.messages.runs import FollowRun, RunEventFrame
 from tether_common.natsauth import (
     generate_passwords,
     inbox_prefix,
-    render_config,
-    service_env,
-    write_config,
 )
 from tether_common.subjects import Subjects
-from tether_common.supervisor import ServiceSpec, Supervisor
+from tether_common.supervisor import Supervisor
 
 # The first test also waits for the stack to start: minutes on a loaded machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -63,38 +59,13 @@ async def live_stack(
 ) -> AsyncIterator[Supervisor]:
     """The five services, each as its own NATS user, the gateway's `openai` adapter
     pointed at the gated model."""
-    base = tmp_path_factory.mktemp("live-stack")
-    prefix = f"v{uuid.uuid4().hex[:10]}"
-    config = write_config(base / "nats.conf", render_config(Subjects(prefix), passwords))
-    server = NatsServer(base / "nats", config_file=config).start()
-    (base / "workspace").mkdir()
-    env = {
-        "TETHER_NATS_URL": server.url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": prefix,
-        "TETHER_OPERATOR_TOKEN": f"live-operator-{uuid.uuid4().hex[:8]}",
-        "TETHER_RUNNER_WORKSPACE": str(base / "workspace"),
-        "TETHER_DB_POOL_SIZE": "5",
+    extra = {
         "TETHER_GATEWAY_OPENAI_BASE_URL": f"{upstream.url}/v1",
         "TETHER_GATEWAY_RETRY_ATTEMPTS": "0",  # a gated answer is written once
     }
-
-    def own_credentials(spec: ServiceSpec) -> dict[str, str]:
-        return service_env(spec.name, passwords[spec.name])
-
-    logs = base / "logs"
-    supervisor = Supervisor(env, restart=False, log_dir=logs, env_for=own_credentials)
-    try:
-        await supervisor.start()
-        await supervisor.wait_ready(timeout=180)
+    base = tmp_path_factory.mktemp("live-stack")
+    async with locked_stack(database_url, base, passwords, extra) as supervisor:
         yield supervisor
-    except BaseException:
-        for log_file in sorted(Path(logs).glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
-    finally:
-        await supervisor.stop()
-        server.stop()
 
 
 @dataclass(frozen=True)
