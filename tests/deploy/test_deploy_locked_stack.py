@@ -33,7 +33,8 @@ from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_tools_runner.offload import upload
 
-pytestmark = pytest.mark.e2e
+# A module's first test also waits for the stack to start: minutes on a loaded machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
