@@ -1,6 +1,6 @@
 """The one exception tree of Tether, and the table from wire codes to classes.
 
-    TetherError                      code: str, message: str, retryable: bool
+    TetherError                      code: str, message: str, retryable: bool, status: int | None
     ├── ConfigError                  settings that cannot work together
     ├── BusError                     NATS trouble
     │   ├── BusTimeoutError          no reply (or no next streamed message) in time
