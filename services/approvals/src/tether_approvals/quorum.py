@@ -50,10 +50,6 @@ __all__ = [
 _BREADTH: dict[Decision, int] = {"allow_once": 0, "allow_run": 1, "allow_chat": 2, "deny": -1}
 
 
-def _strictness(rule: QuorumRule) -> tuple[int, int]:
-    return rule.needed, int(rule.group is not None)
-
-
 def required(
     req: CreateApproval, rules: Sequence[QuorumRuleSetting]
 ) -> tuple[QuorumRule, str] | None:
@@ -64,7 +60,7 @@ def required(
     if not found:
         return None
     # max() keeps the first of equals: the request's own rule, then configuration order.
-    return max(found, key=lambda pair: _strictness(pair[0]))
+    return max(found, key=lambda pair: pair[0].strictness())
 
 
 def columns(rule: QuorumRule | None, created_at: datetime) -> dict[str, Any]:

@@ -63,6 +63,11 @@ class QuorumRule(WireModel):
             raise ValueError("escalate_after_s and escalate_to go together")
         return self
 
+    def strictness(self) -> tuple[int, int]:
+        """How strict, to choose among several rules (the approvals service's own and a
+        request's; an agent's quorum keys): more people first, then a named group."""
+        return self.needed, int(self.group is not None)
+
 
 class Vote(WireModel):
     """One person's decision on a request that needs a quorum, in the group it counted

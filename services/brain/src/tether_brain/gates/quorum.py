@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 
 from tether_common.messages.approvals import QuorumRule
 
-__all__ = ["CATEGORY_KEY", "QuorumMatch", "quorum_for", "strictness"]
+__all__ = ["CATEGORY_KEY", "QuorumMatch", "quorum_for"]
 
 CATEGORY_KEY = "category:"
 
@@ -37,12 +37,6 @@ class QuorumMatch:
         )
 
 
-def strictness(rule: QuorumRule) -> tuple[int, int]:
-    """More people first, then a named group over none: the order in which the approvals
-    service picks among its own rules and a request's (`tether_approvals.quorum`)."""
-    return rule.needed, int(rule.group is not None)
-
-
 def _hits(key: str, names: Iterable[str], category: str) -> bool:
     if key.startswith(CATEGORY_KEY):
         return key[len(CATEGORY_KEY) :] == category
@@ -60,6 +54,6 @@ def quorum_for(
     for key, rule in quorums.items():
         if not _hits(key, names, category):
             continue
-        if found is None or strictness(rule) > strictness(found.rule):
+        if found is None or rule.strictness() > found.rule.strictness():
             found = QuorumMatch(key, rule)
     return found
