@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from bench.models_tasks import utc_now
 from tether_common.bus import Bus
 from tether_common.messages.tools import CatalogRequest, ExecuteTool
 
@@ -27,6 +28,7 @@ TOOLS = (
     *("file_write", "file_edit", "shell"),
 )
 ROUNDS = 3
+ATTEMPTS = 3  # of one request the server dropped
 FINAL = "Answer my question now, in plain words, from the tool results above. Do not call tools."
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -48,7 +50,7 @@ async def plain_loop(bus: Bus, base_url: str, model: str, task: Task, workspace:
         {"role": "system", "content": system},
         {"role": "user", "content": task.prompt},
     ]
-    started, steps, answer = time.perf_counter(), 0, ""
+    started, since, steps, answer = time.perf_counter(), utc_now(), 0, ""
     async with httpx.AsyncClient(base_url=base_url, timeout=600) as http:
         for _ in range(ROUNDS):
             steps += 1
@@ -66,7 +68,7 @@ async def plain_loop(bus: Bus, base_url: str, model: str, task: Task, workspace:
             steps += 1
             messages[0] = {"role": "system", "content": "You are a helpful assistant."}
             answer = await _chat(http, model, [*messages, {"role": "user", "content": FINAL}])
-    ok = task.check(answer, workspace)
+    ok = task.check(answer, workspace, since)
     return Outcome(task.name, ok, steps, time.perf_counter() - started, answer)
 
 
@@ -90,6 +92,13 @@ async def _run(bus: Bus, call: dict[str, Any]) -> str:
 
 async def _chat(http: httpx.AsyncClient, model: str, messages: list[dict[str, Any]]) -> str:
     body = {"model": model, "messages": messages, "max_tokens": 512, "temperature": 0}
-    reply = await http.post("/chat/completions", json=body)
+    for attempt in range(ATTEMPTS):
+        try:
+            reply = await http.post("/chat/completions", json=body)
+            break
+        except httpx.TransportError:
+            # llama.cpp's Python server drops a request when another one arrives.
+            if attempt == ATTEMPTS - 1:
+                raise
     reply.raise_for_status()
     return str(reply.json()["choices"][0]["message"]["content"] or "")

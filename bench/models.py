@@ -1,7 +1,8 @@
 """`python -m bench models`: the everyday battery (`bench.models_tasks`) through the real
 services against a small model served by llama.cpp, and the same battery through a plain
-prompting loop with the same model and the same tools (the baseline); then the prefill
-cost of a cached against an uncached prompt prefix.
+prompting loop with the same model and the same tools (the baseline), the two loops side
+by side, each on its own server and workspace; then the prefill cost of a cached against
+an uncached prompt prefix.
 
 The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
 `../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
@@ -11,6 +12,7 @@ runs a subset. Every figure is printed; nothing is asserted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -21,16 +23,19 @@ from pathlib import Path
 import httpx
 
 from bench.baseline_loop import plain_loop
-from bench.models_tasks import Task, battery, lay_out
+from bench.models_tasks import Task, battery, lay_out, utc_now
 from bench.stack import OPERATOR_TOKEN, Stack, servers, services
 from tether_client.client import TetherClient
 from tether_client.local_model import LlamaServer, start_llama_server, stop, wait_ready
 from tether_common.bus import Bus
 from tether_common.subjects import Subjects
+from tether_common.topology import BY_NAME
 
 FETCH = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "fetch-eval-model"
 ALIAS = "qwen2.5-coder-0.5b-instruct"
 N_CTX = 8192
+# What the plain loop needs: a tools-runner of its own (and the store of large results).
+PLAIN_SERVICES = (BY_NAME["output-store"], BY_NAME["tools-runner"])
 RUN_TIMEOUT_S = 900.0
 # The sandbox user the runner hands the workspace to (tools-runner settings' default).
 SANDBOX_UID = SANDBOX_GID = 64000
@@ -77,17 +82,23 @@ def prepare(workspace: Path) -> None:
 
 
 async def through_tether(s: Stack, task: Task) -> Outcome:
-    started = time.perf_counter()
+    started, since = time.perf_counter(), utc_now()
     async with TetherClient(s.api_url, token=OPERATOR_TOKEN, timeout=60) as client:
         accepted = await client.start_run(
             task.prompt, provider="local", agent="eval", allow_shell=True, mode="allow-all"
         )
-        await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
+        try:
+            await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
+        except TimeoutError:
+            # Stopped, so it does not go on asking the model while the baseline does (the
+            # server takes one request at a time and drops the one in flight for a new one).
+            await client.stop_run(accepted.run_id)
+            await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
         run = await client.get_run(accepted.run_id)
     seconds = time.perf_counter() - started
     answer = run.answer or f"[{run.status}: {run.stop_reason}]"
     model_steps = sum(1 for step in run.steps if step.kind == "model")
-    ok = run.status == "completed" and task.check(answer, s.base / "workspace")
+    ok = run.status == "completed" and task.check(answer, s.base / "workspace", since)
     return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens)
 
 
@@ -119,12 +130,10 @@ async def _first_token(http: httpx.AsyncClient, base_url: str, system: str) -> f
     return time.perf_counter() - started
 
 
-def _progress(ours: Outcome, theirs: Outcome) -> None:
-    for label, o in (("tether", ours), ("plain ", theirs)):
-        answer = " ".join(o.answer.split())[:100]
-        mark = "ok  " if o.ok else "MISS"
-        print(f"  {label} {mark} {o.task:24} {o.steps} steps {o.seconds:5.0f} s  {answer}")
-    print("", flush=True)
+def _progress(label: str, o: Outcome) -> None:
+    answer = " ".join(o.answer.split())[:100]
+    mark = "ok  " if o.ok else "MISS"
+    print(f"  {label} {mark} {o.task:24} {o.steps} steps {o.seconds:5.0f} s  {answer}", flush=True)
 
 
 def report(label: str, outcomes: list[Outcome]) -> float:
@@ -144,12 +153,17 @@ def report(label: str, outcomes: list[Outcome]) -> float:
 
 
 async def measure_models(results: dict[str, float]) -> None:
+    """Both loops side by side, each with its own model server (so neither evicts the
+    other's cached prompt prefix: llama.cpp's server caches one prompt) and its own
+    workspace (the write and edit tasks would otherwise meet): Tether on the five
+    services, the plain loop on a tools-runner of its own."""
     tasks = chosen(battery())
     model = eval_model()
-    with _Served(model) as server:
-        await wait_ready(server, timeout=300)
+    with _Served(model, "tether") as ours_server, _Served(model, "plain") as their_server:
+        await wait_ready(ours_server, timeout=300)
+        await wait_ready(their_server, timeout=300)
         env = {
-            "TETHER_GATEWAY_LOCAL_BASE_URL": server.base_url,
+            "TETHER_GATEWAY_LOCAL_BASE_URL": ours_server.base_url,
             "TETHER_GATEWAY_LOCAL_MODEL": ALIAS,
             "TETHER_GATEWAY_LOCAL_CONTEXT_WINDOW": str(N_CTX),
             "TETHER_GATEWAY_INACTIVITY_TIMEOUT_S": "600",
@@ -157,33 +171,49 @@ async def measure_models(results: dict[str, float]) -> None:
             "TETHER_BRAIN_CONTEXT_WINDOWS": json.dumps({ALIAS: N_CTX}),
         }
         # A loaded machine (the battery runs for an hour) meets a generous start.
-        async with servers("models") as srv, services(srv, env, ready_timeout=600) as s:
-            print(f"model {model.name} on {server.base_url}; {len(tasks)} tasks")
-            workspace = s.base / "workspace"
-            ours: list[Outcome] = []
-            theirs: list[Outcome] = []
-            bus = await Bus.connect(s.nats_url, service="bench-models", subjects=Subjects())
-            try:
-                # Task by task, both ways, so a battery cut short still compares like
-                # with like.
-                for task in tasks:
-                    prepare(workspace)
-                    ours.append(await through_tether(s, task))
-                    prepare(workspace)
-                    theirs.append(await plain_loop(bus, server.base_url, ALIAS, task, workspace))
-                    _progress(ours[-1], theirs[-1])
-            finally:
-                await bus.close()
+        async with (
+            servers("models") as srv,
+            services(srv, env, ready_timeout=600) as s,
+            servers("models-plain") as plain_srv,
+            services(plain_srv, specs=PLAIN_SERVICES, ready_timeout=600) as p,
+        ):
+            print(f"model {model.name}; {len(tasks)} tasks, both loops side by side", flush=True)
+            ours, theirs = await asyncio.gather(
+                _tether_lane(s, tasks), _plain_lane(p, their_server.base_url, tasks)
+            )
         results["models_tether_rate"] = report("Tether", ours)
         results["models_plain_rate"] = report("plain loop with a tools-off final round", theirs)
         system = _tether_like_prefix()
-        cached, uncached = await prefill(server.base_url, system)
+        cached, uncached = await prefill(ours_server.base_url, system)
         print(
             f"\nprefill of a {len(system)}-character system prompt: uncached {uncached:.2f} s, "
             f"cached prefix {cached:.2f} s ({uncached / max(cached, 1e-3):.1f}x)"
         )
         results["models_prefill_uncached_s"] = uncached
         results["models_prefill_cached_s"] = cached
+
+
+async def _tether_lane(s: Stack, tasks: list[Task]) -> list[Outcome]:
+    outcomes = []
+    for task in tasks:
+        prepare(s.base / "workspace")
+        outcomes.append(await through_tether(s, task))
+        _progress("tether", outcomes[-1])
+    return outcomes
+
+
+async def _plain_lane(p: Stack, base_url: str, tasks: list[Task]) -> list[Outcome]:
+    outcomes = []
+    bus = await Bus.connect(p.nats_url, service="bench-models", subjects=Subjects())
+    try:
+        for task in tasks:
+            workspace = p.base / "workspace"
+            prepare(workspace)
+            outcomes.append(await plain_loop(bus, base_url, ALIAS, task, workspace))
+            _progress("plain ", outcomes[-1])
+    finally:
+        await bus.close()
+    return outcomes
 
 
 def _tether_like_prefix() -> str:
@@ -201,14 +231,15 @@ def _tether_like_prefix() -> str:
 
 
 class _Served:
-    """The llama.cpp server on the eval model, stopped on the way out."""
+    """A llama.cpp server on the eval model, stopped on the way out."""
 
-    def __init__(self, model: Path) -> None:
+    def __init__(self, model: Path, lane: str) -> None:
         self.model = model
+        self.lane = lane
         self.server: LlamaServer | None = None
 
     def __enter__(self) -> LlamaServer:
-        log = Path(os.environ.get("TMPDIR", "/tmp")) / "tether-bench-llama.log"
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"tether-bench-llama-{self.lane}.log"
         self.server = start_llama_server(
             self.model, _free_port(), n_ctx=N_CTX, alias=ALIAS, log_path=log
         )

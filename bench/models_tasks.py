@@ -1,7 +1,9 @@
 """The everyday battery of `python -m bench models`: 30 tasks a person asks an assistant
 with tools, each with the files it needs and a check of its outcome (the answer's text,
 or what is on disk afterwards). Checks accept the usual ways of writing a value (24- or
-12-hour clock, thousands separators) and are computed when checked (the time now).
+12-hour clock, thousands separators) and are computed when checked: "the time now" is
+any moment from the task's start to its check, give or take three minutes, so a slow
+run (a loaded machine takes minutes a task) is not failed for the minutes it took.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-Check = Callable[[str, Path], bool]
+# A check of (the answer, the workspace after the task, the moment the task started).
+Check = Callable[[str, Path, datetime], bool]
 
 FILES: dict[str, str] = {
     "config.ini": "[server]\nhost = 0.0.0.0\nport = 8431\ndebug = false\n",
@@ -47,7 +50,7 @@ def says(*options: str) -> Check:
     """The answer holds one of `options` as a whole word or number (case and thousands
     separators ignored): "6" is not found in "2026-12-01"."""
 
-    def check(answer: str, _workspace: Path) -> bool:
+    def check(answer: str, _workspace: Path, _started: datetime) -> bool:
         flat = answer.lower().replace(",", "")
         return any(
             re.search(rf"(?<![\w.]){re.escape(option.lower().replace(',', ''))}(?![\w]|\.\d)", flat)
@@ -58,7 +61,7 @@ def says(*options: str) -> Check:
 
 
 def file_is(path: str, wanted: Callable[[str], bool]) -> Check:
-    def check(_answer: str, workspace: Path) -> bool:
+    def check(_answer: str, workspace: Path, _started: datetime) -> bool:
         target = workspace / path
         return target.is_file() and wanted(target.read_text(errors="replace"))
 
@@ -80,12 +83,17 @@ def clock_forms(moment: datetime) -> list[str]:
 
 
 def time_now_in(zone: str) -> Check:
-    """The answer names the time now in `zone`, give or take three minutes."""
+    """The answer names the time in `zone` at a moment of the task's run (from its start
+    to now), give or take three minutes."""
 
-    def check(answer: str, _workspace: Path) -> bool:
+    def check(answer: str, _workspace: Path, started: datetime) -> bool:
         now = datetime.now(ZoneInfo(zone))
+        first = started.astimezone(ZoneInfo(zone)) - timedelta(minutes=3)
+        minutes = int((now - first).total_seconds() // 60) + 4
         forms = [
-            form for delta in range(-3, 4) for form in clock_forms(now + timedelta(minutes=delta))
+            form
+            for delta in range(minutes)
+            for form in clock_forms(first + timedelta(minutes=delta))
         ]
         flat = answer.lower()
         return any(re.search(rf"(?<!\d){re.escape(form)}", flat) for form in forms)
@@ -96,7 +104,7 @@ def time_now_in(zone: str) -> Check:
 def converted(clock: str, source: str, target: str) -> Check:
     """The answer names `clock` (today, in `source`) as the wall time in `target`."""
 
-    def check(answer: str, _workspace: Path) -> bool:
+    def check(answer: str, _workspace: Path, _started: datetime) -> bool:
         hour, minute = (int(part) for part in clock.split(":"))
         today = datetime.now(ZoneInfo(source)).date()
         start = datetime(today.year, today.month, today.day, hour, minute, tzinfo=ZoneInfo(source))
@@ -217,7 +225,7 @@ def _file_tasks() -> list[Task]:
 
 
 def says_all(*parts: str) -> Check:
-    def check(answer: str, _workspace: Path) -> bool:
+    def check(answer: str, _workspace: Path, _started: datetime) -> bool:
         return all(part.lower() in answer.lower() for part in parts)
 
     return check

@@ -15,7 +15,7 @@ from tether_brain.context.cards import compact_card
 from tether_brain.context.fitting import estimate
 from tether_brain.context.offering import DEFAULT_KEYWORDS, compact_offer
 from tether_brain.context.prompting import build_request
-from tether_brain.context.prompts import COMPACT_SYSTEM
+from tether_brain.context.prompts import AFTER_RESULTS, COMPACT_SYSTEM
 from tether_brain.skills import FolderSkillStore, load_skill_descriptor
 from tether_brain.state.run import Limits, RunState
 from tether_brain.tools.helpers import DESCRIPTOR as RUN_AGENT
@@ -157,8 +157,9 @@ def test_the_compact_prompt_is_far_smaller_than_the_full_one(prompt: str) -> Non
     assert compact.messages[0].content.startswith(COMPACT_SYSTEM)
 
 
-@pytest.mark.parametrize("tier", ["full", "compact"])
-def test_the_prompt_prefix_is_the_same_across_steps_and_runs(tier: PromptTier) -> None:
+def first_and_later(tier: PromptTier, later_day: int) -> tuple[GenerateRequest, GenerateRequest]:
+    """The text-protocol requests of a run's first step (1 January, 09:00) and of a later
+    run's fourth step (at 17:31 on `later_day`), one tool result in."""
     prompt = "What time is it in Tokyo?"
     first = run_state(prompt, run_id="run_first")
     later = run_state(prompt, run_id="run_later", step=3)
@@ -168,7 +169,12 @@ def test_the_prompt_prefix_is_the_same_across_steps_and_runs(tier: PromptTier) -
         ChatMessage(role="tool", content="Tuesday 18:00", tool_call_id="c1", name="current_time"),
     ]
     one = textual_request(request_for(first, tier, now=datetime(2026, 1, 1, 9, 0, tzinfo=UTC)))
-    two = textual_request(request_for(later, tier, now=datetime(2026, 1, 2, 17, 31, tzinfo=UTC)))
+    at = datetime(2026, 1, later_day, 17, 31, tzinfo=UTC)
+    return one, textual_request(request_for(later, tier, now=at))
+
+
+def test_the_full_prompt_prefix_is_the_same_across_steps_runs_and_days() -> None:
+    one, two = first_and_later("full", later_day=2)
     # The system prompt with its tool cards, byte for byte; then the same history so far.
     assert one.messages[0].content == two.messages[0].content
     assert one.messages[1] == two.messages[1]
@@ -178,6 +184,20 @@ def test_the_prompt_prefix_is_the_same_across_steps_and_runs(tier: PromptTier) -
     assert "2026-01-01" in one.messages[-1].content
     assert "2026-01-02" in two.messages[-1].content
     assert one.messages[-1].role == "system"
+
+
+def test_the_compact_prompt_prefix_is_the_same_all_day_and_ends_with_the_history() -> None:
+    one, two = first_and_later("compact", later_day=1)
+    assert one.messages[0].content == two.messages[0].content
+    assert one.messages[1] == two.messages[1]
+    assert "run_first" not in one.messages[0].content
+    # The date (no time: the same all day) ends the system prompt; no date note follows
+    # the history, so the question is the last thing the model reads, and after a result
+    # only the line saying to answer from it.
+    assert one.messages[0].content.endswith("Today is 2026-01-01 (Thursday).")
+    assert one.messages[-1] == ChatMessage(role="user", content="What time is it in Tokyo?")
+    assert two.messages[-2].content.endswith("Tuesday 18:00")
+    assert two.messages[-1] == ChatMessage(role="system", content=AFTER_RESULTS)
 
 
 def test_the_last_and_finishing_notes_close_the_request() -> None:

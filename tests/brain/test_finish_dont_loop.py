@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tether_brain.context.prompts import COMPACT_SYSTEM
+from tether_brain.context.prompts import AFTER_RESULTS, COMPACT_SYSTEM
 from tether_client import TetherClient
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.supervisor import Supervisor
@@ -23,6 +24,7 @@ from tether_gateway.testing import FakeUpstream, chat_text_stream
 pytestmark = pytest.mark.e2e
 
 SMALL_MODEL = "tiny-compact-model"
+GRAMMAR_MODEL = "tiny-grammar-model"
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +34,25 @@ async def fake_model() -> AsyncIterator[FakeUpstream]:
 
 
 @pytest.fixture(scope="module")
-def stack_extra_env(fake_model: FakeUpstream) -> dict[str, str]:
+def profiles_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A hand-written profile: the grammar model is asked as the local default asks."""
+    folder = tmp_path_factory.mktemp("profiles")
+    profile = {
+        "provider": "openai",
+        "model": GRAMMAR_MODEL,
+        "tool_calling": "text",
+        "prompt_tier": "compact",
+        "grammar": True,
+        "temperature": 0.0,
+    }
+    (folder / "grammar.yaml").write_text(json.dumps(profile))  # JSON is YAML
+    return folder
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(fake_model: FakeUpstream, profiles_dir: Path) -> dict[str, str]:
     return {
+        "TETHER_GATEWAY_PROFILES_DIR": str(profiles_dir),
         "TETHER_GATEWAY_OPENAI_BASE_URL": f"{fake_model.url}/v1",
         "TETHER_GATEWAY_TEXT_PROTOCOL_MODELS": SMALL_MODEL,
         # A scripted reply is used once: a retry would hand the next reply out.
@@ -170,11 +189,14 @@ async def test_the_compact_tier_offers_cards_and_keeps_its_prefix(
     assert 'Example: {"timezone": "Asia/Tokyo"}' in system
     for other in ("convert_time", "calculate", "file_read", "shell", "web_fetch"):
         assert other not in system
-    # The prefix: the system prompt byte for byte, then the history as it was.
+    # The prefix: the system prompt (the day's date at its end) byte for byte, then the
+    # history as it was; nothing after the history, so the question is read last.
     assert second[0]["content"] == system
-    assert second[: len(first) - 1] == first[:-1]
-    assert first[-1]["role"] == "system"
-    assert "Today is" in first[-1]["content"]
+    assert second[: len(first)] == first
+    assert "Today is" in system.rsplit("\n\n", 1)[-1]
+    assert first[-1] == {"role": "user", "content": "What time is it in Tokyo?"}
+    assert second[-2]["content"].startswith("Result of current_time")
+    assert second[-1] == {"role": "system", "content": AFTER_RESULTS}
     # The loop-breaking round: no tools taught, the answer asked for from the results.
     assert "current_time(" not in third[0]["content"]
     assert "Tools are switched off now" in third[-1]["content"]
@@ -201,3 +223,49 @@ async def test_after_an_unusable_call_the_compact_tier_offers_every_tool(
     assert "- calculate(" in second[0]["content"]
     result = event_data(events, "tool.result")[0]
     assert (result["name"], result["ok"]) == ("calculate", True)
+
+
+def branches(body: dict[str, Any]) -> list[str]:
+    """The `tool` values the reply grammar of a request allows."""
+    schema = body["response_format"]["schema"]
+    return [b["properties"]["tool"]["const"] for b in schema["anyOf"]]
+
+
+async def test_a_small_models_first_step_must_call_and_then_may_answer(
+    stack: Supervisor, fake_model: FakeUpstream
+) -> None:
+    """Under its reply grammar a compact-tier model's first step of a request that needs a
+    tool can only call one (no answer branch to make a value up in); once the result is
+    in, it may answer. Its call comes back in the history as it wrote it, it is asked
+    greedily, and the result is the last thing it reads."""
+    fake_model.received.clear()
+    fake_model.queue(
+        chat_text_stream('{"tool": "current_time", "args": {"timezone": "Asia/Tokyo"}}', "m"),
+        chat_text_stream('{"tool": "none", "answer": "It is evening in Tokyo."}', "m"),
+    )
+    run, _ = await start(stack, "What time is it in Tokyo?", provider="openai", model=GRAMMAR_MODEL)
+    assert (run.status, run.answer) == ("completed", "It is evening in Tokyo."), run.stop_reason
+    first, second = (r.json() for r in fake_model.received if r.path.endswith("/completions"))
+    assert branches(first) == ["current_time"]
+    assert branches(second) == ["current_time", "none"]
+    assert first["temperature"] == second["temperature"] == 0.0
+    assert second["messages"][0] == first["messages"][0]
+    called, result, note = second["messages"][-3:]
+    assert called == {
+        "role": "assistant",
+        "content": '{"tool": "current_time", "args": {"timezone": "Asia/Tokyo"}}',
+    }
+    assert result["role"] == "user"
+    assert result["content"].startswith("Result of current_time")
+    assert note == {"role": "system", "content": AFTER_RESULTS}
+
+
+async def test_a_request_no_tool_fits_is_free_to_answer(
+    stack: Supervisor, fake_model: FakeUpstream
+) -> None:
+    fake_model.received.clear()
+    fake_model.queue(chat_text_stream('{"tool": "none", "answer": "Hello!"}', "m"))
+    run, _ = await start(stack, "Say hello.", provider="openai", model=GRAMMAR_MODEL)
+    assert (run.status, run.answer) == ("completed", "Hello!"), run.stop_reason
+    (only,) = (r.json() for r in fake_model.received if r.path.endswith("/completions"))
+    assert branches(only) == ["none"]

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tether_common.messages.gateway import (
+    CallRecord,
     ChatMessage,
     ChunkEvent,
     DoneEvent,
@@ -23,6 +24,7 @@ from tether_common.messages.profiles import ModelProfile
 from tether_common.toolcalls import read_reply, reply_schema
 from tether_gateway.profiles import FixedProfile
 from tether_gateway.providers import OpenAIProvider, TextProtocol
+from tether_gateway.providers.text_protocol import text_history
 from tether_gateway.settings import GatewaySettings
 from tether_gateway.testing import FakeUpstream, chat_text_stream, collect
 
@@ -134,6 +136,38 @@ async def test_a_tools_off_round_under_grammar_can_only_answer(
     assert [branch["properties"]["tool"] for branch in schema["anyOf"]] == [{"const": "none"}]
     assert "".join(e.text for e in events if isinstance(e, ChunkEvent)) == "It is 42."
     assert not [e for e in events if isinstance(e, ToolCallEvent)]
+
+
+async def test_a_required_call_under_grammar_has_no_answer_branch(
+    upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
+) -> None:
+    """`tool_choice="required"` (the brain's first step of a request that needs a tool):
+    the schema is the call branches alone, and the prompt is the same as ever, so the
+    cached prefix is too."""
+    reply = json.dumps({"tool": "calculate", "args": {"expression": "6 * 7"}})
+    upstream.queue(chat_text_stream(reply, MODEL), chat_text_stream(reply, MODEL))
+    provider = asked(True, settings, client)
+    required = request([CALCULATE, CLOCK]).model_copy(update={"tool_choice": "required"})
+    await collect(provider.generate(required))
+    await collect(provider.generate(request([CALCULATE, CLOCK])))
+    must, free = (r.json() for r in upstream.received)
+    assert must["response_format"]["schema"] == reply_schema([CALCULATE, CLOCK], answer=False)
+    branches = must["response_format"]["schema"]["anyOf"]
+    assert [b["properties"]["tool"]["const"] for b in branches] == ["calculate", "current_time"]
+    assert "response_format" in free
+    assert must["messages"] == free["messages"]
+
+
+def test_calls_in_the_history_are_written_as_the_grammar_has_them_written() -> None:
+    call = CallRecord(id="c1", name="calculate", arguments={"expression": "6*7"})
+    history = [
+        ChatMessage(role="user", content="What is 6*7?"),
+        ChatMessage(role="assistant", tool_calls=[call]),
+        ChatMessage(role="tool", content="42", tool_call_id="c1", name="calculate"),
+    ]
+    under_grammar = text_history(history, json_reply=True)[1].content
+    assert json.loads(under_grammar) == {"tool": "calculate", "args": {"expression": "6*7"}}
+    assert text_history(history)[1].content.startswith('```tool\n{"name": "calculate"')
 
 
 @pytest.mark.parametrize(

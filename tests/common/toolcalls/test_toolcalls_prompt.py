@@ -28,6 +28,7 @@ def test_public_surface_is_explicit() -> None:
             "DEFAULT_ALIASES",
             "KEY_SYNONYMS",
             "TOOL_FENCE",
+            "TOOL_KEY",
             "OfferedTool",
             "ParseResult",
             "ParsedCall",

@@ -9,7 +9,7 @@ in `ProfileList.problems`, and skipped: it never takes the gateway down, and the
 falls back to its default profile.
 
 Defaults (no file for the model): `local` (llama.cpp on this machine) speaks the text
-protocol with the compact prompt tier and grammar-constrained decoding; every other
+protocol with the compact prompt tier, grammar-constrained and greedy decoding; every other
 provider uses native tool calling and the full prompt; prices come from
 `TETHER_GATEWAY_PRICES`.
 """
@@ -192,6 +192,7 @@ class Profiles:
             prompt_tier="compact" if local else "full",
             grammar=local and s.local_grammar,
             context_window=s.local_context_window if local else DEFAULT_CONTEXT_WINDOW,
+            temperature=s.local_temperature if local else None,
             price=s.prices.get(model),
             source="default",
         )

@@ -95,6 +95,13 @@ class GatewaySettings(HttpSettings):
     local_context_window: int = Field(
         default=8192, ge=512, description="the local default profile's window (the server's n_ctx)"
     )
+    local_temperature: float | None = Field(
+        default=0.0,
+        ge=0,
+        le=2,
+        description="the local default profile's sampling temperature (greedy: a small model "
+        "picks tools and copies values reliably only so; none: the server's default)",
+    )
     local_max_output_tokens: int = Field(
         default=512, ge=1, description="output cap when a request names none"
     )

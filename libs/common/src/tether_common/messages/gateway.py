@@ -50,6 +50,10 @@ class GenerateRequest(WireModel):
     tools: list[OfferedToolSpec] = Field(default_factory=list)
     effort: Literal["low", "normal"] = "normal"
     max_output_tokens: int | None = Field(default=None, ge=1)
+    # `required`: the reply must be a call to one of `tools` where the provider can hold
+    # the model to that (a reply grammar without its answer branch, a native API's own
+    # `required`); elsewhere it is `auto`, and the model may answer.
+    tool_choice: Literal["auto", "required"] = "auto"
 
 
 class ChunkEvent(_Body):

@@ -11,6 +11,8 @@ A `ModelProfile` answers, for one `provider`/`model` pair:
   `response_format`), so the gateway sends one with an "answer in text" branch and one
   branch per offered tool;
 - `context_window`: tokens the model takes in, prompt and answer together;
+- `temperature`: the sampling temperature to ask for (absent: the server's default);
+  small models pick tools and copy values reliably only when decoding greedily (0);
 - `price`: USD per million input and output tokens (absent: free or unknown).
 
 Who owns what: the **gateway** owns profiles. It keeps them as hand-writable YAML files
@@ -21,7 +23,7 @@ answers on the bus: `Subjects.model_profile` (one profile, `ProfileQuery` →
 `model_probe` (run the probe battery through the provider and store the result). The
 **brain** asks `model_profile` before prompting (and may cache the answer briefly): it
 reads `prompt_tier` and `context_window`; the gateway itself applies `tool_calling`,
-`grammar` and `price`, so the brain never has to.
+`grammar`, `temperature` and `price`, so the brain never has to.
 
 A `ProfileQuery` without a model means the provider's configured default model; the
 answer always names the model it resolved to.
@@ -74,6 +76,7 @@ class ModelProfile(WireModel):
     prompt_tier: PromptTier = "full"
     grammar: bool = False
     context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, ge=512, le=10_000_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
     price: ModelPrice | None = None
     source: ProfileSource = "set"
     probed_at: datetime | None = None

@@ -20,7 +20,7 @@ listed on each `ParsedCall.repairs`, so the caller can record them on the step.
 """
 
 from tether_common.toolcalls.aliases import DEFAULT_ALIASES, KEY_SYNONYMS
-from tether_common.toolcalls.grammar import ANSWER_KEY, read_reply, reply_schema
+from tether_common.toolcalls.grammar import ANSWER_KEY, TOOL_KEY, read_reply, reply_schema
 from tether_common.toolcalls.model import OfferedTool, ParsedCall, ParseResult, ToolSpec
 from tether_common.toolcalls.parser import (
     CALL_MARKERS,
@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_ALIASES",
     "KEY_SYNONYMS",
     "TOOL_FENCE",
+    "TOOL_KEY",
     "OfferedTool",
     "ParseResult",
     "ParsedCall",

@@ -34,15 +34,17 @@ ANSWER_KEY: Final = "answer"
 _KEPT: Final = frozenset({"type", "properties", "required", "enum", "items"})
 
 
-def reply_schema(tools: Sequence[OfferedTool]) -> dict[str, Any]:
-    """One call to one of `tools`, or `{"tool": "none", "answer": str}`, as one schema."""
-    answer = {
+def reply_schema(tools: Sequence[OfferedTool], *, answer: bool = True) -> dict[str, Any]:
+    """One call to one of `tools`, or `{"tool": "none", "answer": str}`, as one schema;
+    without `answer` (a call is required), a call only. With no tools, the answer."""
+    text = {
         "type": "object",
         "properties": {TOOL_KEY: {"const": NO_TOOL}, ANSWER_KEY: {"type": "string"}},
         "required": [TOOL_KEY, ANSWER_KEY],
         "additionalProperties": False,
     }
-    return {"anyOf": [*(_call_branch(tool) for tool in tools), answer]}
+    calls = [_call_branch(tool) for tool in tools]
+    return {"anyOf": [*calls, text] if answer or not calls else calls}
 
 
 def _call_branch(tool: OfferedTool) -> dict[str, Any]:

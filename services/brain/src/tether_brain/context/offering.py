@@ -45,7 +45,7 @@ BUILTIN_KEYWORDS: dict[str, tuple[str, ...]] = {
     "calculate": (
         "calculate", "compute", "sum", "total", "percent", "percentage", "average", "plus",
         "minus", "times", "multiply", "multiplied", "divide", "divided", "square root",
-        "sqrt", "how much", "how many", "math",
+        "sqrt", "how much", "how many", "math", "power", "squared", "cubed",
     ),
     "file_read": ("read", "file", "contents", "content", "open", "config", "value", "line"),
     "file_list": ("list", "files", "folder", "folders", "directory", "workspace", "ls"),
@@ -161,15 +161,24 @@ def choose_compact(
         if (service_of(t.name) in wanted)
         or (service_of(t.name) is None and _needed(t.name, text, recent.lower()))
     ]
+    # A tool the request holds a value for (a clock time, a file name, a sum) leads: a
+    # small model tends to take the first card, and "time" in "when it is 09:00 in London,
+    # what time is it in Tokyo?" also fits the clock. The order depends on the request
+    # alone, so it is the same at every step (the prefix stays cached).
+    offered.sort(key=lambda t: not _holds_value_for(t.name, text))
     return offered, [s for s in services if s not in wanted]
+
+
+def _holds_value_for(name: str, request: str) -> bool:
+    pattern = BUILTIN_PATTERNS.get(name)
+    return pattern is not None and pattern.search(request) is not None
 
 
 def _needed(name: str, request: str, recent: str) -> bool:
     if name in FOLLOW_UP_TOOLS:
         return name in recent
-    pattern = BUILTIN_PATTERNS.get(name)
     return (
         _mentions(request, name)
         or any(_mentions(request, word) for word in BUILTIN_KEYWORDS.get(name, ()))
-        or (pattern is not None and pattern.search(request) is not None)
+        or _holds_value_for(name, request)
     )

@@ -5,7 +5,14 @@ A request is laid out so its beginning stays the same from step to step and run 
 the system prompt (stable text only), then the tools (which the gateway or the server's
 chat template renders right after it), then the history, and last a note with what
 changes (the date, the budget left, the last-step or answer-from-results instruction).
-A local server's prompt cache then reuses everything up to the newest messages."""
+A local server's prompt cache then reuses everything up to the newest messages.
+
+The compact tier (small models) keeps the date, which changes once a day, at the end of
+the system prompt instead, and closes a request with a note only when it has an
+instruction (the last step, answering from the results, and after results a line saying
+to answer from them unless they fall short): a small model reads the last thing it is
+given as the thing to answer, and answered "What port is set?" with the date of a
+closing note, and shown a result after its call, made the same call again."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from tether_brain.context.prompts import (
+    AFTER_RESULTS,
     HELPER_DIRECTIVE,
     LAST_STEP,
     answer_from_results,
@@ -41,16 +49,14 @@ def build_request(
     """The model's view of the run: the stable system prompt (rules, helper directive,
     hidden services, skill index), this turn's history, and the closing note (date,
     budget, and the last-step or answer-from-results instruction when due)."""
-    messages = [
-        ChatMessage(role="system", content=stable_system(state, offered, skills, tier, hidden_note))
-    ]
+    now = now or datetime.now(UTC)
+    system = stable_system(state, offered, skills, tier, hidden_note)
+    if tier == "compact":
+        system = f"{system}\n\n{dated_note(now, tier)}"
+    messages = [ChatMessage(role="system", content=system)]
     messages += forget_loaded_skills(this_turns_skills(state.messages))
-    messages.append(
-        ChatMessage(
-            role="system",
-            content=closing_note(state, tier, now or datetime.now(UTC), last, finishing),
-        )
-    )
+    if note := closing_note(state, tier, now, last, finishing):
+        messages.append(ChatMessage(role="system", content=note))
     return GenerateRequest(
         run_id=state.run_id,
         provider=state.provider,
@@ -58,7 +64,20 @@ def build_request(
         messages=messages,
         tools=offered,
         effort="low" if state.counters.low_effort else "normal",
+        tool_choice="required" if call_first(state, offered, tier) else "auto",
     )
+
+
+def call_first(state: RunState, offered: list[OfferedToolSpec], tier: PromptTier) -> bool:
+    """Whether this step must be a call: the compact tier's first step of a request that
+    its words tie to tools (the compact offer is only what the request plausibly needs, so
+    any tool on offer means one is). A small model left free there answers with a value
+    it made up ("the port is 8080") as often as it calls. Not after an unusable call (the
+    offer is then every tool, not the request's) nor once a result is in."""
+    if tier != "compact" or not offered or state.counters.corrections:
+        return False
+    last_user = max((i for i, m in enumerate(state.messages) if m.role == "user"), default=-1)
+    return not any(m.role == "tool" for m in state.messages[last_user + 1 :])
 
 
 def stable_system(
@@ -85,14 +104,15 @@ def stable_system(
 def closing_note(
     state: RunState, tier: PromptTier, now: datetime, last: bool, finishing: bool
 ) -> str:
-    """What changes from step to step, sent after the history."""
-    parts = [dated_note(now, tier)]
-    if tier == "full":
-        parts.append(budget_note(state))
+    """What changes from step to step, sent after the history ("" for none: the compact
+    tier's date is in its system prompt)."""
+    parts = [dated_note(now, tier), budget_note(state)] if tier == "full" else []
     if last and state.max_steps > 1:
         parts.append(LAST_STEP)
     elif finishing:
         parts.append(answer_from_results(state.prompt))
+    elif tier == "compact" and state.messages and state.messages[-1].role == "tool":
+        parts.append(AFTER_RESULTS)
     return " ".join(parts)
 
 

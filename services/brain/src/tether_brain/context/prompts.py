@@ -1,5 +1,6 @@
 """The texts the brain gives the model, per prompt tier: the system prompt, the dated note
-that ends each request, the last-step note and the answer-from-results note.
+that ends each request, the last-step note, the answer-from-results note and the compact
+tier's note after results.
 
 The system prompt holds nothing that changes between steps or runs (no date, no budget,
 no run id): it and the tool cards after it are the prefix a local server's prompt cache
@@ -32,6 +33,13 @@ COMPACT_NOW = "Today is {today} ({weekday})."
 LAST_STEP = (
     "This is your last step: tools are no longer available. Give your final answer now "
     "from what you already have."
+)
+
+# The compact tier's note after a step whose calls brought results: a small model shown
+# a result next to its own call tends to make the same call again rather than answer.
+AFTER_RESULTS = (
+    "If the result above answers the question, answer from it now; call a tool only for "
+    "what it does not give."
 )
 
 ANSWER_FROM_RESULTS = (

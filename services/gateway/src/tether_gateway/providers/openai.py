@@ -61,6 +61,8 @@ class OpenAIProvider(HostedProvider):
         turn = Turn(request, self.price(model))
         reader = _ChunkReader(turn)
         body = chat_body(request, model, self.settings, response_schema)
+        if (temperature := self.profiles.get(self.name, model).temperature) is not None:
+            body["temperature"] = temperature
         async with self.upstream.post_stream(self.url, body, self._headers()) as response:
             async for sse in sse_events(response):
                 if sse.data.strip() == DONE_SENTINEL:
@@ -92,7 +94,7 @@ def chat_body(
     }
     if request.tools:
         body["tools"] = [function_tool(tool) for tool in request.tools]
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = request.tool_choice
     reasoning = model in settings.openai_reasoning_models
     if request.max_output_tokens is not None:
         # Reasoning models refuse the older `max_tokens`; many local servers know only it.

@@ -21,8 +21,11 @@ the reply schema (`reply_schema`: one branch per tool and an answer branch) goes
 request, the prompt teaches that one-object reply, and the whole reply is read at the end
 (`read_reply`, falling back to the ordinary parser for a reply cut short). With no tools
 on offer (the brain's tools-off final round) the schema is the answer branch alone, so a
-small model cannot write a raw call as its final answer. An adapter that cannot
-constrain gets the plain text protocol.
+small model cannot write a raw call as its final answer; with `tool_choice="required"`
+(the brain's first step of a request that plainly needs a tool) it is the call branches
+alone, so the model cannot answer with a value it made up. The prompt is the same either
+way, so the cached prefix is too. An adapter that cannot constrain gets the plain text
+protocol (and `required` is then only asked, not enforced).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from tether_common.messages.profiles import ModelProfile
 from tether_common.toolcalls import (
     CALL_MARKERS,
     TOOL_FENCE,
+    TOOL_KEY,
     find_call_marker,
     fit_call,
     parse_tool_calls,
@@ -128,7 +132,7 @@ class TextProtocol:
         text: list[str] = []
         usage: list[UsageEvent] = []
         asked = textual_request(request, json_reply=True)
-        schema = reply_schema(request.tools)
+        schema = reply_schema(request.tools, answer=request.tool_choice != "required")
         async with aclosing(inner.generate(asked, response_schema=schema)) as events:
             async for event in events:
                 match event:
@@ -237,11 +241,12 @@ def text_history(messages: Sequence[ChatMessage], *, json_reply: bool = False) -
     results as user messages; adjacent user messages merged, since some chat templates
     insist that roles alternate."""
     out: list[ChatMessage] = []
+    # A model under the reply grammar sees its calls as it wrote them (`"tool"` first); a
+    # history in another shape teaches a small model a second form beside the grammar's.
+    key = TOOL_KEY if json_reply else "name"
     for message in messages:
         if message.role == "assistant" and message.tool_calls:
-            written = [
-                json.dumps({"name": c.name, "args": c.arguments}) for c in message.tool_calls
-            ]
+            written = [json.dumps({key: c.name, "args": c.arguments}) for c in message.tool_calls]
             fences = written if json_reply else [f"{TOOL_FENCE}\n{w}\n```" for w in written]
             text = "\n\n".join([message.content, *fences] if message.content else fences)
             message = ChatMessage(role="assistant", content=text)
