@@ -7,12 +7,14 @@ an uncached prompt prefix.
 The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
 `../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
 the product or of `make test`. `TETHER_EVAL_TASKS` (comma list of task names or kinds)
-runs a subset. Every figure is printed; nothing is asserted.
+runs a subset, `TETHER_EVAL_BUDGET_S` bounds the time. Every figure is printed; nothing
+is asserted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -69,8 +71,22 @@ def eval_model() -> Path:
 
 
 def chosen(tasks: list[Task]) -> list[Task]:
+    """The tasks `TETHER_EVAL_TASKS` names (all by default), kinds taken in turn (a time
+    task, a sum, a read, ...), so a battery cut short by the time budget still has some
+    of every kind."""
     wanted = {w.strip() for w in os.environ.get("TETHER_EVAL_TASKS", "").split(",") if w.strip()}
-    return [t for t in tasks if not wanted or t.name in wanted or t.kind in wanted]
+    picked = [t for t in tasks if not wanted or t.name in wanted or t.kind in wanted]
+    kinds: dict[str, list[Task]] = {}
+    for task in picked:
+        kinds.setdefault(task.kind, []).append(task)
+    rounds = itertools.zip_longest(*kinds.values())
+    return [task for row in rounds for task in row if task is not None]
+
+
+def budget_s() -> float:
+    """`TETHER_EVAL_BUDGET_S`: no task is started after this many seconds (default: none);
+    both loops are then compared on the tasks both finished."""
+    return float(os.environ.get("TETHER_EVAL_BUDGET_S", "inf"))
 
 
 def prepare(workspace: Path) -> None:
@@ -178,9 +194,14 @@ async def measure_models(results: dict[str, float]) -> None:
             services(plain_srv, specs=PLAIN_SERVICES, ready_timeout=600) as p,
         ):
             print(f"model {model.name}; {len(tasks)} tasks, both loops side by side", flush=True)
+            until = time.monotonic() + budget_s()
             ours, theirs = await asyncio.gather(
-                _tether_lane(s, tasks), _plain_lane(p, their_server.base_url, tasks)
+                _tether_lane(s, tasks, until), _plain_lane(p, their_server.base_url, tasks, until)
             )
+        both = min(len(ours), len(theirs))
+        if both < len(tasks):
+            print(f"\ntime budget: {both} of {len(tasks)} tasks finished by both loops")
+        ours, theirs = ours[:both], theirs[:both]
         results["models_tether_rate"] = report("Tether", ours)
         results["models_plain_rate"] = report("plain loop with a tools-off final round", theirs)
         system = _tether_like_prefix()
@@ -193,20 +214,24 @@ async def measure_models(results: dict[str, float]) -> None:
         results["models_prefill_cached_s"] = cached
 
 
-async def _tether_lane(s: Stack, tasks: list[Task]) -> list[Outcome]:
+async def _tether_lane(s: Stack, tasks: list[Task], until: float) -> list[Outcome]:
     outcomes = []
     for task in tasks:
+        if time.monotonic() > until:
+            break
         prepare(s.base / "workspace")
         outcomes.append(await through_tether(s, task))
         _progress("tether", outcomes[-1])
     return outcomes
 
 
-async def _plain_lane(p: Stack, base_url: str, tasks: list[Task]) -> list[Outcome]:
+async def _plain_lane(p: Stack, base_url: str, tasks: list[Task], until: float) -> list[Outcome]:
     outcomes = []
     bus = await Bus.connect(p.nats_url, service="bench-models", subjects=Subjects())
     try:
         for task in tasks:
+            if time.monotonic() > until:
+                break
             workspace = p.base / "workspace"
             prepare(workspace)
             outcomes.append(await plain_loop(bus, base_url, ALIAS, task, workspace))
