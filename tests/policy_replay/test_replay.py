@@ -173,8 +173,15 @@ async def test_who_may_ask(desk: Desk, day: dict[str, Any]) -> None:
     _, elsewhere = await desk.person("operator", tenant="elsewhere")
     hidden = await post(desk, "replay", body, headers=bearer(elsewhere))
     assert (hidden.status_code, hidden.json()["error"]["code"]) == (404, "not_found")
+    # The admin runs tenant `elsewhere`'s agent: the run is the admin's tenant's, so that
+    # tenant's operator does not see it in the agent's history; the admin does.
+    status, _ = await desk.finish(await desk.start([[call("current_time")], say("ok")], "other"))
+    assert status == "completed"
     theirs = await post(desk, "replay", body | {"agent": "other"}, headers=bearer(elsewhere))
     assert theirs.status_code == 200, theirs.text
+    assert theirs.json()["runs"] == 0
+    mine = await post(desk, "replay", body | {"agent": "other", "until": _soon()})
+    assert (mine.json()["runs"], mine.json()["calls"]) == (1, 1)
     missing = await post(desk, "suggest", {"agent": "nobody", "since": day["since"]})
     assert missing.status_code == 404
 

@@ -6,6 +6,7 @@
 Who may: `policy.read` on the agent's tenant (admins, and that tenant's operators): the
 answer shows the agent's calls, their arguments (cut as in run events) and who decided
 them. Another tenant's agent is a 404, as if missing; a role without `policy.read` a 403.
+Only runs the caller may read count (`runs.read`: an operator's own tenant's).
 
 A window is `since` (required) to `until` (default now), both with a time zone, at most
 `MAX_WINDOW_DAYS` long. A proposal is an agent definition as the agents API takes it
@@ -102,23 +103,25 @@ class ReplayService:
             raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
         return config
 
-    async def history(self, body: SuggestBody) -> Recorded:
+    async def history(self, body: SuggestBody, who: Principal) -> Recorded:
+        """The calls in runs `who` may read (an operator: its tenant's)."""
+        tenant = who.reach("runs.read").tenant
         await self.toolbox.catalog()  # the descriptors the calls are judged with
         return await recorded(
-            self.engine, body.agent, body.since, body.end(), self.toolbox.descriptor
+            self.engine, body.agent, body.since, body.end(), self.toolbox.descriptor, tenant=tenant
         )
 
     async def replay(self, body: ReplayBody, who: Principal) -> ReplayReport:
         self.reach(who, body.agent)
         proposal = Proposal(body.proposal.config(), body.guardrails)
-        found = await self.history(body)
+        found = await self.history(body, who)
         return replay(
             self.agents, proposal, found, limit=body.limit, only_changed=body.only_changed
         )
 
     async def suggest(self, body: SuggestBody, who: Principal) -> Suggestion:
         config = self.reach(who, body.agent)
-        return suggest(self.agents, config, await self.history(body))
+        return suggest(self.agents, config, await self.history(body, who))
 
 
 def replay_router(

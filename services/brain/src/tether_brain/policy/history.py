@@ -9,7 +9,9 @@ row that no longer matches its audit record is not re-decided.
 A run is in the window when its life overlaps it (made before `until`, last changed at or
 after `since`); its calls are the ones whose decision was recorded inside the window.
 Runs are read oldest first, at most `max_runs` per answer (`complete` false, and
-`next_since` where the next answer starts)."""
+`next_since` where the next answer starts), and only those of the tenant the caller may
+read runs of: an agent id deleted and made again in another tenant does not show the
+first tenant's calls to the second's operators."""
 
 from __future__ import annotations
 
@@ -58,22 +60,32 @@ class History:
     next_since: datetime | None = None
 
 
-def _agent_runs(agent: str, since: datetime, until: datetime, limit: int) -> Any:
+def _agent_runs(
+    agent: str, since: datetime, until: datetime, limit: int, tenant: str | None
+) -> Any:
     run_agent = func.coalesce(runs.c.options["agent"].astext, DEFAULT_AGENT)
-    return (
-        select(runs.c.run_id, runs.c.options, runs.c.owner, runs.c.created_at)
-        .where(run_agent == agent, runs.c.created_at < until, runs.c.updated_at >= since)
-        .order_by(runs.c.created_at, runs.c.run_id)
-        .limit(limit)
+    query = select(runs.c.run_id, runs.c.options, runs.c.owner, runs.c.created_at).where(
+        run_agent == agent, runs.c.created_at < until, runs.c.updated_at >= since
     )
+    if tenant is not None:
+        query = query.where(runs.c.tenant == tenant)
+    return query.order_by(runs.c.created_at, runs.c.run_id).limit(limit)
 
 
 async def read_history(
-    engine: AsyncEngine, agent: str, since: datetime, until: datetime, max_runs: int = MAX_RUNS
+    engine: AsyncEngine,
+    agent: str,
+    since: datetime,
+    until: datetime,
+    *,
+    tenant: str | None,
+    max_runs: int = MAX_RUNS,
 ) -> History:
-    """The agent's runs in the window with their records and calls (one snapshot)."""
+    """The agent's runs in the window (of `tenant`; None: every tenant's) with their
+    records and calls, in one snapshot."""
     async with engine.connect() as conn:
-        rows = (await conn.execute(_agent_runs(agent, since, until, max_runs + 1))).all()
+        query = _agent_runs(agent, since, until, max_runs + 1, tenant)
+        rows = (await conn.execute(query)).all()
         more = len(rows) > max_runs
         rows = rows[:max_runs]
         found = {

@@ -52,9 +52,16 @@ class Recorded:
 
 
 async def recorded(
-    engine: AsyncEngine, agent: str, since: datetime, until: datetime, describe: Describe
+    engine: AsyncEngine,
+    agent: str,
+    since: datetime,
+    until: datetime,
+    describe: Describe,
+    *,
+    tenant: str | None,
 ) -> Recorded:
-    history = await read_history(engine, agent, since, until)
+    """The agent's calls in the window, in runs of `tenant` (None: every tenant's)."""
+    history = await read_history(engine, agent, since, until, tenant=tenant)
     skipped: Counter[str] = Counter()
     calls = [c for run in history.runs for c in link(run, since, describe, skipped)]
     calls.sort(key=lambda c: c.at)
