@@ -229,3 +229,32 @@ async def test_a_failed_run_is_an_error(admin: openai.AsyncOpenAI, scripts_dir: 
     with pytest.raises(openai.APIError, match="script_exhausted"):
         async for _chunk in stream:
             pass
+
+
+async def test_a_stream_sends_the_text_as_it_is_written(
+    admin: openai.AsyncOpenAI, scripts_dir: Path
+) -> None:
+    # Text before a call, then an answer written in two pieces a moment apart.
+    turns = [
+        # (a moment first: the face hears deltas from just after the run's start)
+        [
+            {"pause_s": 0.5},
+            {"kind": "chunk", "text": "Let me look."},
+            call("current_time", timezone="UTC"),
+        ],
+        [{"kind": "chunk", "text": "Noon"}, {"pause_s": 1.0}, {"kind": "chunk", "text": ", UTC."}],
+    ]
+    stream = await admin.chat.completions.create(
+        model="default", messages=QUESTION, stream=True, extra_body=scripted(scripts_dir, *turns)
+    )
+    pieces, answer = [], None
+    async for chunk in stream:
+        pieces += [c.delta.content for c in chunk.choices if c.delta.content]
+        note = (chunk.model_extra or {}).get("tether") or {}
+        if note.get("event") == "run.end":
+            answer = note["status"]
+    assert "".join(pieces) == "Let me look.\n\nNoon, UTC."
+    # Live: the answer came in more than one piece (without deltas it is one at the end).
+    assert pieces.index("Let me look.") == 0
+    assert len(pieces) >= 3
+    assert answer == "completed"

@@ -1,7 +1,9 @@
-"""Starting an agent's run for a face and following it to its end: what the run does worth
-telling (`Activity`: tool calls and results, approvals, helpers, skills, guards) and one
-`Ending`, read from the run's durable events. A face that stops waiting (`wait_s`) leaves
-the run going; it is an ordinary run, followed and decided through the runs API."""
+"""Starting an agent's run for a face and following it to its end: the model's text as it
+is written (`Text`, from the run's live deltas: ephemeral, a reader may miss some), what
+the run does worth telling (`Activity`: tool calls and results, approvals, helpers,
+skills, guards) and one `Ending`, from the run's durable events (`Streams.live`). A face
+that stops waiting (`wait_s`) leaves the run going; it is an ordinary run, followed and
+decided through the runs API."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from tether_brain.runs.manager import RunManager
+from tether_brain.runs.streaming import Live
 from tether_common.errors import ErrorCode, MessageError, TetherError, known
 from tether_common.identity import Principal
+from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import RunEnd
 from tether_common.messages.runs import RunEvent, RunStatus, StartRun, Usage
 
@@ -46,6 +50,14 @@ class Activity:
     """One event of tool activity, as the run published it."""
 
     event: RunEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Text the run's own model wrote (not a helper's), in step `step`."""
+
+    step: int
+    text: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +104,7 @@ class Ending:
         return TetherError(f"run {self.run_id} failed: {reason}", code=code)
 
 
-Progress = Activity | Ending
+Progress = Text | Activity | Ending
 
 
 def start_request(prompt: str, agent: str, **options: object) -> StartRun:
@@ -113,9 +125,10 @@ class Follower:
         return (await self.manager.start(req, who)).run_id
 
     async def follow(self, run_id: str, who: Principal, wait_s: float) -> AsyncIterator[Progress]:
-        """The run's activity, then one `Ending` (at `run.end`, or after `wait_s`)."""
-        await self.manager.follow(run_id, who)
-        queue: asyncio.Queue[RunEvent | Exception | None] = asyncio.Queue()
+        """The activity of a run `who` has just started, then one `Ending` (at `run.end`,
+        or after `wait_s`). Not authorised again: every role that starts runs reads its
+        own, and the deltas are heard the sooner (they are not replayed)."""
+        queue: asyncio.Queue[Live | Exception | None] = asyncio.Queue()
         # A reader of its own: the wait below can then time out without cancelling a read
         # of the stream halfway.
         pump = asyncio.create_task(self._pump(run_id, queue))
@@ -130,6 +143,10 @@ class Follower:
                     return
                 if isinstance(item, Exception):
                     raise item
+                if isinstance(item, RunDelta):
+                    if item.run_id == run_id and item.depth is None:
+                        yield Text(item.step, item.text)
+                    continue
                 if item is None or (item.kind == "run.end" and item.run_id == run_id):
                     yield await self._ended(run_id, who, item)
                     return
@@ -140,10 +157,10 @@ class Follower:
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
 
-    async def _pump(self, run_id: str, queue: asyncio.Queue[RunEvent | Exception | None]) -> None:
+    async def _pump(self, run_id: str, queue: asyncio.Queue[Live | Exception | None]) -> None:
         try:
-            async for event in self.manager.events(run_id, 0):
-                queue.put_nowait(event)
+            async for item in self.manager.live(run_id, 0):
+                queue.put_nowait(item)
             queue.put_nowait(None)
         except Exception as exc:  # handed to the reader, which raises it
             queue.put_nowait(exc)

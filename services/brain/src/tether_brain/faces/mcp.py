@@ -8,7 +8,7 @@ Every HTTP request to `/mcp` carries a Tether bearer token, checked by the ident
 model's dependency before the SDK sees the request (401 `{"error": {code, message}}`
 without one; 403 for a role that starts no runs); each MCP request is then served for
 the principal of the HTTP request that carried it. The server is stateless (no session
-held in memory), so any brain replica serves any request. An agent the caller may not
+held in memory; POST only), so any brain replica serves any request. An agent the caller may not
 run is not listed, and calling it is the protocol's invalid-params error.
 """
 
@@ -130,7 +130,7 @@ class McpFace:
                 if isinstance(item, Activity):
                     told += 1
                     await ctx.session.report_progress(told, None, _said(item.event))
-                else:
+                elif isinstance(item, Ending):
                     return _result(item)
         except TetherError as exc:  # a refused start, an unreachable service: the tool's error
             return mcp_types.CallToolResult(
@@ -149,16 +149,16 @@ class McpFace:
             who.require("runs.start")
             return _Exchange(face.sessions, who)
 
-        for method in ("GET", "POST", "DELETE"):  # one operation each in the OpenAPI document
-            router.add_api_route(
-                "/mcp",
-                mcp_endpoint,
-                methods=[method],
-                operation_id=f"mcp_{method.lower()}",
-                response_class=Response,
-                responses={k: v for k, v in ERROR_RESPONSES.items() if k in (401, 403, 413)},
-                openapi_extra=body_limit(TEXT_BODY_LIMIT),
-            )
+        # POST only: a stateless server holds no session to delete and offers no stream at
+        # GET (the SDK's client asks for neither without a session id); both answer 405.
+        router.add_api_route(
+            "/mcp",
+            mcp_endpoint,
+            methods=["POST"],
+            response_class=Response,
+            responses={k: v for k, v in ERROR_RESPONSES.items() if k in (401, 403, 413)},
+            openapi_extra=body_limit(TEXT_BODY_LIMIT),
+        )
         return router
 
 

@@ -5,10 +5,14 @@ A completion is a run of the agent named by `model`, started as the caller (bear
 the SDK's `api_key`) through `RunManager.start`, so the agent's tools, gates, approvals,
 budgets and audit apply; the prompt is the messages rendered by `conversation.py`. The
 answer is the run's final answer; its usage is `usage`; `tether` (an extension field
-OpenAI's SDKs keep as an extra) names the run. A stream sends one role chunk, a chunk
-per tool event with `tether: {run_id, event, seq, data}` and an empty delta, the answer,
-then the finish chunk (`finish_reason`, `usage`, `tether.event: run.end`) and
-`data: [DONE]`. A parked run keeps the stream open (keep-alive comments) until decided
+OpenAI's SDKs keep as an extra) names the run. A stream sends one role chunk, then the
+model's text as it is written (the run's live deltas; a later step's text after a blank
+line), a chunk per tool event with `tether: {run_id, event, seq, data}` and an empty
+delta, what of the final answer the live text did not carry (all of it, after a blank
+line, when the last step's live text was something else), then the finish chunk
+(`finish_reason`, `usage`, `tether.event: run.end`) and `data: [DONE]`. So a stream
+assembles to the answer when the model wrote nothing but its answer, and to the text
+before a tool call, a blank line, then the answer when it did. A parked run keeps the stream open (keep-alive comments) until decided
 or `tether.wait_s` (600 s) passes; the answer then says the run is waiting and where to
 follow it, and the run goes on. A failed run is an error (status and `code` from its stop
 reason), in a stream `data: {"error": ...}`, which the SDK raises.
@@ -39,6 +43,7 @@ from tether_brain.faces.following import (
     Ending,
     Follower,
     Progress,
+    Text,
     start_request,
 )
 from tether_brain.faces.openai_errors import ERROR_RESPONSES, OpenAIRoute, openai_detail
@@ -89,6 +94,31 @@ def _end_note(ending: Ending) -> RunNote:
     )
 
 
+class Written:
+    """The live text a stream has sent, step by step, and what of the answer it lacks."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, str] = {}
+
+    def add(self, text: Text) -> str:
+        """The content to send for `text`: a new step's text starts after a blank line."""
+        sent = text.text
+        if text.step not in self.steps and self.steps:
+            sent = "\n\n" + sent
+        self.steps[text.step] = self.steps.get(text.step, "") + text.text
+        return sent
+
+    def rest(self, ending: Ending) -> str:
+        """What to send at the end: the answer's part the last step's live text did not
+        carry (all of it, after a blank line, when that text was something else: live
+        text is ephemeral, and the stored answer is what the run answered)."""
+        last = self.steps[max(self.steps)] if self.steps else ""
+        answer = ending.text
+        if answer.startswith(last):
+            return answer[len(last) :]
+        return "\n\n" + answer
+
+
 @dataclass(frozen=True, slots=True)
 class Chat:
     """One completion's identity: its run, the agent asked for, when."""
@@ -125,16 +155,19 @@ class Chat:
         self, progress: AsyncIterator[Progress], include_usage: bool
     ) -> AsyncIterator[dict[str, str]]:
         yield self.chunk(Delta(role="assistant", content=""))
+        written = Written()
         try:
             async for item in progress:
-                if isinstance(item, Activity):
+                if isinstance(item, Text):
+                    yield self.chunk(Delta(content=written.add(item)))
+                elif isinstance(item, Activity):
                     event = item.event
                     note = RunNote(
                         run_id=self.run_id, event=event.kind, seq=event.seq, data=event.data
                     )
                     yield self.chunk(Delta(), tether=note)
                 else:
-                    for message in self._ending(item, include_usage):
+                    for message in self._ending(item, written.rest(item), include_usage):
                         yield message
         except TetherError as exc:
             yield _error(status_for(exc), exc.code, exc.message)
@@ -143,15 +176,13 @@ class Chat:
             yield _error(500, ErrorCode.INTERNAL, "internal error; see the brain's log")
         yield {"data": "[DONE]"}
 
-    def _ending(self, ending: Ending, include_usage: bool) -> list[dict[str, str]]:
+    def _ending(self, ending: Ending, rest: str, include_usage: bool) -> list[dict[str, str]]:
         if (failure := ending.failure()) is not None:
             return [_error(status_for(failure), failure.code, failure.message)]
         usage = _usage(ending.usage)
         finish = {"finish_reason": ending.finish_reason}
-        messages = [
-            self.chunk(Delta(content=ending.text)),
-            self.chunk(Delta(), choice=finish, usage=usage, tether=_end_note(ending)),
-        ]
+        messages = [self.chunk(Delta(content=rest))] if rest else []
+        messages.append(self.chunk(Delta(), choice=finish, usage=usage, tether=_end_note(ending)))
         if include_usage:  # OpenAI's own last chunk: no choices, the usage
             messages.append(self.chunk(None, usage=usage))
         return messages
