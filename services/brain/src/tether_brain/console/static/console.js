@@ -470,7 +470,8 @@ function runPage(runId) {
       try {
         const headers = auth();
         if (lastId) headers["Last-Event-ID"] = lastId;
-        const response = await fetch(base + "/events", { headers, signal: streamAbort.signal });
+        // The durable events only: the timeline shows what happened, not text being written.
+        const response = await fetch(base + "/events?deltas=false", { headers, signal: streamAbort.signal });
         if (!response.ok) throw new Error("HTTP " + response.status);
         setStatus("live");
         let ended = false;
