@@ -10,7 +10,7 @@ from tether_common.messages.staging import StagedEffect
 from tether_common.messages.tools import ExecuteTool, ToolResult, effect_key
 from tether_tools_runner.calls import Calls
 from tether_tools_runner.executor import Executor
-from tether_tools_runner.staging import Stager
+from tether_tools_runner.staging.stager import Stager
 
 
 @dataclass

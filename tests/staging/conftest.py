@@ -28,7 +28,7 @@ from tether_tools_runner.sandbox import (
     sandbox_user,
 )
 from tether_tools_runner.settings import RunnerSettings
-from tether_tools_runner.staging import StagedStore
+from tether_tools_runner.staging.store import StagedStore
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
 

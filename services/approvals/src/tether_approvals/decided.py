@@ -82,6 +82,8 @@ def audit_data(item: ApprovalView) -> dict[str, Any]:
         "decided_by": item.decided_by,
         "note": item.note,
     }
+    if item.changes is not None:  # a staged effect: the change set approved, by digest
+        data["changes"] = item.changes.digest
     if is_quorum(item):
         votes = [{"by": v.by, "decision": v.decision, "group": v.group} for v in item.approvals]
         data |= {"needed": item.needed, "group": item.group, "approvals": votes}

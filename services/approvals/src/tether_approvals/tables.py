@@ -57,6 +57,9 @@ approvals = Table(
     Column("escalate_to", String(200)),
     Column("escalate_at", DateTime(timezone=True)),
     Column("escalated_at", DateTime(timezone=True)),
+    # A staged effect's change set (`messages.staging.ChangeSet`, migration 0007): what
+    # approving applies, shown on the card; None for a call approved the old way.
+    Column("changes", JSONB),
 )
 
 # The operator event stream, in order; its id is the SSE event id (resumable).

@@ -30,7 +30,9 @@ from tether_tools_runner.sandbox import (
     sandbox_user,
 )
 from tether_tools_runner.settings import RunnerSettings
-from tether_tools_runner.staging import ShellStaging, StagedStore, Stager
+from tether_tools_runner.staging.shell import ShellStaging
+from tether_tools_runner.staging.stager import Stager
+from tether_tools_runner.staging.store import StagedStore
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
 from tether_tools_runner.tools.retrieve import make_retrieve_tool

@@ -26,7 +26,7 @@ from tether_common.metrics import tool_calls
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.offload import maybe_offload, threshold_for
-from tether_tools_runner.staging import Stager
+from tether_tools_runner.staging.stager import Stager
 
 tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)

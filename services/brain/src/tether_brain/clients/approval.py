@@ -25,6 +25,7 @@ from tether_common.messages.approvals import (
     WithdrawApproval,
 )
 from tether_common.messages.gateway import CallRecord
+from tether_common.messages.staging import ChangeSet
 from tether_common.messages.tools import ToolDescriptor
 
 IN_DOUBT = "in_doubt"
@@ -55,9 +56,12 @@ def history_digest(state: RunState, call: CallRecord) -> str:
     return digest.hexdigest()
 
 
-def action_digest(state: RunState, call: CallRecord, tool: ToolDescriptor, step: int) -> str:
-    """What an approval is bound to: run, step, tool, arguments, effect, scope, history."""
-    action = {
+def action_digest(
+    state: RunState, call: CallRecord, tool: ToolDescriptor, step: int, staged: str | None = None
+) -> str:
+    """What an approval is bound to: run, step, tool, arguments, effect, scope, history,
+    and for a staged effect the digest of the change set it applies."""
+    action: dict[str, Any] = {
         "run_id": state.run_id,
         "step": step,
         "tool": tool.name,
@@ -66,6 +70,8 @@ def action_digest(state: RunState, call: CallRecord, tool: ToolDescriptor, step:
         "scope": tool.scope,
         "history": history_digest(state, call),
     }
+    if staged is not None:
+        action["changes"] = staged
     return hashlib.sha256(_canonical(action)).hexdigest()
 
 
@@ -123,6 +129,7 @@ class PendingApproval:
     digest: str
     step: int
     reconcile: bool = False  # a call in doubt after a crash: re-run it, or leave it as done
+    staged: str | None = None  # the change set approving applies (a staged effect)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +138,7 @@ class PendingApproval:
             "digest": self.digest,
             "step": self.step,
             "reconcile": self.reconcile,
+            "staged": self.staged,
         }
 
     @classmethod
@@ -141,6 +149,7 @@ class PendingApproval:
             str(data["digest"]),
             int(data["step"]),
             bool(data.get("reconcile", False)),
+            data.get("staged"),
         )
 
 
@@ -156,10 +165,14 @@ class ApprovalClient:
         tool: ToolDescriptor,
         verdict: Verdict,
         owner: str | None = None,
+        changes: ChangeSet | None = None,
     ) -> tuple[ApprovalView, PendingApproval]:
-        digest = action_digest(state, call, tool, state.step)
+        staged = changes.digest if changes is not None else None
+        digest = action_digest(state, call, tool, state.step, staged)
         try:
             body = self._create_body(state, call, tool, verdict, owner, digest)
+            if changes is not None:  # validated whole: the card must be storable
+                body = CreateApproval.model_validate(body.model_dump() | {"changes": changes})
         except ValidationError as exc:  # e.g. arguments no database can store (NUL)
             raise MessageError(
                 f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
@@ -167,7 +180,8 @@ class ApprovalClient:
             ) from None
         view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
         reconcile = verdict.code == IN_DOUBT
-        return view, PendingApproval(view.approval_id, call.id, digest, state.step, reconcile)
+        pending = PendingApproval(view.approval_id, call.id, digest, state.step, reconcile, staged)
+        return view, pending
 
     def _create_body(
         self,

@@ -90,8 +90,10 @@ class Loop:
             if helpers_done:
                 await self.calls.collect_helpers(state)
             if decision is not None:
-                await self.parking.resume(state, decision)
+                parked = await self.parking.resume(state, decision)
                 await self.completion.commit(state)
+                if parked is Outcome.PARKED:  # a stale staged effect: on a new card
+                    return
             await self._advance(state, control)
         except asyncio.CancelledError:
             raise

@@ -1,6 +1,11 @@
 """Parking a call for an operator and resuming with the decision: the run is saved as
 `awaiting_approval` and holds nothing; the decision runs every gate again, checks the
-sealed digest, and spends the approval once."""
+sealed digest, and spends the approval once.
+
+A call of a stageable tool is staged first (`clients/staging.py`): its change set goes on
+the card and into the sealed digest, and an allow applies exactly that set. A set the
+runner finds stale (the workspace changed underneath) applied nothing: the call is
+staged again and parked on a new card."""
 
 from __future__ import annotations
 
@@ -11,10 +16,12 @@ import time
 from opentelemetry import propagate, trace
 
 from tether_brain.clients.approval import ApprovalClient, Decision, PendingApproval, action_digest
+from tether_brain.clients.staging import stage
 from tether_brain.loop.acting import Actor
 from tether_brain.loop.outcome import Outcome
 from tether_brain.loop.planned import Planned, refusal
 from tether_brain.loop.recording import record_result
+from tether_brain.loop.subagents import workspace_of
 from tether_brain.persistence import trail
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
@@ -23,6 +30,7 @@ from tether_brain.tools.toolbox import GateOutcome
 from tether_common.errors import ErrorCode, TetherError
 from tether_common.messages.events import ToolApprovalNeeded, ToolApproved, ToolDenied
 from tether_common.messages.gateway import CallRecord
+from tether_common.messages.staging import STALE_EFFECT, ChangeSet
 from tether_common.messages.tools import ToolResult
 
 tracer = trace.get_tracer(__name__)
@@ -56,8 +64,9 @@ class Parking:
             if state.options.interactive and not await self.watched(state):
                 raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
             owner = self.actor.agents.config(state.options.agent).owner
+            changes = await self.staged(state, item)
             view, pending = await self.approvals.request(
-                state, item.call, item.tool, item.verdict, owner
+                state, item.call, item.tool, item.verdict, owner, changes
             )
         except TetherError as exc:
             result = refused(
@@ -77,7 +86,7 @@ class Parking:
         state.audit_later(
             "approval.requested",
             trail.approval_requested(
-                view.approval_id, item.tool.name, pending.digest, item.verdict
+                view.approval_id, item.tool.name, pending.digest, item.verdict, pending.staged
             ),
         )
         emit(
@@ -97,17 +106,29 @@ class Parking:
         )
         return Outcome.PARKED
 
+    async def staged(self, state: RunState, item: Planned) -> ChangeSet | None:
+        """The change set the card shows and an allow applies (None: approved the old
+        way). A reconcile card is about a call already sent: never staged."""
+        assert item.tool is not None
+        if item.verdict is not None and item.verdict.code == "in_doubt":
+            return None
+        found = await stage(
+            self.approvals.bus, state.run_id, item.call, item.tool, workspace_of(state)
+        )
+        return found.changes if found is not None and found.stageable else None
+
     async def watched(self, state: RunState) -> bool:
         """An interactive run asks only when an operator who may decide is connected."""
         config = self.actor.agents.config(state.options.agent)
         return await self.approvals.operator_present(state.options.agent, config.owner)
 
-    async def resume(self, state: RunState, decision: Decision) -> None:
-        """Apply an operator's decision to the parked call, through every gate again."""
+    async def resume(self, state: RunState, decision: Decision) -> Outcome:
+        """Apply an operator's decision to the parked call, through every gate again;
+        `PARKED` when a staged effect was stale and the call waits on a new card."""
         raw = state.counters.pending_approval
         state.counters.pending_approval = None
         if raw is None:
-            return
+            return Outcome.GO_ON
         pending = PendingApproval.from_json(raw)
         parked = trace.get_current_span(propagate.extract(raw.get("trace", {}))).get_span_context()
         with tracer.start_as_current_span(
@@ -120,15 +141,23 @@ class Parking:
             )
         call = state.call_by_id(pending.call_id)
         if call is None:
-            return
+            return Outcome.GO_ON
         result, approved = await self.decided(state, call, pending, decision)
         outcome = "consumed" if approved else result.error_code
+        if result.error_code == STALE_EFFECT:
+            outcome = STALE_EFFECT
         state.audit_later(
             "approval.decided",
             trail.approval_decided(
-                pending.approval_id, decision.decision, decision.decided_by, outcome=outcome
+                pending.approval_id,
+                decision.decision,
+                decision.decided_by,
+                outcome=outcome,
+                changes=pending.staged,
             ),
         )
+        if result.error_code == STALE_EFFECT:
+            return await self.restage(state, call)
         said = ToolApproved if approved else ToolDenied  # the same fields, named by the outcome
         emit(
             state,
@@ -144,6 +173,19 @@ class Parking:
         item = Planned(call, GateOutcome(True))
         record_result(state, item, result)
         state.counters.low_effort = False
+        return Outcome.GO_ON
+
+    async def restage(self, state: RunState, call: CallRecord) -> Outcome:
+        """A stale staged effect applied nothing: the call is staged again over the
+        workspace as it is now and parked on a new card (if the gates still ask)."""
+        planned = (await self.actor.plan(state, [call]))[0]
+        if planned.decision != "ask":
+            result = refusal(planned) if planned.decision == "refused" else None
+            if result is None:
+                result = (await self.actor.run(state, [planned]))[0]
+            record_result(state, planned, result)
+            return Outcome.GO_ON
+        return await self.park(state, planned)
 
     async def decided(
         self, state: RunState, call: CallRecord, pending: PendingApproval, decision: Decision
@@ -163,7 +205,7 @@ class Parking:
         tool = planned.tool
         if tool is None or planned.decision == "refused":
             return refusal(planned), False
-        if action_digest(state, call, tool, pending.step) != pending.digest:
+        if action_digest(state, call, tool, pending.step, pending.staged) != pending.digest:
             return refused(
                 call, "approval_stale", "the action or the run changed since it was approved."
             ), False
@@ -177,4 +219,6 @@ class Parking:
             state.counters.chat_grants = sorted({*state.counters.chat_grants, tool.name})
         if pending.reconcile:  # "run it again": the runner may take over the in-doubt key
             planned = dataclasses.replace(planned, retry_in_doubt=True)
+        if pending.staged is not None:  # the approved change set, exactly; not a re-run
+            planned = dataclasses.replace(planned, staged=pending.staged)
         return (await self.actor.run(state, [planned]))[0], True

@@ -32,6 +32,9 @@ class Planned:
     # Sent again after a takeover: its first send may have been lost with the replica, so
     # a runner that has just come back is waited for as after a lost reply.
     resent: bool = False
+    # An approved staged effect: the digest of the change set the runner applies instead
+    # of running the tool (`clients/staging.py`).
+    staged: str | None = None
 
     @property
     def decision(self) -> Literal["run", "cached", "refused", "ask"]:

@@ -79,6 +79,7 @@ class Sender:
                 tree,
                 workspace=workspace_of(state),
                 retry_in_doubt=item.retry_in_doubt,
+                staged=item.staged,
             )
             restarting = result.error_code == NO_RUNNER or (
                 result.error_code == "unknown_tool" and (told or after_loss)

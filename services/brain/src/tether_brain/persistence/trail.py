@@ -158,10 +158,15 @@ def denial(tool: str, code: str, *, gate: str) -> dict[str, Any]:
 
 
 def approval_requested(
-    approval_id: str, tool: str, action_digest: str, verdict: VerdictFacts
+    approval_id: str,
+    tool: str,
+    action_digest: str,
+    verdict: VerdictFacts,
+    changes: str | None = None,
 ) -> dict[str, Any]:
-    """`approval.requested`: the call parked for an operator, and why."""
-    return {
+    """`approval.requested`: the call parked for an operator, and why; for a staged
+    effect, the digest of the change set the card shows."""
+    data = {
         "approval_id": approval_id,
         "tool": tool,
         "action_digest": action_digest,
@@ -169,19 +174,27 @@ def approval_requested(
         "reach": verdict.reach,
         "danger": verdict.danger,
     }
+    return data | ({"changes": changes} if changes is not None else {})
 
 
 def approval_decided(
-    approval_id: str, decision: str, decided_by: str | None, *, outcome: str | None = None
+    approval_id: str,
+    decision: str,
+    decided_by: str | None,
+    *,
+    outcome: str | None = None,
+    changes: str | None = None,
 ) -> dict[str, Any]:
     """`approval.decided`: the operator's decision and, once spent, the consume outcome
-    (`consumed`, `approval_stale`, …). The operator's note is not recorded."""
-    return {
+    (`consumed`, `approval_stale`, `stale_effect`, …), with the digest of the change set
+    decided on for a staged effect. The operator's note is not recorded."""
+    data = {
         "approval_id": approval_id,
         "decision": decision,
         "decided_by": decided_by,
         "outcome": outcome,
     }
+    return data | ({"changes": changes} if changes is not None else {})
 
 
 def tool_call(call_id: str, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -198,7 +211,7 @@ def tool_result(result: ToolResult) -> dict[str, Any]:
         "code": result.error_code,
         "bytes": len(result.content.encode()),
         "output_ref": result.output_ref,
-    }
+    } | ({"applied": result.applied} if result.applied is not None else {})
 
 
 def grants_changed(

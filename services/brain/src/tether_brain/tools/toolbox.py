@@ -181,6 +181,7 @@ class Toolbox:
         *,
         workspace: str | None = None,
         retry_in_doubt: bool = False,
+        staged: str | None = None,
     ) -> ToolResult:
         request = ExecuteTool(
             run_id=run_id,
@@ -193,6 +194,7 @@ class Toolbox:
             idempotency_key=effect_key(run_id, call.id),
             retry_in_doubt=retry_in_doubt,
             workspace=workspace,
+            staged=staged,  # an approved change set: applied instead of running the tool
         )
         route = self.bus.subjects.tool_execute
         try:

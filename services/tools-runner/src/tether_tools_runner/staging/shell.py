@@ -84,7 +84,8 @@ class ShellStaging:
         problem = _inexpressible(before, after)
         if problem is not None:
             return problem
-        shown = cap_output(f"exit code {outcome.exit_code}\n{outcome.output}", MAX_SHOWN_OUTPUT)
+        text = f"exit code {outcome.exit_code}\n{outcome.output}".replace("\x00", "\ufffd")
+        shown = cap_output(text, MAX_SHOWN_OUTPUT)  # no NUL: the card is stored as JSON
         return compare("shell", before.nodes, after.nodes, output=shown)
 
     def prepare(self) -> None:

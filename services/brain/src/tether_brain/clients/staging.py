@@ -1,0 +1,43 @@
+"""Staging a call before its approval: the runner runs it against a copy of the
+workspace and answers its change set (`tether_common.messages.staging`), which the card
+shows and the approval is bound to. Best effort: a runner that cannot be asked (or an
+older one) leaves the call to be approved the old way."""
+
+from __future__ import annotations
+
+import logging
+
+from tether_common.bus import Bus
+from tether_common.errors import TetherError
+from tether_common.messages.gateway import CallRecord
+from tether_common.messages.staging import StagedEffect
+from tether_common.messages.tools import ExecuteTool, ToolDescriptor, effect_key
+
+log = logging.getLogger(__name__)
+# A staged shell call runs the command (up to 120 s) on a copy of the workspace.
+STAGE_TIMEOUT_S = 180.0
+
+
+async def stage(
+    bus: Bus, run_id: str, call: CallRecord, tool: ToolDescriptor, workspace: str | None
+) -> StagedEffect | None:
+    """The runner's staging of `call` (its change set, or why it has none); None when
+    the tool does not stage or the runner did not answer."""
+    if not tool.stageable:
+        return None
+    request = ExecuteTool(
+        run_id=run_id,
+        call_id=call.id,
+        name=tool.name,
+        args=call.arguments,
+        idempotency_key=effect_key(run_id, call.id),
+        workspace=workspace,
+    )
+    try:
+        return await bus.request(bus.subjects.tool_stage, request, timeout=STAGE_TIMEOUT_S)
+    except TetherError as exc:
+        log.warning("call %s not staged (approved the old way): %s", call.id, exc.message)
+        return None
+
+
+__all__ = ["STAGE_TIMEOUT_S", "stage"]

@@ -1,0 +1,217 @@
+"""Staged effects through the five real services: a call that asks is staged by the
+runner first, the approval card (approvals API) carries its change set, approving
+applies exactly that set, a change underneath makes it stale and a new card appears,
+a command that may leave the workspace is approved the old way, and the audit trail
+holds the change set's digest and verifies."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tether_brain.persistence import trail
+from tether_client import TetherClient
+from tether_common.db import make_engine
+from tether_common.supervisor import Supervisor
+from tether_common.testing import Turn, call, say, write_script
+from tether_tools_runner.sandbox import hand_over, sandbox_user
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+TOKEN = "test-operator-token"  # tests/conftest.py OPERATOR_TOKEN: an admin token
+STAGED = ("file_write", "file_edit", "shell")
+AGENT = "stager"  # may read files; the organisation asks before the three staged tools
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("staged")
+    base.chmod(0o755)  # the sandbox user passes through to the workspace
+    return base / "workspace"
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(shared: Path) -> dict[str, str]:
+    return {
+        "TETHER_BRAIN_GUARDRAILS": json.dumps(dict.fromkeys(STAGED, "confirm")),
+        "TETHER_RUNNER_WORKSPACE": str(shared),
+        "TETHER_BRAIN_WORKSPACE": str(shared),
+        "TETHER_BRAIN_AGENTS": json.dumps({AGENT: {"grants": ["file_read"]}}),
+        "TETHER_RUNNER_STAGING_DIR": str(shared.parent / "staging"),
+    }
+
+
+def own(workspace: Path) -> None:
+    hand_over(workspace, sandbox_user())
+
+
+async def cards(stack: Supervisor, run_id: str, count: int) -> list[dict[str, Any]]:
+    """The run's first `count` approval cards, as the approvals API shows them."""
+    ids: list[str] = []
+    async with TetherClient(stack.child("brain").url) as client:
+        async for event in client.events(run_id):
+            if event.kind == "tool.approval_needed":
+                ids.append(event.data["approval_id"])
+                if len(ids) == count:
+                    break
+            assert event.kind != "run.end", event.data
+    async with httpx.AsyncClient(timeout=30) as http:
+        shown = [
+            await http.get(
+                f"{stack.child('approvals').url}/v1/approvals/{approval_id}",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            for approval_id in ids
+        ]
+    return [r.raise_for_status().json() for r in shown]
+
+
+async def start(stack: Supervisor, scripts: Path, turns: list[Turn]) -> str:
+    model = write_script(scripts, turns)
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run(
+            "change the files",
+            provider="scripted",
+            model=model,
+            allow_shell=True,
+            agent=AGENT,
+        )
+    return accepted.run_id
+
+
+async def decide(stack: Supervisor, approval_id: str, decision: str = "allow_once") -> None:
+    async with httpx.AsyncClient(timeout=30) as client:
+        answer = await client.post(
+            f"{stack.child('approvals').url}/v1/approvals/{approval_id}/decision",
+            json={"decision": decision},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+    answer.raise_for_status()
+
+
+async def finish(stack: Supervisor, run_id: str) -> tuple[str, list[dict[str, Any]]]:
+    async with TetherClient(stack.child("brain").url) as client:
+        events = [e async for e in client.events(run_id)]
+        status = (await client.get_run(run_id)).status
+    return status, [{"kind": e.kind, **e.data} for e in events]
+
+
+async def audit(database_url: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        rows = await conn.fetch(
+            "SELECT event, data::text AS data FROM audit_records WHERE run_id = $1 ORDER BY seq",
+            run_id,
+        )
+    finally:
+        await conn.close()
+    engine = make_engine(database_url, pool_size=1)
+    try:
+        assert await trail.verify_run(engine, run_id) == []
+    finally:
+        await engine.dispose()
+    return [(r["event"], json.loads(r["data"])) for r in rows]
+
+
+async def test_a_staged_edit_shows_its_diff_and_approving_applies_exactly_it(
+    stack: Supervisor, scripts_dir: Path, shared: Path, database_url: str
+) -> None:
+    (shared / "settings.ini").write_text("[app]\nmode = debug\nport = 80\n")
+    own(shared)
+    edit = {"path": "settings.ini", "old_text": "mode = debug", "new_text": "mode = <b>prod</b>"}
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [[call("file_read", path="settings.ini")], [call("file_edit", **edit)], say("done")],
+    )
+    [card] = await cards(stack, run_id, 1)
+    changes = card["changes"]
+    assert changes is not None, (card["tool"], card["reason"])
+    [entry] = changes["entries"]
+    assert (entry["path"], entry["change"], entry["type"]) == ("settings.ini", "modified", "text")
+    assert "-mode = debug\n+mode = <b>prod</b>\n" in entry["diff"]
+    assert (shared / "settings.ini").read_text() == "[app]\nmode = debug\nport = 80\n"
+
+    await decide(stack, card["approval_id"])
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    assert (shared / "settings.ini").read_text() == "[app]\nmode = <b>prod</b>\nport = 80\n"
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "file_edit"]
+    assert result["ok"], result
+    records = await audit(database_url, run_id)
+    requested = [d for e, d in records if e == "approval.requested"]
+    decided = [d for e, d in records if e == "approval.decided"]
+    applied = [d for e, d in records if e == "tool.result" and d.get("applied")]
+    assert requested[0]["changes"] == changes["digest"]
+    assert decided[0]["changes"] == changes["digest"]
+    assert decided[0]["outcome"] == "consumed"
+    assert applied[0]["applied"] == changes["digest"]
+
+
+async def test_a_change_underneath_makes_the_approval_stale_and_a_new_card_appears(
+    stack: Supervisor, scripts_dir: Path, shared: Path, database_url: str
+) -> None:
+    (shared / "notes.txt").write_text("one\n")
+    own(shared)
+    run_id = await start(
+        stack, scripts_dir, [[call("file_write", path="notes.txt", content="two\n")], say("ok")]
+    )
+    [first] = await cards(stack, run_id, 1)
+    assert "-one\n+two\n" in first["changes"]["entries"][0]["diff"]
+    (shared / "notes.txt").write_text("someone else\n")
+    own(shared)
+
+    await decide(stack, first["approval_id"])
+    _, second = await cards(stack, run_id, 2)
+    assert (shared / "notes.txt").read_text() == "someone else\n"  # nothing applied
+    assert second["approval_id"] != first["approval_id"]
+    assert second["changes"]["digest"] != first["changes"]["digest"]
+    assert "-someone else\n+two\n" in second["changes"]["entries"][0]["diff"]
+
+    await decide(stack, second["approval_id"])
+    status, _ = await finish(stack, run_id)
+    assert status == "completed"
+    assert (shared / "notes.txt").read_text() == "two\n"
+    records = await audit(database_url, run_id)
+    outcomes = [d["outcome"] for e, d in records if e == "approval.decided"]
+    assert outcomes == ["stale_effect", "consumed"]
+
+
+async def test_a_staged_command_shows_created_modified_deleted_and_applies_them(
+    stack: Supervisor, scripts_dir: Path, shared: Path
+) -> None:
+    (shared / "cmd").mkdir()
+    (shared / "cmd" / "app.py").write_text("DEBUG = 1\n")
+    (shared / "cmd" / "old.log").write_text("noise\n")
+    own(shared)
+    command = "cd cmd && sed -i 's/1/0/' app.py && echo made > new.txt && rm old.log"
+    run_id = await start(stack, scripts_dir, [[call("shell", command=command)], say("ok")])
+    [card] = await cards(stack, run_id, 1)
+    got = {e["path"]: e["change"] for e in card["changes"]["entries"]}
+    assert got == {"cmd/app.py": "modified", "cmd/new.txt": "created", "cmd/old.log": "deleted"}
+    assert (shared / "cmd" / "old.log").exists()
+    await decide(stack, card["approval_id"])
+    status, _ = await finish(stack, run_id)
+    assert status == "completed"
+    assert (shared / "cmd" / "app.py").read_text() == "DEBUG = 0\n"
+    assert (shared / "cmd" / "new.txt").read_text() == "made\n"
+    assert not (shared / "cmd" / "old.log").exists()
+
+
+async def test_a_network_command_is_not_staged_and_is_approved_the_old_way(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    command = "curl -s -m 2 http://127.0.0.1:9/ ; echo ran-it"
+    run_id = await start(stack, scripts_dir, [[call("shell", command=command)], say("ok")])
+    [card] = await cards(stack, run_id, 1)
+    assert card["changes"] is None
+    await decide(stack, card["approval_id"])
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "shell"]
+    assert "applied the approved change set" not in json.dumps(result)
