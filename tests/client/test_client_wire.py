@@ -326,3 +326,10 @@ def test_the_sync_facade_blocks_iterates_and_closes(brain: Brain) -> None:
     assert threading.active_count() == before
     with pytest.raises(RuntimeError):
         tether.get_run("run_2")
+
+
+def test_the_public_surface_is_what_all_promises() -> None:
+    import tether_client
+
+    assert sorted(tether_client.__all__) == ["SyncTetherClient", "TetherClient"]
+    assert all(hasattr(tether_client, name) for name in tether_client.__all__)
