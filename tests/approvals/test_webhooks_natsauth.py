@@ -5,7 +5,6 @@ and no other user who has no business with them may listen."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from tether_common.messages.base import decode
 from tether_common.natsauth import generate_passwords, inbox_prefix, render_config, write_config
 from tether_common.subjects import Subjects
 
-SUBJECTS = Subjects(f"n{uuid.uuid4().hex[:8]}")
+SUBJECTS = Subjects("nwebhookauth")  # fixed: test ids name it
 
 
 @dataclass

@@ -6,7 +6,6 @@ conversations the services need still work."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from tether_common.testing.locked_nats import (
     request_until_served,
 )
 
-PREFIX = f"p{uuid.uuid4().hex[:8]}"
+PREFIX = "pdeployauth"  # fixed: test ids name it
 SUBJECTS = Subjects(PREFIX)
 
 
