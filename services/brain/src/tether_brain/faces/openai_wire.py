@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether_brain.faces.following import DEFAULT_WAIT_S, MAX_WAIT_S
 from tether_common.messages.base import RequestModel
 from tether_common.messages.runs import PermissionMode
 
@@ -39,15 +40,18 @@ class ChatMessage(RequestModel):
 
 class TetherOptions(RequestModel):
     """The `tether` extension of a request (`extra_body={"tether": {...}}` in the SDK):
-    what `POST /v1/runs` would take, under the same rules (a client's token gets the
-    brain's provider and model whatever it asks)."""
+    what `POST /v1/runs` would take, under the same rules (below operator, a token
+    that lists none may use only the brain's own provider and model: 403 otherwise)."""
 
     provider: str | None = Field(default=None, max_length=200)
     model: str | None = Field(default=None, max_length=200)
     mode: PermissionMode | None = None
     max_steps: int | None = Field(default=None, ge=1, le=1000)
     wait_s: float | None = Field(
-        default=None, gt=0, le=3600, description="how long to wait for the run (600 s)"
+        default=None,
+        gt=0,
+        le=MAX_WAIT_S,
+        description=f"how long to wait for the run (default {DEFAULT_WAIT_S:.0f} s)",
     )
 
 
