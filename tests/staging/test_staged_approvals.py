@@ -6,7 +6,10 @@ holds the change set's digest and verifies."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,8 @@ import pytest
 
 from tether_brain.persistence import trail
 from tether_client import TetherClient
+from tether_client.cli import main
+from tether_client.ops_cli import offer_approval
 from tether_common.db import make_engine
 from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
@@ -215,3 +220,49 @@ async def test_a_network_command_is_not_staged_and_is_approved_the_old_way(
     assert status == "completed"
     [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "shell"]
     assert "applied the approved change set" not in json.dumps(result)
+
+
+class Terminal(io.StringIO):
+    """Standard input that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_the_cli_shows_the_change_set_escaped(
+    stack: Supervisor,
+    scripts_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TETHER_APPROVALS_URL", stack.child("approvals").url)
+    monkeypatch.setenv("TETHER_OPERATOR_TOKEN", TOKEN)
+    hostile = "title\x1b[2J\x1b[31mred\n"  # would clear and recolour a terminal
+    run_id = await start(
+        stack, scripts_dir, [[call("file_write", path="cli.txt", content=hostile)], say("ok")]
+    )
+    [card] = await cards(stack, run_id, 1)
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["approvals", "show", card["approval_id"]])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "approving applies exactly these changes (1;" in out
+    assert "created cli.txt" in out
+    assert "+title\\x1b[2J\\x1b[31mred" in out
+    assert "\x1b" not in out
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    sent = await offer_approval(
+        {"approval_id": card["approval_id"], "name": "file_write"}, read=lambda _prompt: "d"
+    )
+    assert sent == "deny"
+    out = capsys.readouterr().out
+    assert "+title\\x1b[2J\\x1b[31mred" in out
+    assert "\x1b" not in out
+    status, _ = await finish(stack, run_id)
+    assert status == "completed"
+    assert not (stack_workspace(stack) / "cli.txt").exists()
+
+
+def stack_workspace(stack: Supervisor) -> Path:
+    return Path(stack.env["TETHER_RUNNER_WORKSPACE"])

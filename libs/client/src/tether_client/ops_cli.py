@@ -25,6 +25,7 @@ from tether_client.session import blocking, client_token, connect, operator_toke
 from tether_common.errors import TetherError
 from tether_common.messages.approvals import ApprovalList, ApprovalView
 from tether_common.messages.audit import AuditReport
+from tether_common.messages.staging import ChangeEntry, ChangeSet
 
 __all__ = [
     "ApprovalsClient",
@@ -141,8 +142,40 @@ async def approvals_show(approval_id: ApprovalId, output: OutputOption = Format.
     Example: tether approvals show apr_1234 -o json
     """
     async with approvals() as client:
-        emit(await client.get(approval_id), output)
+        view = await client.get(approval_id)
+    if output is Format.table and view.changes is not None:
+        emit(view, output)
+        say("\n".join(change_lines(view.changes)))  # said safe: paths and diffs are the call's
+        return 0
+    emit(view, output)
     return 0
+
+
+def change_lines(changes: ChangeSet) -> list[str]:
+    """A staged effect as an operator reads it: what approving applies, exactly."""
+    lines = [
+        f"── approving applies exactly these changes ({len(changes.entries)}; "
+        f"digest {changes.digest[:12]})"
+    ]
+    for entry in changes.entries:
+        lines.append(f"   {entry.change} {entry.path}{_entry_note(entry)}")
+        lines += [f"     {line}" for line in (entry.diff or "").splitlines()]
+    if changes.output:
+        lines += [
+            "   the staged command said:",
+            *(f"     {x}" for x in changes.output.splitlines()),
+        ]
+    return lines
+
+
+def _entry_note(entry: ChangeEntry) -> str:
+    if entry.type == "dir":
+        return " (folder)"
+    if entry.type == "binary":
+        before = "-" if entry.size_before is None else entry.size_before
+        after = "-" if entry.size_after is None else entry.size_after
+        return f" (binary, {before} → {after} bytes, sha256 {entry.digest or '-'})"
+    return ""
 
 
 def progress(view: ApprovalView) -> str:
@@ -260,8 +293,20 @@ async def offer_approval(
     if token is None or not sys.stdin.isatty():
         return None
     say(card(data))
+    staged = await _staged_changes(str(data.get("approval_id")), token)
+    if staged is not None:
+        say("\n".join(change_lines(staged)))
     answer = await asyncio.to_thread(read, PROMPT)
     return await send_decision(data, answer, token, "decided in tether run")
+
+
+async def _staged_changes(approval_id: str, token: str) -> ChangeSet | None:
+    """The card's change set, when the call was staged (the run event carries none)."""
+    try:
+        async with ApprovalsClient(approvals_url(), token) as client:
+            return (await client.get(approval_id)).changes
+    except (TetherError, httpx.TransportError):
+        return None  # the card above still says what the call is
 
 
 async def send_decision(data: Mapping[str, Any], answer: str, token: str, note: str) -> str | None:
