@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Receive, Scope, Send
 
 from tether_brain.faces.agents import may_run, runnable
-from tether_brain.faces.following import DEFAULT_WAIT_S, Activity, Ending, Follower, start_request
+from tether_brain.faces.following import Activity, Ending, Follower, start_request
 from tether_brain.faces.openai_errors import ERROR_RESPONSES
 from tether_brain.runs.manager import RunManager
 from tether_common.errors import TetherError
@@ -51,6 +51,10 @@ TASK_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 Context = ServerRequestContext[Any, Any]
+# How long a call waits for its run (a parked one included): below the 300 s of silence
+# the SDK's client reads by default, so a call parked longer ends with the run's
+# whereabouts (`is_error`) rather than the client's timeout. The run goes on.
+CALL_WAIT_S = 240.0
 
 
 def _tool(agent_id: str) -> mcp_types.Tool:
@@ -126,7 +130,7 @@ class McpFace:
         try:
             run_id = await self.follower.start(start_request(task, params.name), who)
             told = 0
-            async for item in self.follower.follow(run_id, who, DEFAULT_WAIT_S):
+            async for item in self.follower.follow(run_id, who, CALL_WAIT_S):
                 if isinstance(item, Activity):
                     told += 1
                     await ctx.session.report_progress(told, None, _said(item.event))
