@@ -24,6 +24,7 @@ from bench.stats import line, summary
 from tether_brain.persistence.store import RunStore
 from tether_client import TetherClient
 from tether_common.db import make_engine
+from tether_common.settings import async_database_url
 from tether_common.testing import Turn, call, say, write_script
 
 # The brain clamps max_steps to its ceiling (20); the loop benchmarks raise it.
@@ -116,8 +117,10 @@ async def measure_concurrency(stack: Stack, total_steps: int) -> dict[int, Batch
     results: dict[int, Batch] = {}
     print(f"{'in flight':>9} {'runs':>5} {'steps':>6} {'steps/s':>8}  per-step median / p99")
     for level in CONCURRENCY:
+        sessions = await sessions_opened(stack)
         with cpu_report(stack, f"{level} in flight") as cores:
             batch = await level_batch(stack, level, total_steps)
+        sessions = await sessions_opened(stack) - sessions
         median, p99 = summary(batch.per_step_ms)
         print(
             f"{level:9} {batch.runs:5} {batch.steps:6} {batch.steps_per_s:8.0f}"
@@ -125,8 +128,20 @@ async def measure_concurrency(stack: Stack, total_steps: int) -> dict[int, Batch
         )
         print(cores.text)
         print(cores.per(batch.steps, "step"))
+        # A pool that closes and reopens connections pays a connect, authentication and
+        # type look-ups each time, and prepares its statements again.
+        print(f"  PostgreSQL sessions opened meanwhile: {sessions}")
         results[level] = batch
     return results
+
+
+async def sessions_opened(stack: Stack) -> int:
+    """Sessions PostgreSQL has opened in the stack's database so far (PostgreSQL 14+)."""
+    return int(
+        await stack.db.fetchval(
+            "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        )
+    )
 
 
 async def measure_long(stack: Stack, steps: int = 500) -> tuple[float, float]:
@@ -176,7 +191,8 @@ async def measure_resume(stack: Stack, steps: int = 100, samples: int = 50) -> N
     await stack.wait_status([run_id])
     async with TetherClient(stack.api_url) as client:
         http = await timed(samples, lambda: client.get_run(run_id))
-    engine = make_engine(stack.pg_url, pool_size=2)
+    # The brain's own driver (asyncpg): a plain postgresql:// URL would get psycopg.
+    engine = make_engine(async_database_url(stack.pg_url), pool_size=2)
     try:
         store = RunStore(engine)
         loads = await timed(samples, lambda: store.load(run_id))

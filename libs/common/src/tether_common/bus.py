@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import suppress
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -393,17 +393,22 @@ class Bus:
         return int(ack.seq)
 
     async def js_publish_many(
-        self, items: list[tuple[str, BaseModel, str]], *, timeout: float = 10.0
+        self, items: Sequence[tuple[str, bytes, str]], *, timeout: float = 10.0
     ) -> None:
-        """Publish several messages to JetStream in order, pipelined, and wait for every
-        ack; each carries a message id so a re-publish is deduplicated by the stream."""
+        """Publish several messages already serialised, (subject, body, message id), to
+        JetStream in order, pipelined: they leave in one write to the socket and their
+        acks are awaited together. The message id makes a re-publish harmless (the stream
+        deduplicates it)."""
         if not items:
             return
+        traced = _trace_headers()  # one context for the whole batch
         try:
-            acks = []
-            for subject, body, msg_id in items:
-                headers = _trace_headers() | {"Nats-Msg-Id": msg_id}
-                acks.append(await self._js.publish_async(subject, encode(body), headers=headers))
+            acks = [
+                await self._js.publish_async(
+                    subject, body, headers=traced | {"Nats-Msg-Id": msg_id}
+                )
+                for subject, body, msg_id in items
+            ]
             await asyncio.wait_for(asyncio.gather(*acks), timeout)
         except Exception as exc:
             bus_errors.add(1, {"service": self.service, "code": "js_publish"})

@@ -7,10 +7,13 @@ the stored history is never changed: only what one request carries."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tether_common.messages.gateway import ChatMessage, OfferedToolSpec
+from tether_brain.state.run import RunState
+from tether_brain.state.sizes import message_chars
+from tether_common.messages.gateway import ChatMessage, GenerateRequest, OfferedToolSpec
 
 CHARS_PER_TOKEN = 3.5
 TOKENS_PER_MESSAGE = 6
@@ -21,12 +24,27 @@ CUT_NOTE = "… [cut to fit the context window]"
 
 
 def estimate(messages: Sequence[ChatMessage], tools: Sequence[OfferedToolSpec] = ()) -> int:
-    chars = sum(
-        len(m.content) + sum(len(str(c.arguments)) + len(c.name) for c in m.tool_calls)
-        for m in messages
-    )
-    chars += sum(len(t.description) + len(str(t.parameters)) for t in tools)
-    return int(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
+    return _tokens(sum(map(message_chars, messages)), len(messages), tools)
+
+
+def request_estimate(request: GenerateRequest, state: RunState) -> int:
+    """`estimate(request.messages, request.tools)`, the same number, without walking the
+    run's history: when the request carries the history unchanged after its system
+    prompt (the same message objects: no skill note left out, no loaded skill forgotten),
+    its size is the running total the run keeps (`RunState.history_chars`)."""
+    messages, history = request.messages, state.messages
+    n = len(history)
+    carried = messages[1 : n + 1]
+    if n and len(carried) == n and all(map(operator.is_, carried, history)):
+        chars = state.history_chars + sum(map(message_chars, [*messages[:1], *messages[n + 1 :]]))
+    else:
+        chars = sum(map(message_chars, messages))
+    return _tokens(chars, len(messages), request.tools)
+
+
+def _tokens(messages_chars: int, count: int, tools: Sequence[OfferedToolSpec]) -> int:
+    chars = messages_chars + sum(len(t.description) + len(str(t.parameters)) for t in tools)
+    return int(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * count
 
 
 def reserve(window: int) -> int:
@@ -56,6 +74,10 @@ class Fitter:
 
     def over(self, messages: Sequence[ChatMessage], tools: Sequence[OfferedToolSpec]) -> bool:
         return estimate(messages, tools) > self.budget
+
+    def request_over(self, request: GenerateRequest, state: RunState) -> bool:
+        """`over(request.messages, request.tools)` by the run's running total."""
+        return request_estimate(request, state) > self.budget
 
     def fit(self, messages: list[ChatMessage], tools: Sequence[OfferedToolSpec]) -> Fitted:
         fitted = Fitted([_cut(m, RESULT_CAP_CHARS) if m.role == "tool" else m for m in messages])

@@ -16,7 +16,7 @@ from tether_brain.state.run import Entry, RunState
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.events import RunEnd
-from tether_common.messages.runs import TERMINAL_STATUSES, ChildEnded, RunEvent, RunStatus
+from tether_common.messages.runs import TERMINAL_STATUSES, ChildEnded, RunStatus
 from tether_common.metrics import runs_ended
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Completion:
             self._republishing.add(task)
             task.add_done_callback(self._republishing.discard)
 
-    async def _republish(self, run_id: str, events: list[RunEvent]) -> None:
+    async def _republish(self, run_id: str, events: list[Entry]) -> None:
         for attempt in range(REPUBLISH_ATTEMPTS):
             await asyncio.sleep(min(2.0**attempt, 30.0))
             try:
@@ -136,5 +136,5 @@ def _emit_end(state: RunState, status: RunStatus, reason: str | None, answer: st
     )
 
 
-def _events_of(entries: list[Entry]) -> list[RunEvent]:
-    return [RunEvent.model_validate(e.data) for e in entries if e.kind == "event"]
+def _events_of(entries: list[Entry]) -> list[Entry]:
+    return [e for e in entries if e.event is not None]

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 
 from tether_brain.clients.model import LiveTarget, ModelClient, ModelTurn
-from tether_brain.context.fitting import Fitter, estimate, reserve
+from tether_brain.context.fitting import Fitter, request_estimate, reserve
 from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
 from tether_brain.context.prompting import SKILL_NOTE, build_request
@@ -120,7 +120,7 @@ class Turns:
             return False
         window = await self.profiles.window(state.provider, state.model)
         cost = (
-            estimate(request.messages, request.tools) * price.get("input", 0.0)
+            request_estimate(request, state) * price.get("input", 0.0)
             + reserve(window) * price.get("output", 0.0)
         ) / 1e6
         return state.usage.cost + cost > state.limits.max_cost
@@ -149,7 +149,7 @@ class Turns:
         """Fit the request into the model's window; dropped history is summarised by a side
         generation when the model gives one (else it stays dropped), with a `compaction` event."""
         fitter = Fitter(await self.profiles.window(state.provider, state.model), state.prompt)
-        if not fitter.over(request.messages, request.tools):
+        if not fitter.request_over(request, state):
             return request
         fitted = fitter.fit(request.messages, request.tools)
         summary = await self._summarise(request, fitted.dropped) if fitted.dropped else None

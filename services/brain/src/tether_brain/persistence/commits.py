@@ -141,7 +141,7 @@ def step_write(state: RunState) -> StepWrite:
         "release": state.status not in LIVE_STATUSES,
         "j_seq": list(range(first, last + 1)),
         "j_kind": [e.kind for e in state.pending],
-        "j_data": [_json(e.data) for e in state.pending],
+        "j_data": [e.text for e in state.pending],
         **{f"a_{c.name}": [r[c.name] for r in records] for c in AUDIT_COLUMNS},
     }
     return StepWrite(params, now, last, head, len(state.audit))

@@ -1,11 +1,12 @@
 """Run events: numbered per run, journaled with the step, then published on JetStream
-(`events.<run_id>`) once the step's commit has returned."""
+(`events.<run_id>`) once the step's commit has returned. An event is serialised once, when
+it is made: the journal stores that text and the bus carries the same bytes."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tether_brain.state.run import RunState
+from tether_brain.state.run import Entry, RunState
 from tether_common.bus import Bus
 from tether_common.excerpt import cut
 from tether_common.messages.events import EventData
@@ -19,7 +20,8 @@ def emit(state: RunState, data: EventData, /) -> RunEvent:
     if state.depth:
         data = data.model_copy(update={"depth": state.depth})
         data.model_fields_set.add("depth")
-    event = RunEvent(
+    # Built by the brain from its own values: constructed, not validated again.
+    event = RunEvent.model_construct(
         run_id=state.run_id,
         seq=state.event_seq,
         kind=data.KIND,
@@ -31,8 +33,13 @@ def emit(state: RunState, data: EventData, /) -> RunEvent:
     return event
 
 
-async def publish(bus: Bus, events: list[RunEvent]) -> None:
-    """Publish committed events in order; the message id makes a re-publish harmless."""
+async def publish(bus: Bus, entries: list[Entry]) -> None:
+    """Publish committed events (their journal text) in order, pipelined; the message id
+    makes a re-publish harmless."""
     await bus.js_publish_many(
-        [(bus.subjects.run_events(e.run_id), e, f"{e.run_id}:{e.seq}") for e in events]
+        [
+            (bus.subjects.run_events(e.run_id), entry.text.encode(), f"{e.run_id}:{e.seq}")
+            for entry in entries
+            if (e := entry.event) is not None
+        ]
     )

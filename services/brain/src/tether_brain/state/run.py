@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tether_brain.state.options import RunOptions
+from tether_brain.state.sizes import message_chars
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
@@ -24,8 +25,12 @@ DEFAULT_AGENT = "default"  # the agent a run uses when it names none
 
 @dataclass(slots=True)
 class Entry:
+    """A journal entry, serialised once when it is added: the same JSON text is stored
+    in the journal and, for an event, published on the bus after the commit."""
+
     kind: EntryKind
-    data: dict[str, Any]
+    text: str
+    event: RunEvent | None = None  # an event entry's event (its subject and message id)
 
 
 @dataclass(slots=True)
@@ -104,7 +109,10 @@ class RunState:
     owner: str | None = None
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
-    unpublished: list[RunEvent] = field(default_factory=list)  # committed, not yet on the bus
+    unpublished: list[Entry] = field(default_factory=list)  # committed events, not yet on the bus
+    # The history's size as the context estimate counts it (`sizes.message_chars`), kept
+    # as messages are added so a step does not walk the whole history to know it.
+    history_chars: int = 0
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # for the next commit
 
     def audit_later(self, event: str, data: dict[str, Any]) -> None:
@@ -118,14 +126,15 @@ class RunState:
     def add_message(self, message: ChatMessage) -> None:
         self._remember(message)
         self.messages.append(message)
-        self.pending.append(Entry("message", message.model_dump(mode="json")))
+        self.history_chars += message_chars(message)
+        self.pending.append(Entry("message", message.model_dump_json()))
 
     def add_step(self, view: StepView) -> None:
         self.steps.append(view)
-        self.pending.append(Entry("step", view.model_dump(mode="json")))
+        self.pending.append(Entry("step", view.model_dump_json()))
 
     def add_event(self, event: RunEvent) -> None:
-        self.pending.append(Entry("event", event.model_dump(mode="json")))
+        self.pending.append(Entry("event", event.model_dump_json(), event))
 
     def replay(self, kind: EntryKind, data: dict[str, Any]) -> None:
         """Rebuild in-memory history from one stored journal entry."""
@@ -133,6 +142,7 @@ class RunState:
             message = ChatMessage.model_validate(data)
             self._remember(message)
             self.messages.append(message)
+            self.history_chars += message_chars(message)
         elif kind == "step":
             self.steps.append(StepView.model_validate(data))
 
