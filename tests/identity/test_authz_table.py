@@ -207,7 +207,13 @@ async def test_the_right_token_is_let_through(
 async def test_every_client_subject_checks_its_caller(world: World, nats_url: str) -> None:
     """The brain's client subjects over NATS: the same three callers, the same rules."""
     bus = await Bus.connect(nats_url, service="authz-table-nats", subjects=world.subjects)
-    candidates = {"run_id": world.runs["alice"], "text": "hi", "prompt": "hi", "limit": 500}
+    candidates = {
+        "run_id": world.runs["alice"],
+        "thread_id": "thr_none",  # no thread is anyone's: the caller is checked first
+        "text": "hi",
+        "prompt": "hi",
+        "limit": 500,
+    }
     routes = [r for r in world.subjects.routes() if r.queue == QUEUE_BRAIN]
     assert len(routes) >= 5
     problems = []
@@ -230,7 +236,8 @@ async def test_every_client_subject_checks_its_caller(world: World, nats_url: st
                 elif who in OUTSIDERS:
                     if world.mark_a.encode() in raw:
                         problems.append(f"{route.subject} as {who}: shows tenant A")
-                    if "run_id" in fields and code not in ("not_found", "forbidden"):
+                    named = "run_id" in fields or "thread_id" in fields
+                    if named and code not in ("not_found", "forbidden"):
                         problems.append(f"{route.subject} as {who}: {code}")
                 elif who == "admin" and code in ("unauthenticated", "forbidden"):
                     problems.append(f"{route.subject} as admin: {code}")
