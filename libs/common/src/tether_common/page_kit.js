@@ -37,3 +37,35 @@ async function readEvents(response, onEvent) {
     }
   }
 }
+
+// A staged effect: what approving applies, exactly. Paths, diffs and output are the
+// call's own text (attacker-controlled): every piece goes in as text, never as markup.
+function changeSet(set) {
+  const box = el("div", { "class": "changes" });
+  const count = set.entries.length;
+  box.appendChild(el("h3", {}, "Approving applies exactly these changes (" + count + "; digest " + set.digest.slice(0, 12) + ")"));
+  if (!count) box.appendChild(el("p", { "class": "empty" }, "No change to the workspace."));
+  for (const entry of set.entries) box.appendChild(changeEntry(entry));
+  if (set.output) box.appendChild(el("pre", { "class": "output" }, set.output));
+  return box;
+}
+
+function changeEntry(entry) {
+  const wrap = el("div", { "class": "change", "data-change": entry.change });
+  let line = entry.change + " " + entry.path;
+  if (entry.type === "dir") line += " (folder)";
+  if (entry.type === "binary") {
+    line += " (binary, " + (entry.size_before ?? "-") + " → " + (entry.size_after ?? "-") + " bytes"
+      + (entry.digest ? ", sha256 " + entry.digest : "") + ")";
+  }
+  wrap.appendChild(el("p", { "class": "entry" }, line));
+  if (entry.diff) {
+    const pre = el("pre", { "class": "diff" });
+    for (const text of entry.diff.split("\n")) {
+      const kind = text.startsWith("@@") ? "hunk" : text.startsWith("+") ? "add" : text.startsWith("-") ? "del" : "";
+      pre.appendChild(el("span", kind ? { "class": kind } : {}, text + "\n"));
+    }
+    wrap.appendChild(pre);
+  }
+  return wrap;
+}

@@ -347,6 +347,7 @@ function approvalCard(runId, approval, refresh) {
   card.appendChild(el("div", { "class": "muted" }, "step " + approval.step + " · reach " + approval.reach + " · danger " + approval.danger + " · expires " + when(approval.expires_at)));
   card.appendChild(el("div", { "class": "reason" }, approval.reason));
   card.appendChild(el("pre", { "class": "args" }, pretty(approval.args)));
+  if (approval.changes) card.appendChild(changeSet(approval.changes));  // a staged effect
   const actions = card.appendChild(el("div", { "class": "actions" }));
   const note = el("input", { "class": "note", "placeholder": "note (optional)" });
   // Deletes are never remembered: only once or deny is offered.
