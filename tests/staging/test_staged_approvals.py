@@ -16,7 +16,9 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
 
+from chromium_browser import chromium, sign_in, wait_for
 from tether_brain.persistence import trail
 from tether_client import TetherClient
 from tether_client.cli import main
@@ -266,3 +268,32 @@ async def test_the_cli_shows_the_change_set_escaped(
 
 def stack_workspace(stack: Supervisor) -> Path:
     return Path(stack.env["TETHER_RUNNER_WORKSPACE"])
+
+
+async def test_the_runs_console_shows_the_change_set_on_the_card(
+    stack: Supervisor, scripts_dir: Path, tmp_path: Path
+) -> None:
+    content = "hello <script>window.__pwned=1</script>\n"
+    run_id = await start(
+        stack, scripts_dir, [[call("file_write", path="page.html", content=content)], say("ok")]
+    )
+    [card] = await cards(stack, run_id, 1)
+    url = stack.child("brain").url
+
+    def look() -> tuple[str, list[str], bool]:
+        with chromium(tmp_path / "chromium") as driver:
+            sign_in(driver, url + "/console", TOKEN)
+            driver.get(f"{url}/console#/runs/{run_id}")
+            shown = f'.card[data-id="{card["approval_id"]}"] .changes'
+            wait_for(driver, shown)
+            box = driver.find_element(By.CSS_SELECTOR, shown)
+            added = [s.text for s in box.find_elements(By.CSS_SELECTOR, ".diff .add")]
+            return box.text, added, driver.execute_script("return window.__pwned === undefined")
+
+    text, added, safe = await asyncio.to_thread(look)
+    assert "created page.html" in text
+    assert "+hello <script>window.__pwned=1</script>" in added
+    assert safe
+    await decide(stack, card["approval_id"], "deny")
+    status, _ = await finish(stack, run_id)
+    assert status == "completed"
