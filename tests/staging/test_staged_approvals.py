@@ -217,6 +217,7 @@ async def test_a_network_command_is_not_staged_and_is_approved_the_old_way(
     run_id = await start(stack, scripts_dir, [[call("shell", command=command)], say("ok")])
     [card] = await cards(stack, run_id, 1)
     assert card["changes"] is None
+    assert "(not staged: its effect may leave the workspace (network))" in card["reason"]
     await decide(stack, card["approval_id"])
     status, events = await finish(stack, run_id)
     assert status == "completed"

@@ -27,6 +27,7 @@ from tether_tools_runner.effects import Claimed, EffectLedger, Recorded
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.offload import maybe_offload, threshold_for
 from tether_tools_runner.staging.stager import Stager
+from tether_tools_runner.tool import failed as _failed
 
 tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
@@ -120,16 +121,6 @@ class Calls:
             )
             offload.set_attribute("tether.output.ref", ref or "")
         return result.model_copy(update=stamped | {"content": text, "output_ref": ref})
-
-
-def _failed(call: ExecuteTool, code: str, message: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.call_id,
-        name=call.name,
-        ok=False,
-        content=f"FAILED: {code}: {message}",
-        error_code=code,
-    )
 
 
 __all__ = ["Calls"]

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tether_common.messages.tools import ToolDescriptor
+from tether_common.messages.tools import ExecuteTool, ToolDescriptor, ToolResult
 
 
 class ToolFailure(Exception):  # noqa: N818 - a control signal inside the runner, never on the wire
@@ -20,6 +20,17 @@ class ToolFailure(Exception):  # noqa: N818 - a control signal inside the runner
 
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
+
+
+def failed(call: ExecuteTool, code: str, message: str) -> ToolResult:
+    """`call`'s answer when it was not run (or applied nothing): `FAILED: code: message`."""
+    return ToolResult(
+        call_id=call.call_id,
+        name=call.name,
+        ok=False,
+        content=f"FAILED: {code}: {message}",
+        error_code=code,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from tether_common.messages.approvals import (
     WithdrawApproval,
 )
 from tether_common.messages.gateway import CallRecord
-from tether_common.messages.staging import ChangeSet
+from tether_common.messages.staging import StagedEffect
 from tether_common.messages.tools import ToolDescriptor
 
 IN_DOUBT = "in_doubt"
@@ -165,14 +165,17 @@ class ApprovalClient:
         tool: ToolDescriptor,
         verdict: Verdict,
         owner: str | None = None,
-        changes: ChangeSet | None = None,
+        staging: StagedEffect | None = None,
     ) -> tuple[ApprovalView, PendingApproval]:
+        changes = staging.changes if staging is not None and staging.stageable else None
         staged = changes.digest if changes is not None else None
         digest = action_digest(state, call, tool, state.step, staged)
         try:
             body = self._create_body(state, call, tool, verdict, owner, digest)
             if changes is not None:  # validated whole: the card must be storable
                 body = CreateApproval.model_validate(body.model_dump() | {"changes": changes})
+            elif staging is not None:  # the operator learns why no diff is shown
+                body.reason = f"{body.reason} (not staged: {staging.reason})"
         except ValidationError as exc:  # e.g. arguments no database can store (NUL)
             raise MessageError(
                 f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",

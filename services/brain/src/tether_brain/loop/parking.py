@@ -30,7 +30,7 @@ from tether_brain.tools.toolbox import GateOutcome
 from tether_common.errors import ErrorCode, TetherError
 from tether_common.messages.events import ToolApprovalNeeded, ToolApproved, ToolDenied
 from tether_common.messages.gateway import CallRecord
-from tether_common.messages.staging import STALE_EFFECT, ChangeSet
+from tether_common.messages.staging import STALE_EFFECT, StagedEffect
 from tether_common.messages.tools import ToolResult
 
 tracer = trace.get_tracer(__name__)
@@ -64,9 +64,9 @@ class Parking:
             if state.options.interactive and not await self.watched(state):
                 raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
             owner = self.actor.agents.config(state.options.agent).owner
-            changes = await self.staged(state, item)
+            staged = await self.staged(state, item)
             view, pending = await self.approvals.request(
-                state, item.call, item.tool, item.verdict, owner, changes
+                state, item.call, item.tool, item.verdict, owner, staged
             )
         except TetherError as exc:
             result = refused(
@@ -106,16 +106,16 @@ class Parking:
         )
         return Outcome.PARKED
 
-    async def staged(self, state: RunState, item: Planned) -> ChangeSet | None:
-        """The change set the card shows and an allow applies (None: approved the old
-        way). A reconcile card is about a call already sent: never staged."""
+    async def staged(self, state: RunState, item: Planned) -> StagedEffect | None:
+        """The runner's staging of the call: the change set the card shows and an allow
+        applies, or why there is none (None: not a staging tool, or a reconcile card,
+        which is about a call already sent)."""
         assert item.tool is not None
         if item.verdict is not None and item.verdict.code == "in_doubt":
             return None
-        found = await stage(
+        return await stage(
             self.approvals.bus, state.run_id, item.call, item.tool, workspace_of(state)
         )
-        return found.changes if found is not None and found.stageable else None
 
     async def watched(self, state: RunState) -> bool:
         """An interactive run asks only when an operator who may decide is connected."""

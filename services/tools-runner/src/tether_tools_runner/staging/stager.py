@@ -24,6 +24,7 @@ from tether_tools_runner.staging.ops import Stale, Step, apply_steps, before_edi
 from tether_tools_runner.staging.shell import ShellStaging
 from tether_tools_runner.staging.store import StagedStore
 from tether_tools_runner.tool import ToolFailure
+from tether_tools_runner.tool import failed as _failed
 from tether_tools_runner.tools.files_write import Change
 from tether_tools_runner.workspace import Workspace, shown
 
@@ -92,12 +93,7 @@ class Stager:
 
     async def _edit(self, workspace: Workspace, args: dict[str, Any]) -> Staged:
         parts = workspace.parts(args["path"])
-        change = Change(
-            old=str(args["old_text"]),
-            new=str(args["new_text"]),
-            replace_all=bool(args.get("replace_all", False)),
-            seen=await self.book.seen(current_run_id.get(), shown(parts)),
-        )
+        change = Change.of(args, await self.book.seen(current_run_id.get(), shown(parts)))
         old, data = await self.workers.run(before_edit, workspace.place, parts, change)
         return _single("file_edit", shown(parts), old, Node("file", old.mode, data))
 
@@ -160,16 +156,6 @@ def _applied_text(found: Staged) -> str:
 
 def _unstageable(call: ExecuteTool, reason: str) -> StagedEffect:
     return StagedEffect(call_id=call.call_id, stageable=False, reason=reason)
-
-
-def _failed(call: ExecuteTool, code: str, message: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.call_id,
-        name=call.name,
-        ok=False,
-        content=f"FAILED: {code}: {message}",
-        error_code=code,
-    )
 
 
 __all__ = ["STAGED_UNKNOWN", "Stager"]

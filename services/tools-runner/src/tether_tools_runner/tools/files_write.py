@@ -113,12 +113,7 @@ class WriteTools:
     async def edit(self, args: dict[str, Any]) -> str:
         workspace = self.workspaces.current()
         parts = workspace.parts(args["path"])
-        change = Change(
-            old=str(args["old_text"]),
-            new=str(args["new_text"]),
-            replace_all=bool(args.get("replace_all", False)),
-            seen=await self.book.seen(current_run_id.get(), shown(parts)),
-        )
+        change = Change.of(args, await self.book.seen(current_run_id.get(), shown(parts)))
         count, revision = await self.workers.run(edit_op, workspace.place, parts, change)
         await self.book.record(current_run_id.get(), shown(parts), revision)
         return f"edited {shown(parts)}: {count} replacement(s) ({revision})"
@@ -132,6 +127,16 @@ class Change:
     new: str
     replace_all: bool
     seen: str | None
+
+    @classmethod
+    def of(cls, args: dict[str, Any], seen: str | None) -> Change:
+        """The edit a `file_edit` call's arguments ask for."""
+        return cls(
+            old=str(args["old_text"]),
+            new=str(args["new_text"]),
+            replace_all=bool(args.get("replace_all", False)),
+            seen=seen,
+        )
 
 
 @guarded
