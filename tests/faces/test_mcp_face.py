@@ -96,6 +96,9 @@ async def test_requests_that_are_not_mcp_are_refused_cleanly(callers: Callers) -
             response = await http.post("/mcp", json=body, headers=admin)
             assert 400 <= response.status_code < 500, (body, response.text)
             assert response.status_code not in (401, 403)
+        response = await http.post("/mcp", content=b"{}", headers=admin)  # no Content-Type
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "bad_request"
         # A well-formed request for no method: the protocol's own error, in an answer.
         unknown = {"jsonrpc": "2.0", "id": 1, "method": "no/such"}
         accept = {"Accept": "application/json, text/event-stream"}

@@ -18,7 +18,7 @@ import contextlib
 from typing import Any
 
 import mcp.types as mcp_types
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -30,7 +30,7 @@ from tether_brain.faces.agents import may_run, runnable
 from tether_brain.faces.following import Activity, Ending, Follower, start_request
 from tether_brain.faces.openai_errors import ERROR_RESPONSES
 from tether_brain.runs.manager import RunManager
-from tether_common.errors import TetherError
+from tether_common.errors import ErrorCode, MessageError, TetherError
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.runs import RunEvent
@@ -147,10 +147,17 @@ class McpFace:
         who_dep = principal_dependency(verifier)
         face = self
 
-        async def mcp_endpoint(who: Principal = who_dep) -> Response:
+        async def mcp_endpoint(request: Request, who: Principal = who_dep) -> Response:
             """MCP over streamable HTTP (JSON-RPC; see the MCP specification). Tools: the
-            agents the caller may run."""
+            agents the caller may run. The protocol's own errors are JSON-RPC errors."""
             who.require("runs.start")
+            # The SDK answers this one in plain text: ours is the structured 400.
+            content_type = request.headers.get("content-type", "")
+            if not content_type.lower().startswith("application/json"):
+                raise MessageError(
+                    "an MCP request is JSON-RPC: Content-Type must be application/json",
+                    code=ErrorCode.BAD_REQUEST,
+                )
             return _Exchange(face.sessions, who)
 
         # POST only: a stateless server holds no session to delete and offers no stream at
@@ -160,7 +167,7 @@ class McpFace:
             mcp_endpoint,
             methods=["POST"],
             response_class=Response,
-            responses={k: v for k, v in ERROR_RESPONSES.items() if k in (401, 403, 413)},
+            responses={k: v for k, v in ERROR_RESPONSES.items() if k in (400, 401, 403, 413)},
             openapi_extra=body_limit(TEXT_BODY_LIMIT),
         )
         return router

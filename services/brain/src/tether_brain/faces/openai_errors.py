@@ -26,6 +26,7 @@ _TYPES = {
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
     for status, what in (
+        (400, "the request is not what the route reads (`bad_request`)"),
         (401, "no valid bearer token (`unauthenticated`, `token_expired`)"),
         (403, "the token may not run this agent, provider or model (`forbidden`)"),
         (404, "no such agent for this caller (`not_found`)"),
