@@ -12,8 +12,10 @@ delta, what of the final answer the live text did not carry (all of it, after a 
 line, when the last step's live text was something else), then the finish chunk
 (`finish_reason`, `usage`, `tether.event: run.end`) and `data: [DONE]`. So a stream
 assembles to the answer when the model wrote nothing but its answer, and to the text
-before a tool call, a blank line, then the answer when it did. A parked run keeps the stream open (keep-alive comments) until decided
-or `tether.wait_s` (600 s) passes; the answer then says the run is waiting and where to
+before a tool call, a blank line, then the answer when it did.
+
+A parked run keeps the stream open (keep-alive comments every 15 s) until decided or
+`tether.wait_s` (600 s) passes; the answer then says the run is waiting and where to
 follow it, and the run goes on. A failed run is an error (status and `code` from its stop
 reason), in a stream `data: {"error": ...}`, which the SDK raises.
 
