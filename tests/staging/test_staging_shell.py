@@ -97,3 +97,9 @@ async def test_a_command_that_makes_a_symlink_is_not_stageable(
     assert not staged.stageable
     assert "symbolic link" in staged.reason
     assert not (workspace / "pw").is_symlink()
+
+
+async def test_a_command_that_changes_too_many_paths_is_not_stageable(runner: Runner) -> None:
+    staged = await runner.stage("shell", {"command": "seq 1 600 | xargs touch"})
+    assert not staged.stageable
+    assert "too_many_changes" in staged.reason

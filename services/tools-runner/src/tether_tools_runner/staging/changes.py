@@ -2,7 +2,7 @@
 staged copy): which paths were created, modified or deleted, a bounded unified diff for
 text, sizes and sha256 for binary files, each path's base digest, and the set's digest.
 
-Pure: no I/O. The new contents are kept beside the wire model (`Staged.contents`), since
+Pure: no I/O; a set too large for a card is refused (`too_many_changes`). The new contents are kept beside the wire model (`Staged.contents`), since
 they are what an approval applies and the card shows only their digests."""
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from tether_common.messages.staging import (
     ABSENT,
     MAX_DIFF_CHARS,
     MAX_DIFF_TOTAL,
+    MAX_ENTRIES,
     TRUNCATED_MARKER,
     ChangeEntry,
     ChangeKind,
     ChangeSet,
 )
+from tether_tools_runner.tool import ToolFailure
 
 NodeType = Literal["file", "dir"]
 
@@ -93,6 +95,10 @@ def compare(
         entries.append(entry)
         if new is not None and new.type == "file":
             contents[path] = new.data
+    if len(entries) > MAX_ENTRIES:
+        raise ToolFailure(
+            "too_many_changes", f"{len(entries)} paths change; a card shows at most {MAX_ENTRIES}."
+        )
     entries.sort(key=_apply_order)
     changes = ChangeSet(
         digest=set_digest(tool, entries),
