@@ -22,6 +22,13 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, TextContent
+from openai.types.chat import ChatCompletionMessageParam
+
 from faces_support import (
     ADMIN_TOKEN,
     ASK_ARGUMENTS,
@@ -32,18 +39,15 @@ from faces_support import (
     Callers,
     decide,
 )
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, TextContent
-
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e
 
-QUESTION = [{"role": "user", "content": "what time is it in Tokyo?"}]
-GREETING = [{"role": "user", "content": "say hello"}]  # no live-data reminder follows
+QUESTION: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "what time is it in Tokyo?"}
+]
+# No live-data reminder follows an answer to it.
+GREETING: list[ChatCompletionMessageParam] = [{"role": "user", "content": "say hello"}]
 
 
 def sdk(callers: Callers, token: str) -> openai.AsyncOpenAI:
@@ -67,7 +71,7 @@ async def test_a_completion_runs_the_agent_and_answers(
     admin: openai.AsyncOpenAI, callers: Callers, scripts_dir: Path
 ) -> None:
     turns = [[call("current_time", timezone="Asia/Tokyo")], say("It is evening in Tokyo.")]
-    history = [
+    history: list[ChatCompletionMessageParam] = [
         {"role": "system", "content": "Answer in one sentence."},
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": "Hi, how can I help?"},
@@ -227,7 +231,7 @@ async def test_a_bad_body_is_refused_with_the_error_body(
         return  # the SDK itself refuses to send it
     async with sdk(callers, callers.admin) as admin:
         with pytest.raises(openai.UnprocessableEntityError) as refused:
-            await admin.chat.completions.create(**body)  # type: ignore[call-overload]
+            await admin.chat.completions.create(**body)
     assert refused.value.code == "invalid_request"
 
 
@@ -314,12 +318,12 @@ async def test_a_call_runs_the_agent_with_progress(callers: Callers, scripts_dir
     (scripts_dir / f"{DEFAULT_SCRIPT}.json").write_text(json.dumps({"turns": turns}))
     told: list[str] = []
 
-    async def progress(done: float, total: float | None, message: str | None) -> None:
+    async def heard(progress: float, total: float | None, message: str | None) -> None:
         told.append(message or "")
 
     async with session_as(callers, callers.client) as client:
         result = await client.call_tool(
-            "default", {"task": "say hello, with the time"}, progress_callback=progress
+            "default", {"task": "say hello, with the time"}, progress_callback=heard
         )
     assert not result.is_error, result
     assert text_of(list(result.content)) == DEFAULT_ANSWER
@@ -347,7 +351,8 @@ async def test_requests_that_are_not_mcp_are_refused_cleanly(callers: Callers) -
     """What a route walk or a fuzzer sends: a 4xx from the transport, never a 5xx."""
     admin = {"Authorization": f"Bearer {callers.admin}"}
     async with httpx.AsyncClient(base_url=callers.brain, timeout=30) as http:
-        for body in ({}, [1]):
+        bodies: tuple[object, ...] = ({}, [1])
+        for body in bodies:
             response = await http.post("/mcp", json=body, headers=admin)
             assert 400 <= response.status_code < 500, (body, response.text)
             assert response.status_code not in (401, 403)
