@@ -21,7 +21,7 @@ from tether_common.messages.gateway import (
     UsageEvent,
 )
 from tether_common.messages.profiles import ModelProfile
-from tether_common.toolcalls import read_reply, reply_schema
+from tether_common.toolcalls import read_reply, render_tool_prompt, reply_schema
 from tether_gateway.profiles import FixedProfile
 from tether_gateway.providers import OpenAIProvider, TextProtocol
 from tether_gateway.providers.text_protocol import text_history
@@ -156,6 +156,19 @@ async def test_a_required_call_under_grammar_has_no_answer_branch(
     assert [b["properties"]["tool"]["const"] for b in branches] == ["calculate", "current_time"]
     assert "response_format" in free
     assert must["messages"] == free["messages"]
+
+
+def test_under_grammar_the_prompt_leaves_the_tools_examples_out() -> None:
+    """The grammar holds each call's shape; an example's values would be copied."""
+    convert = OfferedToolSpec(
+        name="convert_time",
+        description='Converts a wall-clock time. Example: {"time": "09:00", "to": "America/New_York"}',
+        parameters={"type": "object", "properties": {"time": {"type": "string"}}},
+    )
+    taught = render_tool_prompt([convert], json_reply=True)
+    assert "- convert_time(time?: string): Converts a wall-clock time." in taught
+    assert "America/New_York" not in taught
+    assert "America/New_York" in render_tool_prompt([convert])  # the fenced protocol keeps it
 
 
 def test_calls_in_the_history_are_written_as_the_grammar_has_them_written() -> None:

@@ -12,6 +12,7 @@ prompt cache can reuse it from one step and one run to the next.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -20,6 +21,7 @@ from tether_common.toolcalls.model import OfferedTool
 __all__ = ["TOOL_FENCE", "render_tool_prompt"]
 
 TOOL_FENCE: Final = "```tool"
+_EXAMPLE: Final = re.compile(r"(?:For e|E)xample:\s*(?=\{)")
 _EXAMPLE_VALUES: Final[dict[str, object]] = {
     "string": "...",
     "integer": 1,
@@ -37,9 +39,13 @@ def render_tool_prompt(tools: Sequence[OfferedTool], *, json_reply: bool = False
         return ""
     example = json.dumps({"name": tools[0].name, "args": _example_args(tools[0])})
     if json_reply:
-        # A neutral example: a real tool's would be copied whatever the question.
+        # A neutral example: a real tool's would be copied whatever the question. Under
+        # the grammar the schema holds each call's shape, so the tools' own examples are
+        # left out too: a small model copied their values ("America/New_York" for Tokyo)
+        # where, without them, it takes the question's ("Tokyo", which the gateway reads).
         called = '{"tool": "<the tool\'s name>", "args": {<its arguments>}}'
-        return "\n".join([*_json_reply_rules(called), *(_describe(tool) for tool in tools)])
+        described = (_describe(tool, examples=False) for tool in tools)
+        return "\n".join([*_json_reply_rules(called), *described])
     lines = [
         "## Tools",
         f"To call a tool, write a fenced block opened with {TOOL_FENCE} holding one JSON object:",
@@ -72,10 +78,25 @@ def _json_reply_rules(example: str) -> list[str]:
     ]
 
 
-def _describe(tool: OfferedTool) -> str:
+def _describe(tool: OfferedTool, *, examples: bool = True) -> str:
     description = " ".join(str(getattr(tool, "description", "") or "").split())
+    if not examples:
+        description = without_examples(description)
     head = f"- {tool.name}({_signature(tool.parameters)})"
     return f"{head}: {description}" if description else head
+
+
+def without_examples(description: str) -> str:
+    """`description` with each `Example: {...}` call in it taken out."""
+    out, rest = [], description
+    while (found := _EXAMPLE.search(rest)) is not None:
+        try:
+            _, end = json.JSONDecoder().raw_decode(rest, found.end())
+        except ValueError:
+            break  # not a JSON example: kept as written
+        out.append(rest[: found.start()].strip())
+        rest = rest[end:]
+    return " ".join(part for part in [*out, rest.strip()] if part)
 
 
 def _signature(schema: Mapping[str, Any]) -> str:
