@@ -135,3 +135,31 @@ async def test_an_organisation_confirm_is_asked_each_time(
     status, events = await finish(stack, run_id)
     assert status == "completed"
     assert [r["ok"] for r in event_data(events, "tool.result")] == [True, True]
+
+
+async def test_a_grant_for_the_run_outlives_a_park_and_reload(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    """`allow_run` on a write, then another call parks (the run is put away and loaded
+    again when decided): the next write of the same tool is not asked again."""
+    turns = [
+        [call("file_write", path="granted-1.txt", content="one")],
+        [call(CONFIRMED_TOOL, **CONVERT)],
+        [call("file_write", path="granted-2.txt", content="two")],
+        say("written"),
+    ]
+    run_id, asked = await park(stack, scripts_dir, turns)
+    assert asked["name"] == "file_write"
+    assert (await decide(stack, asked["approval_id"], "allow_run")).status_code == 200
+    seen = {asked["approval_id"]}
+    async with TetherClient(stack.child("brain").url) as client:
+        async for event in client.events(run_id, after=0):
+            if event.kind == "tool.approval_needed" and event.data["approval_id"] not in seen:
+                seen.add(event.data["approval_id"])
+                assert event.data["name"] == CONFIRMED_TOOL, "the granted tool was asked again"
+                await decide(stack, event.data["approval_id"], "allow_once")
+            if event.kind == "run.end":
+                break
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    assert [r["ok"] for r in event_data(events, "tool.result")] == [True, True, True]

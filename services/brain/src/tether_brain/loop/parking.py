@@ -213,6 +213,7 @@ class Parking:
             return refused(call, "approval_stale", "this approval was already used."), False
         if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
             state.options = state.options.with_grant(tool.name)
+            state.counters.run_grants = sorted({*state.counters.run_grants, tool.name})
         if decision.decision == "allow_chat" and tool.scope != "delete":
             # The chat is the run's thread (a run outside one is its own chat): committed
             # with the step, read back by the thread's next turns (threads/store.py).

@@ -105,6 +105,7 @@ def row_values(state: RunState) -> dict[str, Any]:
 
 
 def state_of(row: Any) -> RunState:
+    counters = Counters.from_json(row.counters)
     return RunState(
         run_id=row.run_id,
         prompt=row.prompt,
@@ -128,8 +129,8 @@ def state_of(row: Any) -> RunState:
         tenant=row.tenant,
         owner=row.owner,
         active_seconds=row.active_seconds,
-        options=RunOptions.model_validate(row.options),
-        counters=Counters.from_json(row.counters),
+        options=RunOptions.model_validate(row.options).with_grant(*counters.run_grants),
+        counters=counters,
         usage=Usage(
             input_tokens=row.input_tokens,
             output_tokens=row.output_tokens,

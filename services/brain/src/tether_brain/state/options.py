@@ -37,10 +37,12 @@ class RunOptions(BaseModel):
         """The run row's `options` JSON: only what was set."""
         return self.model_dump(mode="json", exclude_defaults=True)
 
-    def with_grant(self, tool: str) -> RunOptions:
-        """These options with `tool` allowed for the rest of the run."""
+    def with_grant(self, *tools: str) -> RunOptions:
+        """These options with `tools` allowed for the rest of the run."""
+        if not set(tools) - set(self.session_grants):
+            return self
         return self.model_copy(
-            update={"session_grants": tuple(sorted({*self.session_grants, tool}))}
+            update={"session_grants": tuple(sorted({*self.session_grants, *tools}))}
         )
 
     def inherited(self) -> dict[str, Any]:

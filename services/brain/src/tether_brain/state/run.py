@@ -52,6 +52,10 @@ class Counters:
     # Tools an operator allowed "for this chat" (`allow_chat`): kept with the counters so
     # they outlive a park and reload, and the thread's next runs start with them.
     chat_grants: list[str] = field(default_factory=list)
+    # Tools allowed for the rest of this run (`allow_run`, `allow_chat`): the options the
+    # step commit saves are the run's start options, so a grant lives here and is folded
+    # back into them on load (`persistence/tables.state_of`), surviving a park or takeover.
+    run_grants: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
