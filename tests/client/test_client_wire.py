@@ -27,6 +27,7 @@ from tether_common.errors import (
     SafetyError,
     TetherError,
 )
+from tether_common.messages.agents import AgentConfig, AgentList, AgentView
 from tether_common.messages.audit import AuditReport
 from tether_common.messages.base import ErrorDetail
 from tether_common.messages.events import RunEndEvent, StepEvent, ToolResultEvent
@@ -110,6 +111,11 @@ class Brain:
             ("GET", "/v1/agents/writer/tool-catalog"): lambda r: self.model(200, catalog()),
             ("GET", "/v1/audit/run_2"): lambda r: self.model(200, audit()),
             ("POST", "/v1/tools/run"): self.tool_run,
+            ("GET", "/v1/agents"): lambda r: self.model(200, AgentList(agents=[agent_view()])),
+            ("GET", "/v1/agents/writer"): lambda r: self.model(200, agent_view()),
+            ("POST", "/v1/agents"): lambda r: self.model(201, agent_view()),
+            ("PUT", "/v1/agents/writer"): lambda r: self.model(200, agent_view(version=2)),
+            ("DELETE", "/v1/agents/writer"): lambda r: httpx.Response(204),
         }
         self.streams: list[Stream] = []
 
@@ -139,6 +145,18 @@ class Brain:
 
     def sent(self, method: str, path: str) -> httpx.Request:
         return next(r for r in self.seen if (r.method, r.url.path) == (method, path))
+
+
+def agent_view(version: int = 1) -> AgentView:
+    return AgentView(
+        id="writer",
+        version=version,
+        source="api",
+        changed_by="op",
+        changed_at=NOW,
+        mode="read-only",
+        grants=["calculate"],
+    )
 
 
 def listing() -> ThreadList:
@@ -333,3 +351,26 @@ def test_the_public_surface_is_what_all_promises() -> None:
 
     assert sorted(tether_client.__all__) == ["SyncTetherClient", "TetherClient"]
     assert all(hasattr(tether_client, name) for name in tether_client.__all__)
+
+
+async def test_agents_are_models_and_only_what_was_given_is_sent(
+    client: TetherClient, brain: Brain
+) -> None:
+    listed = await client.list_agents()
+    assert [(a.id, a.mode, a.version) for a in listed] == [("writer", "read-only", 1)]
+    assert (await client.get_agent("writer")).grants == ["calculate"]
+    wanted = AgentConfig.model_validate({"mode": "read-only", "budgets": {"max_steps": 3}})
+    created = await client.create_agent("writer", wanted)
+    assert isinstance(created, AgentView)
+    sent = json.loads(brain.sent("POST", "/v1/agents").content)
+    assert sent == {"id": "writer", "mode": "read-only", "budgets": {"max_steps": 3}}
+    replaced = await client.replace_agent("writer", agent_view(), version=1)
+    assert replaced.version == 2
+    put = brain.sent("PUT", "/v1/agents/writer")
+    assert put.headers["If-Match"] == '"1"'
+    assert not {"id", "version", "source", "changed_by", "changed_at"} & set(
+        json.loads(put.content)
+    )
+    await client.delete_agent("writer")
+    with pytest.raises(NotFoundError):
+        await client.get_agent("nobody")

@@ -280,15 +280,16 @@ APPS = {
 }
 
 
-def route_paths(routes: list[Any]) -> set[str]:
-    """Every route's path, through included routers."""
+def route_paths(routes: list[Any], prefix: str = "") -> set[str]:
+    """Every route's path, through included routers (a router included into another takes
+    the prefix it was included under: FastAPI keeps it on the include, not the routes)."""
     found: set[str] = set()
     for route in routes:
         inner = getattr(route, "original_router", None)
         if inner is not None:
-            found |= route_paths(list(inner.routes))
+            found |= route_paths(list(inner.routes), prefix + route.include_context.prefix)
         elif isinstance(getattr(route, "path", None), str):
-            found.add(route.path)
+            found.add(prefix + route.path)
     return found
 
 

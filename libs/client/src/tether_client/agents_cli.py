@@ -14,13 +14,15 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from pydantic import ValidationError
 
-from tether_client.client import TetherClient, raise_for_error
+from tether_client.client import TetherClient
 from tether_client.console import Format, OutputOption, emit, rows_table, say
 from tether_client.session import blocking, connect
 from tether_common.errors import MessageError, NotFoundError
+from tether_common.messages.agents import AgentConfig, AgentView
 
-__all__ = ["AgentsApi", "app", "read_document"]
+__all__ = ["app", "apply", "read_document"]
 
 app = typer.Typer(help="Agents as resources: list, show, apply, delete.", no_args_is_help=True)
 AgentId = Annotated[str, typer.Argument(help="The agent's id.", show_default=False)]
@@ -40,56 +42,40 @@ def read_document(path: str) -> dict[str, Any]:
     return found
 
 
-def row(agent: dict[str, Any]) -> tuple[Any, ...]:
+def row(agent: AgentView) -> tuple[Any, ...]:
     return (
-        agent["id"],
-        f"v{agent['version']}",
-        agent.get("tenant", ""),
-        agent.get("owner") or "-",
-        agent.get("mode", ""),
-        len(agent.get("grants", [])),
+        agent.id,
+        f"v{agent.version}",
+        agent.tenant,
+        agent.owner or "-",
+        agent.mode,
+        len(agent.grants),
     )
 
 
 COLUMNS = ["AGENT", "VERSION", "TENANT", "OWNER", "MODE", "GRANTS"]
 
 
-class AgentsApi:
-    """The `/v1/agents` routes over the client's connection."""
-
-    def __init__(self, client: TetherClient) -> None:
-        self.http = client._http
-
-    async def list(self) -> list[dict[str, Any]]:
-        response = await self.http.get("/v1/agents")
-        raise_for_error(response)
-        return list(response.json()["agents"])
-
-    async def get(self, agent_id: str) -> dict[str, Any]:
-        response = await self.http.get(f"/v1/agents/{agent_id}")
-        raise_for_error(response)
-        return dict(response.json())
-
-    async def apply(self, document: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """Create or replace; returns (`created`|`changed`, the agent as stored)."""
-        agent_id = document["id"]
-        body = {k: v for k, v in document.items() if k not in _META}
-        try:
-            current = await self.get(agent_id)
-        except NotFoundError:
-            response = await self.http.post("/v1/agents", json={"id": agent_id, **body})
-            raise_for_error(response)
-            return "created", dict(response.json())
-        version = document.get("version", current["version"])
-        response = await self.http.put(
-            f"/v1/agents/{agent_id}", json=body, headers={"If-Match": f'"{version}"'}
+def definition(document: dict[str, Any], path: str) -> AgentConfig:
+    """The file's agent without its id and view fields, checked before anything is sent."""
+    try:
+        return AgentConfig.model_validate({k: v for k, v in document.items() if k not in _META})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'agent'}: {e['msg']}" for e in exc.errors()[:5]
         )
-        raise_for_error(response)
-        return "changed", dict(response.json())
+        raise MessageError(f"{path}: {problems}", code="invalid_request") from None
 
-    async def delete(self, agent_id: str) -> None:
-        response = await self.http.delete(f"/v1/agents/{agent_id}")
-        raise_for_error(response)
+
+async def apply(client: TetherClient, document: dict[str, Any], path: str) -> tuple[str, AgentView]:
+    """Create or replace; returns (`created`|`changed`, the agent as stored)."""
+    agent_id, wanted = document["id"], definition(document, path)
+    try:
+        current = await client.get_agent(agent_id)
+    except NotFoundError:
+        return "created", await client.create_agent(agent_id, wanted)
+    version = document.get("version", current.version)
+    return "changed", await client.replace_agent(agent_id, wanted, version=version)
 
 
 @app.command("list")
@@ -100,7 +86,7 @@ async def agents_list(output: OutputOption = Format.table) -> int:
     Example: tether agents list -o json
     """
     async with connect() as client:
-        found = await AgentsApi(client).list()
+        found = await client.list_agents()
     emit(found, output, rows_table(COLUMNS, map(row, found)) if found else "no agents")
     return 0
 
@@ -113,7 +99,7 @@ async def agents_show(agent_id: AgentId, output: OutputOption = Format.yaml) -> 
     Example: tether agents show writer > writer.yaml
     """
     async with connect() as client:
-        emit(await AgentsApi(client).get(agent_id), output)
+        emit(await client.get_agent(agent_id), output)
     return 0
 
 
@@ -129,7 +115,7 @@ async def agents_apply(
     """
     document = read_document(file)
     async with connect() as client:
-        outcome, stored = await AgentsApi(client).apply(document)
+        outcome, stored = await apply(client, document, file)
     say(f"{outcome}: " + "  ".join(str(v) for v in row(stored)))
     return 0
 
@@ -142,6 +128,6 @@ async def agents_delete(agent_id: AgentId) -> int:
     Example: tether agents delete writer
     """
     async with connect() as client:
-        await AgentsApi(client).delete(agent_id)
+        await client.delete_agent(agent_id)
     say(f"deleted: {agent_id}")
     return 0

@@ -34,6 +34,7 @@ from tether_common.errors import (
     TetherError,
     from_wire,
 )
+from tether_common.messages.agents import AgentConfig, AgentList, AgentView
 from tether_common.messages.audit import AuditReport
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import TypedEvent, typed
@@ -131,6 +132,12 @@ def _parse(validate: Callable[[bytes], T], response: httpx.Response) -> T:
         )
         error.status = response.status_code
         raise error from None
+
+
+def _definition(agent: AgentConfig) -> dict[str, Any]:
+    """What the agent was given, without a view's own fields (id, version, changed_*)."""
+    own = set(AgentView.model_fields) - set(AgentConfig.model_fields)
+    return agent.model_dump(mode="json", exclude_unset=True, exclude=own)
 
 
 def _body(model: BaseModel) -> dict[str, Any]:
@@ -332,6 +339,39 @@ class TetherClient:
         async with aclosing(self.typed_events(accepted.run_id)) as stream:
             async for event in stream:
                 yield event
+
+    # -- agents
+
+    async def list_agents(self) -> list[AgentView]:
+        """The agents the caller may read."""
+        return (await self._call(AgentList, "GET", "/v1/agents")).agents
+
+    async def get_agent(self, agent_id: str) -> AgentView:
+        return await self._call(AgentView, "GET", f"/v1/agents/{agent_id}")
+
+    async def create_agent(self, agent_id: str, definition: AgentConfig) -> AgentView:
+        """A new agent; only the fields `definition` was given are sent (the rest are the
+        server's defaults)."""
+        body = {"id": agent_id, **_definition(definition)}
+        response = await self._http.post("/v1/agents", json=body)
+        raise_for_error(response)
+        return _parse(AgentView.model_validate_json, response)
+
+    async def replace_agent(
+        self, agent_id: str, definition: AgentConfig, *, version: int
+    ) -> AgentView:
+        """The agent's whole definition replaced, if it still stands at `version` (else
+        `ConflictError`)."""
+        response = await self._http.put(
+            f"/v1/agents/{agent_id}",
+            json=_definition(definition),
+            headers={"If-Match": f'"{version}"'},
+        )
+        raise_for_error(response)
+        return _parse(AgentView.model_validate_json, response)
+
+    async def delete_agent(self, agent_id: str) -> None:
+        await self._send("DELETE", f"/v1/agents/{agent_id}")
 
     # -- tools and policy
 

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tether_brain.agents.config import GLOBAL, AgentConfig
 from tether_brain.agents.store import StoredAgent, StoredDocument
 from tether_brain.gates.grants import NONE, parse_grant
+from tether_common.messages.agents import AgentList as AgentList
+from tether_common.messages.agents import AgentView as AgentView
 from tether_common.messages.base import ID_PATTERN, RequestModel
 
 
@@ -64,18 +66,6 @@ class AgentBody(AgentConfig, RequestModel):
 
 class NewAgent(AgentBody):
     id: str = Field(pattern=ID_PATTERN, max_length=200)
-
-
-class AgentView(AgentConfig):
-    id: str
-    version: int
-    source: str
-    changed_by: str
-    changed_at: datetime
-
-
-class AgentList(BaseModel):
-    agents: list[AgentView]
 
 
 class GuardrailsBody(RequestModel):

@@ -18,6 +18,8 @@ from typing import Any, Literal
 from tether_brain.gates.grants import Grant, GrantSet
 from tether_brain.gates.quorum import quorum_for
 from tether_common.errors import ErrorCode, SafetyError
+from tether_common.messages.agents import CATEGORIES as CATEGORIES
+from tether_common.messages.agents import Category as Category
 from tether_common.messages.approvals import QuorumRule
 from tether_common.messages.runs import PermissionMode
 from tether_common.messages.tools import ToolDescriptor
@@ -27,10 +29,8 @@ from tether_common.safety import classify, resolve
 Decision = Literal["allow", "ask", "deny"]
 Rule = Literal["confirm", "deny"]
 RULE_RANK: Mapping[str, int] = {"confirm": 1, "deny": 2}
-Category = Literal["read_files", "write_files", "shell", "network", "other"]
 REACH_RANK = {"self": 0, "user": 1, "instance": 2, "external": 3}
 RISKY_EFFECTS = frozenset({"process", "write", "network", "admin", "mcp", "unclassified"})
-CATEGORIES: tuple[Category, ...] = ("read_files", "write_files", "shell", "network", "other")
 ALL_CATEGORIES: frozenset[str] = frozenset(CATEGORIES)
 
 

@@ -15,11 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from tether_common.messages.agents import CATEGORY_KEY
 from tether_common.messages.approvals import QuorumRule
 
 __all__ = ["CATEGORY_KEY", "QuorumMatch", "quorum_for"]
-
-CATEGORY_KEY = "category:"
 
 
 @dataclass(frozen=True, slots=True)
