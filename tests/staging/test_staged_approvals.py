@@ -189,6 +189,32 @@ async def test_a_change_underneath_makes_the_approval_stale_and_a_new_card_appea
     assert outcomes == ["stale_effect", "consumed"]
 
 
+async def test_an_edit_gone_stale_is_told_to_the_model_not_asked_again(
+    stack: Supervisor, scripts_dir: Path, shared: Path
+) -> None:
+    """A staged edit whose file changed before the approval applies nothing; staged again,
+    the edit itself would now fail (its file changed since it was read), so the model is
+    told so at once and no second card asks for a call that cannot succeed."""
+    (shared / "todo.txt").write_text("- milk\n")
+    own(shared)
+    edit = {"path": "todo.txt", "old_text": "- milk", "new_text": "- oat milk"}
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [[call("file_read", path="todo.txt")], [call("file_edit", **edit)], say("noted")],
+    )
+    [card] = await cards(stack, run_id, 1)
+    (shared / "todo.txt").write_text("- milk\n- eggs\n")
+    own(shared)
+    await decide(stack, card["approval_id"])
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    assert (shared / "todo.txt").read_text() == "- milk\n- eggs\n"  # nothing applied
+    assert [e["kind"] for e in events].count("tool.approval_needed") == 1
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "file_edit"]
+    assert (result["ok"], result["error_code"]) == (False, "stale_revision"), result
+
+
 async def test_a_staged_command_shows_created_modified_deleted_and_applies_them(
     stack: Supervisor, scripts_dir: Path, shared: Path
 ) -> None:

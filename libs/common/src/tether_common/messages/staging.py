@@ -74,6 +74,10 @@ class StagedEffect(WireModel):
     stageable: bool
     reason: str = ""
     changes: ChangeSet | None = None
+    # The call as it stands would fail with this code (a file edit whose file changed
+    # since it was read, a path refused): there is nothing to approve, and the model is
+    # told at once instead of an operator being asked for a call that cannot succeed.
+    error_code: str | None = None
 
 
 __all__ = [

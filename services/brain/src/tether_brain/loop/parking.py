@@ -65,6 +65,10 @@ class Parking:
                 raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
             owner = self.actor.agents.config(state.options.agent).owner
             staged = await self.staged(state, item)
+            if staged is not None and staged.error_code is not None:
+                # Staging found the call would fail as it stands: nothing to approve.
+                record_result(state, item, refused(item.call, staged.error_code, staged.reason))
+                return Outcome.GO_ON
             view, pending = await self.approvals.request(
                 state, item.call, item.tool, item.verdict, owner, staged
             )

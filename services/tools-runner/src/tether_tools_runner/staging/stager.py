@@ -62,6 +62,13 @@ class Stager:
             with bound(call):
                 staged = await self._staged(call)
         except ToolFailure as failure:
+            if call.name in _FILE_TOOLS:  # the file tool itself would fail the same way
+                return StagedEffect(
+                    call_id=call.call_id,
+                    stageable=False,
+                    reason=failure.message,
+                    error_code=failure.code,
+                )
             return _unstageable(call, f"staging failed: {failure.code}: {failure.message}")
         if isinstance(staged, str):
             return _unstageable(call, staged)
@@ -141,6 +148,9 @@ class Stager:
             content=_applied_text(found),
             applied=found.changes.digest,
         )
+
+
+_FILE_TOOLS = frozenset({"file_write", "file_edit"})
 
 
 def _single(tool: str, path: str, old: Node | None, new: Node) -> Staged:
