@@ -140,6 +140,18 @@ def test_profiles_are_shown_set_and_listed_through_the_brain(
     assert unknown.json()["error"]["code"] == "not_found"
 
 
+@pytest.mark.parametrize("notes", ["a\x00b", "\ud800"])
+def test_a_profile_that_cannot_be_stored_is_a_422(brain: httpx.Client, notes: str) -> None:
+    """Text no file or column can hold (a NUL, a lone surrogate) is refused at the edge,
+    not a 500 from deeper down (schemathesis found the NUL)."""
+    body = json.dumps({"provider": "local", "model": "m", "notes": notes}, ensure_ascii=True)
+    refused = brain.put(
+        "/v1/model-profiles", content=body, headers={"content-type": "application/json"}
+    )
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "invalid_request"
+
+
 def test_setting_a_profile_needs_an_admin(brain: httpx.Client) -> None:
     anonymous = httpx.put(
         f"{brain.base_url}/v1/model-profiles",

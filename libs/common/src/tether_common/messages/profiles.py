@@ -65,8 +65,9 @@ class ModelPrice(BaseModel):
     output_per_million: float = Field(ge=0, le=1_000_000)
 
 
-class ModelProfile(WireModel):
-    """One model's profile; also the shape of a profile YAML file (unknown keys refused)."""
+class ModelProfile(WireRequest):
+    """One model's profile; also the shape of a profile YAML file (unknown keys refused).
+    A request too (`PUT /v1/model-profiles`): its text must be storable (no NUL)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
