@@ -266,6 +266,7 @@ class Tally:
     interrupted: int = 0
     orphans: int = 0
     takeover_ms: list[float] = field(default_factory=list)
+    adopted_ms: list[float] = field(default_factory=list)  # kill -> another replica claims it
     failed_starts: int = 0
 
     @property
@@ -337,7 +338,15 @@ def count_effects(tally: Tally, ledger: Path, events: list[tuple[str, Any]]) -> 
 
 
 async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
-    """For each run a kill orphaned: the time to its next commit, by another replica."""
+    """For each run a kill orphaned: the time to its next commit, by another replica; and,
+    from the replicas' logs, the time until one claimed it (the rest is the run's resumed
+    step: the call re-sent under its key, the model turn)."""
+    claims = adoption_times(stack.base / "logs")
+    for kill in kills:
+        for run_id in kill.orphans:
+            later = [t for t in claims.get(run_id, []) if t > kill.at]
+            if later:
+                tally.adopted_ms.append((min(later) - kill.at).total_seconds() * 1000)
     for kill in kills:
         for run_id in kill.orphans:
             tally.orphans += 1
@@ -348,6 +357,20 @@ async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
             )
             if after is not None:
                 tally.takeover_ms.append((after - kill.at).total_seconds() * 1000)
+
+
+def adoption_times(logs: Path) -> dict[str, list[datetime]]:
+    """When each run was taken over, by any brain replica (its `taking over run` lines)."""
+    found: dict[str, list[datetime]] = {}
+    for log_file in logs.glob("brain*.log"):
+        for line in log_file.read_text(errors="replace").splitlines():
+            if "taking over run" not in line:
+                continue
+            with contextlib.suppress(ValueError, KeyError, IndexError):
+                entry = json.loads(line)
+                run_id = str(entry["msg"]).split()[3]
+                found.setdefault(run_id, []).append(datetime.fromisoformat(entry["ts"]))
+    return found
 
 
 def report(tally: Tally, results: Results) -> None:
@@ -374,6 +397,14 @@ def report(tally: Tally, results: Results) -> None:
             f"= {bound_s:.2f} s)"
         )
         results["chaos_takeover_p99_s"] = p99 / 1000
+    if tally.adopted_ms:
+        a50, a99 = summary(tally.adopted_ms)
+        print(
+            f"  of which claimed by another replica ({len(tally.adopted_ms)} seen in the logs): "
+            f"p50 {a50 / 1000:.2f} s  p99 {a99 / 1000:.2f} s  (lease + sweep = "
+            f"{LEASE_S + SWEEP_S:.2f} s)"
+        )
+        results["chaos_adopted_p99_s"] = a99 / 1000
     results |= {
         "chaos_runs": float(tally.tried),
         "chaos_lost": float(tally.lost),

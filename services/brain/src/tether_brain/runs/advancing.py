@@ -94,7 +94,7 @@ class Runner:
                 # it could not commit again anyway; start afresh from what is stored.
                 self.tasks.fence([run_id], bus_usable=True)
             state = await self.store.load(run_id)
-            log.info("taking over run %s at step %s", run_id, state.step)
+            log.warning("taking over run %s at step %s", run_id, state.step)  # its holder lapsed
             self.advance(state, leased_at=sent)
         return len(run_ids)
 
