@@ -103,3 +103,19 @@ async def test_a_command_that_changes_too_many_paths_is_not_stageable(runner: Ru
     staged = await runner.stage("shell", {"command": "seq 1 600 | xargs touch"})
     assert not staged.stageable
     assert "too_many_changes" in staged.reason
+
+
+async def test_a_command_whose_output_a_card_cannot_hold_is_not_stageable(
+    runner: Runner, workspace: Path
+) -> None:
+    """An apply answers the staged output, which the stored set holds only up to what a
+    card shows: a longer one is run the old way, so the model gets all of it."""
+    staged = await runner.stage("shell", {"command": "seq 1 5000 && touch counted.txt"})
+    assert not staged.stageable
+    assert "longer than a card shows" in staged.reason
+    assert not (workspace / "counted.txt").exists()
+    short = await runner.stage("shell", {"command": "seq 1 5 && touch counted.txt"})
+    assert short.stageable, short.reason
+    assert short.changes is not None
+    assert short.changes.output is not None
+    assert short.changes.output.startswith("exit code 0\n1\n2\n3\n4\n5")

@@ -26,7 +26,6 @@ from typing import Any
 
 from tether_common.safety import classify
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, SandboxUser, run_sandboxed
-from tether_tools_runner.sandbox.run import cap_output
 from tether_tools_runner.staging.changes import Staged, compare
 from tether_tools_runner.staging.ops import Tree, copy_into, scan
 from tether_tools_runner.tool import ToolFailure
@@ -85,8 +84,12 @@ class ShellStaging:
         if problem is not None:
             return problem
         text = f"exit code {outcome.exit_code}\n{outcome.output}".replace("\x00", "\ufffd")
-        shown = cap_output(text, MAX_SHOWN_OUTPUT)  # no NUL: the card is stored as JSON
-        return compare("shell", before.nodes, after.nodes, output=shown)
+        if len(text) > MAX_SHOWN_OUTPUT:
+            # An apply answers the staged output, which the card (and so the stored set)
+            # holds only up to this size: the model would get it cut. Run it the old way,
+            # so its whole output reaches the model (offloaded if large).
+            return f"its output is longer than a card shows ({len(text)} characters)"
+        return compare("shell", before.nodes, after.nodes, output=text)
 
     def prepare(self) -> None:
         """The staging folder: made, the runner's own, 0711 (the sandbox user may pass
