@@ -156,10 +156,17 @@ async def execute_step(conn: AsyncConnection, write: StepWrite) -> int:
     assert driver is not None  # a pooled connection that is checked out
     try:
         found = await driver.fetchval(COMMIT_SQL, *write.args())
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+    except (
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.InternalClientError,
+        OSError,
+        TimeoutError,
+    ) as exc:
         # Reported as SQLAlchemy reports any database failure (callers handle one kind),
-        # and a connection that broke is not given back to the pool.
-        broken = driver.is_closed()
+        # and a connection that broke is not given back to the pool; nor is one whose
+        # protocol is out of step ("another operation is in progress" after a kill).
+        broken = driver.is_closed() or isinstance(exc, asyncpg.InternalClientError)
         if broken:
             await conn.invalidate(exc)
         raise DBAPIError(COMMIT_SQL, None, exc, connection_invalidated=broken) from exc
