@@ -126,8 +126,9 @@ class Follower:
 
     async def follow(self, run_id: str, who: Principal, wait_s: float) -> AsyncIterator[Progress]:
         """The activity of a run `who` has just started, then one `Ending` (at `run.end`,
-        or after `wait_s`). Not authorised again: every role that starts runs reads its
-        own, and the deltas are heard the sooner (they are not replayed)."""
+        or after `wait_s`). Listening starts first (deltas are not replayed), and nothing
+        is yielded until `who` is authorised to read the run, so no caller can follow a
+        run it may not read."""
         queue: asyncio.Queue[Live | Exception | None] = asyncio.Queue()
         # A reader of its own: the wait below can then time out without cancelling a read
         # of the stream halfway.
@@ -135,6 +136,7 @@ class Follower:
         clock = asyncio.get_running_loop().time
         deadline = clock() + wait_s
         try:
+            await self.manager.follow(run_id, who)  # what it heard meanwhile waits queued
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), max(deadline - clock(), 0.0))
