@@ -265,6 +265,7 @@ class Tally:
     in_doubt_cards: int = 0
     interrupted: int = 0
     orphans: int = 0
+    orphaned_again: int = 0  # its new holder was killed before committing a step
     takeover_ms: list[float] = field(default_factory=list)
     adopted_ms: list[float] = field(default_factory=list)  # kill -> another replica claims it
     failed_starts: int = 0
@@ -347,7 +348,7 @@ async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
             later = [t for t in claims.get(run_id, []) if t > kill.at]
             if later:
                 tally.adopted_ms.append((min(later) - kill.at).total_seconds() * 1000)
-    for kill in kills:
+    for n, kill in enumerate(kills):
         for run_id in kill.orphans:
             tally.orphans += 1
             after = await stack.db.fetchval(
@@ -355,8 +356,14 @@ async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
                 run_id,
                 kill.at,
             )
-            if after is not None:
-                tally.takeover_ms.append((after - kill.at).total_seconds() * 1000)
+            if after is None:
+                continue
+            if any(run_id in later.orphans and later.at < after for later in kills[n + 1 :]):
+                # Its new holder was killed too before it committed: that kill measures the
+                # second takeover; counted here it would span two leases.
+                tally.orphaned_again += 1
+                continue
+            tally.takeover_ms.append((after - kill.at).total_seconds() * 1000)
 
 
 def adoption_times(logs: Path) -> dict[str, list[datetime]]:
@@ -392,7 +399,8 @@ def report(tally: Tally, results: Results) -> None:
     if tally.takeover_ms:
         p50, p99 = summary(tally.takeover_ms)
         print(
-            f"takeover ({tally.orphans} orphaned runs, {len(tally.takeover_ms)} taken over): "
+            f"takeover ({tally.orphans} orphaned runs, {len(tally.takeover_ms)} taken over, "
+            f"{tally.orphaned_again} orphaned again before their next step): "
             f"p50 {p50 / 1000:.2f} s  p99 {p99 / 1000:.2f} s  (target p99 ≤ lease + sweep + 1 s "
             f"= {bound_s:.2f} s)"
         )

@@ -55,6 +55,21 @@ class RunLeases:
             )
             return [r.run_id for r in rows]
 
+    async def next_lapse_s(self, owner: str) -> float | None:
+        """Seconds until the earliest lease of another replica's live run runs out (by the
+        database clock; negative if one already has), None if no other replica holds one:
+        the adoption sweep wakes then instead of a whole sweep period later."""
+        async with self.engine.connect() as conn:
+            left = await conn.scalar(
+                text(
+                    "SELECT EXTRACT(EPOCH FROM min(lease_expires_at) - now()) FROM runs "
+                    "WHERE status = ANY(:live) AND lease_owner IS DISTINCT FROM :owner "
+                    "AND lease_expires_at IS NOT NULL"
+                ),
+                {"owner": owner, "live": LIVE},
+            )
+        return None if left is None else float(left)
+
     async def _claim(self, run_id: str, owner: str, lease_s: float, condition: str) -> bool:
         """Take a parked run for this replica (status running, a new lease, the fence moved
         on) if `condition` still holds; exactly one replica wins."""

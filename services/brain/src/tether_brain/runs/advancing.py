@@ -5,6 +5,7 @@ run first, so exactly one replica advances it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from sqlalchemy.exc import DBAPIError
@@ -88,12 +89,20 @@ class Runner:
         """Take over runs whose lease lapsed (their replica died or was fenced)."""
         sent = self.tasks.leases.clock()
         run_ids = await self.store.leases.claim_orphans(self.tasks.owner, self.lease_s, limit=limit)
-        for run_id in run_ids:
-            if self.tasks.holds(run_id):
-                # Our own task outlived its lease (a stall): the claim moved the fence, so
-                # it could not commit again anyway; start afresh from what is stored.
-                self.tasks.fence([run_id], bus_usable=True)
-            state = await self.store.load(run_id)
+        if stalled := [run_id for run_id in run_ids if self.tasks.holds(run_id)]:
+            # Our own task outlived its lease (a stall): the claim moved the fence, so it
+            # could not commit again anyway; start afresh from what is stored.
+            self.tasks.fence(stalled, bus_usable=True)
+        # Loaded side by side: a replica that died holding many runs is taken over in one
+        # round of loads, not one after another (the last one's lease would be ticking).
+        loaded = await asyncio.gather(
+            *(self.store.load(run_id) for run_id in run_ids), return_exceptions=True
+        )
+        for run_id, state in zip(run_ids, loaded, strict=True):
+            if isinstance(state, BaseException):
+                # Its lease lapses again and a later sweep (here or elsewhere) retries it.
+                log.warning("run %s: claimed but not loaded: %s", run_id, state)
+                continue
             log.warning("taking over run %s at step %s", run_id, state.step)  # its holder lapsed
             self.advance(state, leased_at=sent)
         return len(run_ids)

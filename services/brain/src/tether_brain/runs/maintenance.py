@@ -24,6 +24,11 @@ from tether_common.bus import Bus
 
 log = logging.getLogger(__name__)
 
+# Woken this long after a lease's end (so the database agrees it has ended), and never
+# sooner again than this after a sweep that found a lease already out (a claim that lost
+# to another replica's would otherwise spin).
+LAPSE_GRACE_S = 0.02
+
 
 class Maintenance:
     def __init__(
@@ -54,7 +59,7 @@ class Maintenance:
             group.create_task(every(quarter, self._probe_bus, FailureLog(log, "NATS probe")))
             group.create_task(every(quarter, self._renew, FailureLog(log, "lease renewal")))
             group.create_task(self._fencing())
-            group.create_task(every(self.lease_s / 3, self._adopt, FailureLog(log, "run adoption")))
+            group.create_task(self._adoption())
 
     def bus_usable(self) -> bool:
         """NATS answered a round trip within `bus_loss_s`: runs held here can still move."""
@@ -85,9 +90,30 @@ class Maintenance:
                 self.tasks.fence(lapsed, bus_usable=self.bus_usable())
             await asyncio.sleep(tick)
 
-    async def _adopt(self) -> None:
+    async def _adoption(self) -> None:
+        """Sweep for orphaned runs every third of a lease, and also just after the
+        earliest lease held elsewhere runs out: a replica that died is noticed when its
+        leases lapse, not up to a sweep period later (the takeover bound is lease + sweep
+        + 1 s; this takes the sweep out of it when the survivor's database answers)."""
+        period = self.lease_s / 3
+        failures = FailureLog(log, "run adoption")
+        while True:
+            wait = period
+            try:
+                left = await self._adopt()
+            except Exception as exc:
+                failures.failed(exc)
+            else:
+                failures.recovered()
+                if left is not None:
+                    wait = min(period, max(left + LAPSE_GRACE_S, LAPSE_GRACE_S))
+            await asyncio.sleep(wait)
+
+    async def _adopt(self) -> float | None:
+        """One sweep; the seconds until the next lease held elsewhere lapses, if any."""
         if not self.bus_usable():
-            return
+            return None
         await self.runner.adopt_orphans()
         for parent_id in await self.store.queries.parents_ready():
             await self.runner.resume_parent(parent_id)
+        return await self.store.leases.next_lapse_s(self.tasks.owner)
