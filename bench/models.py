@@ -7,8 +7,9 @@ an uncached prompt prefix.
 The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
 `../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
 the product or of `make test`. `TETHER_EVAL_TASKS` (comma list of task names or kinds)
-runs a subset, `TETHER_EVAL_BUDGET_S` bounds the time. Every figure is printed; nothing
-is asserted.
+runs a subset, `TETHER_EVAL_BUDGET_S` bounds the time, `TETHER_EVAL_PLAIN=0` leaves the
+plain loop out (a quick look at Tether alone: no comparison is printed). Every figure is
+printed; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -195,9 +196,15 @@ async def measure_models(results: dict[str, float]) -> None:
         ):
             print(f"model {model.name}; {len(tasks)} tasks, both loops side by side", flush=True)
             until = time.monotonic() + budget_s()
-            ours, theirs = await asyncio.gather(
-                _tether_lane(s, tasks, until), _plain_lane(p, their_server.base_url, tasks, until)
+            plain = (
+                _plain_lane(p, their_server.base_url, tasks, until)
+                if os.environ.get("TETHER_EVAL_PLAIN", "1") != "0"
+                else _no_lane()
             )
+            ours, theirs = await asyncio.gather(_tether_lane(s, tasks, until), plain)
+            if not theirs:
+                report("Tether (the plain loop switched off: TETHER_EVAL_PLAIN=0)", ours)
+                return
         both = min(len(ours), len(theirs))
         if both < len(tasks):
             print(f"\ntime budget: {both} of {len(tasks)} tasks finished by both loops")
@@ -212,6 +219,10 @@ async def measure_models(results: dict[str, float]) -> None:
         )
         results["models_prefill_uncached_s"] = uncached
         results["models_prefill_cached_s"] = cached
+
+
+async def _no_lane() -> list[Outcome]:
+    return []
 
 
 async def _tether_lane(s: Stack, tasks: list[Task], until: float) -> list[Outcome]:

@@ -15,7 +15,7 @@ from tether_brain.context.cards import compact_card
 from tether_brain.context.fitting import estimate
 from tether_brain.context.offering import DEFAULT_KEYWORDS, compact_offer
 from tether_brain.context.prompting import build_request
-from tether_brain.context.prompts import AFTER_RESULTS, COMPACT_SYSTEM
+from tether_brain.context.prompts import COMPACT_SYSTEM, after_results
 from tether_brain.skills import FolderSkillStore, load_skill_descriptor
 from tether_brain.state.run import Limits, RunState
 from tether_brain.tools.helpers import DESCRIPTOR as RUN_AGENT
@@ -197,7 +197,9 @@ def test_the_compact_prompt_prefix_is_the_same_all_day_and_ends_with_the_history
     assert one.messages[0].content.endswith("Today is 2026-01-01 (Thursday).")
     assert one.messages[-1] == ChatMessage(role="user", content="What time is it in Tokyo?")
     assert two.messages[-2].content.endswith("Tuesday 18:00")
-    assert two.messages[-1] == ChatMessage(role="system", content=AFTER_RESULTS)
+    assert two.messages[-1] == ChatMessage(
+        role="system", content=after_results("What time is it in Tokyo?")
+    )
 
 
 def test_the_last_and_finishing_notes_close_the_request() -> None:

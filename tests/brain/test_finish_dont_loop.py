@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tether_brain.context.prompts import AFTER_RESULTS, COMPACT_SYSTEM
+from tether_brain.context.prompts import COMPACT_SYSTEM, after_results
 from tether_client import TetherClient
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.supervisor import Supervisor
@@ -196,7 +196,7 @@ async def test_the_compact_tier_offers_cards_and_keeps_its_prefix(
     assert "Today is" in system.rsplit("\n\n", 1)[-1]
     assert first[-1] == {"role": "user", "content": "What time is it in Tokyo?"}
     assert second[-2]["content"].startswith("Result of current_time")
-    assert second[-1] == {"role": "system", "content": AFTER_RESULTS}
+    assert second[-1] == {"role": "system", "content": after_results("What time is it in Tokyo?")}
     # The loop-breaking round: no tools taught, the answer asked for from the results.
     assert "current_time(" not in third[0]["content"]
     assert "Tools are switched off now" in third[-1]["content"]
@@ -257,7 +257,7 @@ async def test_a_small_models_first_step_must_call_and_then_may_answer(
     }
     assert result["role"] == "user"
     assert result["content"].startswith("Result of current_time")
-    assert note == {"role": "system", "content": AFTER_RESULTS}
+    assert note == {"role": "system", "content": after_results("What time is it in Tokyo?")}
 
 
 async def test_a_request_no_tool_fits_is_free_to_answer(

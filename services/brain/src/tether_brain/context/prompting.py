@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from tether_brain.context.prompts import (
-    AFTER_RESULTS,
     HELPER_DIRECTIVE,
     LAST_STEP,
+    after_results,
     answer_from_results,
     dated_note,
     system_prompt,
@@ -112,7 +112,7 @@ def closing_note(
     elif finishing:
         parts.append(answer_from_results(state.prompt))
     elif tier == "compact" and state.messages and state.messages[-1].role == "tool":
-        parts.append(AFTER_RESULTS)
+        parts.append(after_results(state.prompt))
     return " ".join(parts)
 
 

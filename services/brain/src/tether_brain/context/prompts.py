@@ -37,9 +37,11 @@ LAST_STEP = (
 
 # The compact tier's note after a step whose calls brought results: a small model shown
 # a result next to its own call tends to make the same call again rather than answer.
+# The question is repeated: shown a file's contents under its name, a small model
+# answered "What port is set in config.ini?" with "config.ini" (the first thing it saw).
 AFTER_RESULTS = (
-    "If the result above answers the question, answer from it now; call a tool only for "
-    "what it does not give."
+    "The question: {question} If the result above answers it, answer it now from the "
+    "result, in a short sentence; call a tool only for what the result does not give."
 )
 
 ANSWER_FROM_RESULTS = (
@@ -70,7 +72,15 @@ def dated_note(now: datetime, tier: PromptTier) -> str:
 
 def answer_from_results(question: str) -> str:
     """The note of a tools-off round: answer from what the tools returned."""
+    return ANSWER_FROM_RESULTS.format(question=quoted(question))
+
+
+def after_results(question: str) -> str:
+    """The compact tier's note after results: the question again, answered from them."""
+    return AFTER_RESULTS.format(question=quoted(question))
+
+
+def quoted(question: str) -> str:
+    """The user's question on one line, cut to QUESTION_CHARS."""
     shown = " ".join(question.split())
-    if len(shown) > QUESTION_CHARS:
-        shown = shown[:QUESTION_CHARS] + "…"
-    return ANSWER_FROM_RESULTS.format(question=shown)
+    return shown[:QUESTION_CHARS] + "…" if len(shown) > QUESTION_CHARS else shown
