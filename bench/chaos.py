@@ -70,7 +70,7 @@ def chaos_env(ledger: Path) -> dict[str, str]:
         "TETHER_BRAIN_ALLOWLIST": json.dumps([TOOL]),
         "TETHER_BRAIN_LEASE_S": str(LEASE_S),
         "TETHER_BRAIN_APPROVAL_EXPIRY_S": str(CARD_EXPIRY_S),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
     }
 
 

@@ -93,7 +93,7 @@ def stack_env(nats_url: str, database_url: str, prefix: str, scripts: Path) -> d
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_LOG_LEVEL": "INFO",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
     }
 
 

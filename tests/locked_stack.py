@@ -36,7 +36,7 @@ async def locked_stack(
         "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_OPERATOR_TOKEN": f"locked-operator-{uuid.uuid4().hex[:8]}",
         "TETHER_RUNNER_WORKSPACE": str(base / "workspace"),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         **(extra_env or {}),
     }
 

@@ -41,7 +41,7 @@ async def approvals_processes(
         "TETHER_DATABASE_URL": database_url,
         "TETHER_SUBJECT_PREFIX": f"a{uuid.uuid4().hex[:10]}",
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         "TETHER_APPROVALS_SWEEP_INTERVAL_S": "0.2",
         "TETHER_APPROVALS_PRESENCE_TTL_S": "3",
         "TETHER_APPROVALS_RULES": json.dumps(RULES),

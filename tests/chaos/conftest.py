@@ -114,7 +114,7 @@ async def chaos_stack(
         "TETHER_OPERATOR_TOKEN": os.environ["TETHER_TOKEN"],
         "TETHER_LOG_LEVEL": "INFO",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(chaos_scripts),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         "TETHER_BRAIN_MODEL_TIMEOUT_S": str(MODEL_TIMEOUT_S),
         "TETHER_BRAIN_TOOL_TIMEOUT_S": str(TOOL_TIMEOUT_S),
         "TETHER_BRAIN_LEASE_S": str(LEASE_S),

@@ -43,7 +43,7 @@ async def edge_stack(
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_LOG_LEVEL": "INFO",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         "TETHER_RUNNER_WORKSPACE": str(tmp_path_factory.mktemp("edge-ws")),
         "TETHER_RUNNER_MIN_SANDBOX": '{"shell": "rlimits"}',
     }

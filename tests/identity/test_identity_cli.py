@@ -38,7 +38,7 @@ async def services(
         "TETHER_DATABASE_URL": database_url,
         "TETHER_SUBJECT_PREFIX": f"i{uuid.uuid4().hex[:10]}",
         "TETHER_OPERATOR_TOKEN": BOOTSTRAP,
-        "TETHER_DB_POOL_SIZE": "3",
+        "TETHER_DB_POOL_SIZE": "6",
     }
     specs = tuple(s for s in SERVICES if s.name in ("brain", "approvals"))
     supervisor = Supervisor(env, specs=specs, restart=False, log_dir=logs)

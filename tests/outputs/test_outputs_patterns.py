@@ -62,7 +62,7 @@ async def grep_store(
         "TETHER_SUBJECT_PREFIX": f"g{uuid.uuid4().hex[:10]}",
         "TETHER_OPERATOR_TOKEN": "grep-token",
         "TETHER_LOG_LEVEL": "WARNING",
-        "TETHER_DB_POOL_SIZE": "3",
+        "TETHER_DB_POOL_SIZE": "6",
         "TETHER_OUTPUTS_GREP_BUDGET_S": "4",
     }
     spec = next(s for s in SERVICES if s.name == "output-store")

@@ -43,7 +43,7 @@ async def store_process(
         "TETHER_SUBJECT_PREFIX": f"p{uuid.uuid4().hex[:10]}",
         "TETHER_OPERATOR_TOKEN": TOKEN,
         "TETHER_LOG_LEVEL": "WARNING",
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
     }
     spec = next(s for s in SERVICES if s.name == "output-store")
     logs: Path = tmp_path_factory.mktemp("output-logs")

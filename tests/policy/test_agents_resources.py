@@ -63,7 +63,7 @@ def brain_env(nats_url: str, database_url: str, prefix: str, scripts: Path) -> d
         "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-        "TETHER_DB_POOL_SIZE": "3",
+        "TETHER_DB_POOL_SIZE": "6",
         "TETHER_BRAIN_AGENTS": json.dumps(SEEDS),
         # Only the broadcast can carry a change to the other replica within the test.
         "TETHER_BRAIN_GRANTS_REFRESH_S": "3600",

@@ -46,7 +46,7 @@ async def stack(
         "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         "TETHER_BRAIN_AGENTS": json.dumps(AGENTS),
         "TETHER_BRAIN_GUARDRAILS": json.dumps(GUARDRAILS),
     }

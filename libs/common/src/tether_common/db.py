@@ -26,11 +26,13 @@ class Base(DeclarativeBase):
     """Services declare their own `Base` subclasses; this one only fixes conventions."""
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def make_engine(url: str, *, pool_size: int = 10, overflow: int | None = None) -> AsyncEngine:
+    """An engine keeping up to `pool_size` connections open, and opening up to `overflow`
+    more (default: as many) in a burst, each closed again when it is given back."""
     return create_async_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if overflow is None else overflow,
         # No ping per checkout (a round trip on every step's commit): a connection found
         # dead raises a disconnect error, SQLAlchemy then renews the whole pool.
         pool_pre_ping=False,

@@ -40,6 +40,13 @@ log = logging.getLogger(__name__)
 SHUTDOWN_WAIT_S = 10.0
 
 
+def engine_of(settings: CommonSettings) -> AsyncEngine:
+    """The service's PostgreSQL engine, pooled as its settings say."""
+    return make_engine(
+        settings.database_url, pool_size=settings.db_pool_size, overflow=settings.db_pool_overflow
+    )
+
+
 class Service:
     """The shared runtime of one service process; `bus` and `engine` exist once started."""
 
@@ -62,9 +69,7 @@ class Service:
         # Sweepers, collectors, senders: started by the service's `on_start`, stopped here.
         self.background = Background(logging.getLogger(f"tether.{name}"))
         # The engine connects lazily, so domain objects can hold it from construction on.
-        self._engine: AsyncEngine | None = (
-            make_engine(settings.database_url, pool_size=settings.db_pool_size) if uses_db else None
-        )
+        self._engine: AsyncEngine | None = engine_of(settings) if uses_db else None
 
     @property
     def engine(self) -> AsyncEngine:
@@ -76,9 +81,7 @@ class Service:
         await self._connect_bus(attempts)
         await self.bus.ensure_streams()
         if self.uses_db:
-            self._engine = make_engine(
-                self.settings.database_url, pool_size=self.settings.db_pool_size
-            )
+            self._engine = engine_of(self.settings)
             # Identity first: a service's own migrations may copy rows into its tables.
             await identity.migrate(self._engine)
             if self.migrations is not None:

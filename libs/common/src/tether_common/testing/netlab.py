@@ -448,7 +448,7 @@ def lab_env(
         # The brain refuses to start without the key approval decisions are signed with.
         "TETHER_DECISION_KEY": os.environ.get("TETHER_DECISION_KEY") or new_key(),
         "TETHER_LOG_LEVEL": "INFO",
-        "TETHER_DB_POOL_SIZE": "5",
+        "TETHER_DB_POOL_SIZE": "10",
         "TETHER_GATEWAY_SCRIPTS_DIR": str(base / "scripts"),
         "TETHER_RUNNER_WORKSPACE": str(base / "workspace"),
         "TETHER_RUNNER_MCP_SERVERS": json.dumps([server]),
