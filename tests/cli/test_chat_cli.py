@@ -2,10 +2,13 @@
 turns of one thread, the first parking a call that is approved inline; the answer shown
 once, as it was written; then the same thread resumed with a question on a pipe, whose
 answer alone goes to standard output; then resumed on the terminal again, a turn's live
-text shown while the model still writes, and Ctrl-C during it stopping the run."""
+text shown while the model still writes, and Ctrl-C during it stopping the run. A chat
+follows a turn only after posting it, so the model may already have written: a reader
+that joins late is given the text so far (CI once saw the chat sit silent there)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -20,6 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tether_client.client import TetherClient
+from tether_common.bus import Bus
+from tether_common.messages.deltas import RunDelta
+from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call
 
@@ -34,6 +41,8 @@ FIRST_ANSWER = "It is 18:00 in Tokyo."
 SECOND_ANSWER = "Yes, still 18:00."
 PIPED_ANSWER = "Third time: 18:00."
 BEGUN = "Let me think"  # a turn that then waits: only live text can show this
+LATE_SCRIPT = "latescript"  # one turn: a few words at once, then a long wait
+LATE_TEXT = "Written before anyone listened."
 WAIT_S = 120.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -57,6 +66,8 @@ def stack_extra_env(scripts_dir: Path) -> dict[str, str]:
     turns += [slowly(SECOND_ANSWER), slowly(PIPED_ANSWER)]
     turns += [[{"kind": "chunk", "text": BEGUN}, {"pause_s": 600}, *slowly("never said")]]
     (scripts_dir / f"{SCRIPT}.json").write_text(json.dumps({"turns": turns}))
+    late = [{"kind": "chunk", "text": LATE_TEXT}, {"pause_s": 600}, *slowly("never said")]
+    (scripts_dir / f"{LATE_SCRIPT}.json").write_text(json.dumps({"turns": [late]}))
     return {
         "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
         "TETHER_BRAIN_PROVIDER": "scripted",
@@ -183,3 +194,40 @@ def test_two_turns_with_an_inline_approval_then_a_piped_question(
     again.type("/exit")
     assert again.proc.wait(timeout=WAIT_S) == 1, again.text  # a turn did not complete
     assert "never said" not in again.text
+
+
+async def test_a_reader_that_joins_after_the_text_was_written_is_given_it(
+    stack: Supervisor, nats_url: str
+) -> None:
+    """The race `tether chat` runs every turn (post, then follow), lost on purpose: the
+    reader connects only once the model's text is out and the model is waiting."""
+    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
+    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
+    client = TetherClient(stack.child("brain").url, token=OPERATOR_TOKEN)
+    run_id = ""
+    try:
+        heard = await bus.subscribe_raw(subjects.run_deltas_all)  # before the run exists
+        run_id = (await client.start_run("write, then wait", model=LATE_SCRIPT)).run_id
+        while True:  # the text is out: nobody followed the run yet
+            msg = await heard.next_msg(timeout=WAIT_S)
+            if msg.subject == subjects.run_deltas(run_id):
+                assert RunDelta.model_validate_json(msg.data).text == LATE_TEXT
+                break
+        try:
+            shown = await asyncio.wait_for(first_text(client, run_id), WAIT_S)
+        except TimeoutError:
+            raise AssertionError(f"a late reader was given no live text in {WAIT_S:.0f}s") from None
+        assert shown == LATE_TEXT  # whole, in one piece: the answer to its ask
+    finally:
+        if run_id:
+            await client.stop_run(run_id)
+        await client.close()
+        await bus.close()
+
+
+async def first_text(client: TetherClient, run_id: str) -> str:
+    """The first live text a new reader of the run is given."""
+    async for item in client.live(run_id):
+        if isinstance(item, RunDelta):
+            return item.text
+    raise AssertionError(f"{run_id} ended before any live text reached a reader")

@@ -135,19 +135,24 @@ class Chat:
                 pass
             if (await self.client.get_run(view.run_id)).status in TERMINAL_STATUSES:
                 continue  # its end comes from the journal on the next read
+            if dropped_at is None:  # said once, so a wait never looks like a hang
+                self.close_line(view)
+                err(f"the event stream of {short(view.run_id)} dropped; reconnecting", "dim")
             dropped_at = dropped_at or time.monotonic()
             if time.monotonic() - dropped_at > RECONNECT_FOR_S:
                 raise httpx.ConnectError(f"the event stream of {view.run_id} stayed down")
             await asyncio.sleep(1.0)
 
     def write(self, view: TurnView, delta: RunDelta) -> None:
-        """Live text, as it comes (a sub-agent's is not the answer: not shown)."""
-        if delta.depth:
+        """Live text, as it comes (a sub-agent's is not the answer: not shown); what the
+        terminal already has of the step is not written again (a stream resumed after
+        Ctrl-C or a drop starts with the step's text so far)."""
+        if delta.depth or not (text := unseen(view.streamed.get(delta.step, ""), delta)):
             return
-        view.streamed[delta.step] = view.streamed.get(delta.step, "") + delta.text
-        stdout().print(Text(safe(delta.text)), end="")
+        view.streamed[delta.step] = view.streamed.get(delta.step, "") + text
+        stdout().print(Text(safe(text)), end="")
         sys.stdout.flush()
-        view.open_line = not delta.text.endswith("\n")
+        view.open_line = not text.endswith("\n")
 
     def show(self, view: TurnView, event: RunEvent) -> bool:
         """One durable event; True when the stream should stop here (an end, an ask)."""
@@ -203,6 +208,14 @@ class Chat:
             return input(question).strip().lower() in ("y", "yes")
         except EOFError:
             return False
+
+
+def unseen(shown: str, delta: RunDelta) -> str:
+    """The part of `delta`'s text past what is `shown` of its step (by its `offset`; a
+    delta that does not say is all new)."""
+    if delta.offset is None:
+        return delta.text
+    return delta.text[max(len(shown) - delta.offset, 0) :]
 
 
 def chat_command(

@@ -160,6 +160,12 @@ class Subjects:
     def run_deltas_all(self) -> str:
         return self._s("deltas", ">")
 
+    @property
+    def run_deltas_ask(self) -> str:
+        """Broadcast (`messages.deltas.DeltaAsk`): a reader joined a run's live text late;
+        under `deltas.>`, so the brain's delta permission covers it (no run id is `ask`)."""
+        return self._s("deltas", "ask")
+
     # gateway: streamed model generation, one subject per provider
     def generate(self, provider: str) -> Route[gateway.GenerateRequest, gateway.ModelEventMessage]:
         return Route(

@@ -41,7 +41,7 @@ from tether_brain.tools.toolbox import Toolbox
 from tether_common.decisions import required_key
 from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
-from tether_common.messages.deltas import RunDelta
+from tether_common.messages.deltas import DeltaAsk, RunDelta
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
     ChildEnded,
@@ -100,10 +100,11 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     async def launch(child: RunState) -> None:  # a helper run the loop starts
         await runner.launch_child(child)
 
+    model = ModelClient(bus, timeout_s=settings.model_timeout_s)
     loop = Loop(
         bus,
         store,
-        ModelClient(bus, timeout_s=settings.model_timeout_s),
+        model,
         actor,
         approvals,
         skills,
@@ -187,6 +188,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await serve_threads(bus, threads, identity)
         await bus.listen(subjects.run_stopping, StopRun, manager.on_stop_broadcast)
         await bus.listen(subjects.run_child_ended, ChildEnded, manager.on_child_ended)
+        await bus.listen(subjects.run_deltas_ask, DeltaAsk, model.on_ask)
         await bus.consume(
             subjects.approval_decided,
             durable="brain_decisions",

@@ -5,8 +5,12 @@ core NATS (`Subjects.run_deltas`: never journaled, never on JetStream).
 Live text, for a reader in the brain: `generate(request, live=model.live_target(state))`
 publishes the turn's text (what `collect` keeps: nothing after a call) coalesced by
 `LiveText`, the rest when the stream ends; `runs/streaming.py` merges deltas with the
-durable events for readers. A turn asked again after a lost gateway writes its text
-again: a reader may see the first attempt's text twice, the durable `step` event never.
+durable events for readers. Each delta says where its text starts in the step's text
+(`offset`), and a reader that joins mid-turn asks (`DeltaAsk`) for the text so far:
+`on_ask` answers from the turn this replica is writing, so text written before anyone
+listened (a chat's turn starts before its poster can subscribe) still reaches them. A
+turn asked again after a lost gateway writes its text again from offset 0: a reader
+that merges by offset keeps the first attempt's start, the durable `step` event never.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from tether_brain.state.run import RunState
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
-from tether_common.messages.deltas import RunDelta
+from tether_common.messages.deltas import DeltaAsk, RunDelta
 from tether_common.messages.gateway import (
     CallRecord,
     ChunkEvent,
@@ -72,6 +76,8 @@ class LiveText:
     def __init__(self, bus: Bus, target: LiveTarget) -> None:
         self.bus = bus
         self.target = target
+        self.written: list[str] = []  # the turn's text so far, published or not
+        self.sent = 0  # characters published: the next delta's offset
         self.pending: list[str] = []
         self.size = 0
         self.sent_at = float("-inf")
@@ -79,6 +85,7 @@ class LiveText:
         self.broken = False
 
     async def add(self, text: str) -> None:
+        self.written.append(text)
         self.pending.append(text)
         self.size += len(text)
         wait = self.sent_at + DELTA_INTERVAL_S - time.monotonic()
@@ -103,10 +110,21 @@ class LiveText:
     async def flush(self) -> None:
         if not self.pending or self.broken:
             return
-        target, text = self.target, "".join(self.pending)
+        text, offset = "".join(self.pending), self.sent
         self.pending.clear()
         self.size = 0
+        self.sent += len(text)
         self.sent_at = time.monotonic()
+        await self._publish(text, offset)
+
+    async def so_far(self) -> None:
+        """The whole text written so far, from offset 0, for a reader that joined late
+        (the others drop what they already have of it)."""
+        if self.written and not self.broken:
+            await self._publish("".join(self.written), 0)
+
+    async def _publish(self, text: str, offset: int) -> None:
+        target = self.target
         # Built by the brain from its own values: no validation, one serialisation.
         delta = RunDelta.model_construct(
             run_id=target.run_id,
@@ -115,6 +133,7 @@ class LiveText:
             text=text,
             tenant=target.tenant,
             depth=target.depth,
+            offset=offset,
         )
         try:
             await self.bus.publish_raw(target.subject, delta.model_dump_json().encode())
@@ -127,6 +146,13 @@ class ModelClient:
     def __init__(self, bus: Bus, *, timeout_s: float) -> None:
         self.bus = bus
         self.timeout_s = timeout_s
+        self.writing: dict[str, LiveText] = {}  # run id -> the turn it is writing here
+
+    async def on_ask(self, ask: DeltaAsk) -> None:
+        """A reader joined `ask.run_id`'s live text: the text so far, if this replica is
+        writing that run's turn (every replica hears the ask; the others stay quiet)."""
+        if (text := self.writing.get(ask.run_id)) is not None:
+            await text.so_far()
 
     def live_target(self, state: RunState) -> LiveTarget:
         """The run's delta subject, and its last durable event: the step's own events
@@ -157,6 +183,8 @@ class ModelClient:
         turn = ModelTurn()
         route = self.bus.subjects.generate(request.provider)
         text = LiveText(self.bus, live) if live is not None else None
+        if text is not None:
+            self.writing[text.target.run_id] = text
         try:
             async for message in self.bus.stream(
                 route, request, is_terminal=lambda m: m.terminal, timeout=self.timeout_s
@@ -174,6 +202,8 @@ class ModelClient:
             turn.error = ErrorEvent(code=exc.code, retryable=exc.retryable, message=exc.message)
         finally:
             if text is not None:
+                if self.writing.get(text.target.run_id) is text:
+                    del self.writing[text.target.run_id]
                 await text.close()
         return turn
 

@@ -9,8 +9,13 @@ as `RunDelta`s while it is written. Order: a delta comes after the durable event
 `seq_after` names and before the next one; one that arrives after the next durable
 event was yielded is stale (that event carries its text) and is dropped, and one ahead
 of a reader still catching up is held (at most `DELTA_BACKLOG`) until the reader gets
-there. Deltas are ephemeral: a reader that connects mid-turn sees the turn's text from
-then on (and all of it in the step's durable event); nothing replays them.
+there. Deltas are ephemeral, and nothing replays them; but a reader that connects
+mid-turn asks the replica writing the turn for its text so far (`DeltaAsk`, answered as
+one delta from offset 0), so text written before it listened still reaches it (a chat's
+turn starts writing before its poster can follow it). Each delta's `offset` lets the
+reader drop what it already has: nothing is yielded twice. One heard before the answer
+to the ask, past what the reader has, is yielded as it is (the gap before it is in the
+step's durable event).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from tether_brain.persistence.store import RunStore
 from tether_common.bus import Bus
 from tether_common.errors import MessageError
 from tether_common.messages.base import decode
-from tether_common.messages.deltas import RunDelta
+from tether_common.messages.deltas import DeltaAsk, RunDelta
 from tether_common.messages.outputs import MAX_INLINE_BYTES, GetOutput, OutputContent
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent
 from tether_common.metrics import bus_errors
@@ -104,6 +109,7 @@ class Streams:
         # same connection after this SUB, so no delta written meanwhile is missed.
         sub = await self.bus.subscribe_raw(self.bus.subjects.run_deltas(run_id))
         hearing = asyncio.create_task(_hear(sub, run_id, queue))
+        await self._ask(run_id)  # after the SUB on the same connection: its answer is heard
         replaying = asyncio.create_task(self._pump(run_id, after, idle_s, queue))
         try:
             async for item in _ordered(queue, after):
@@ -115,6 +121,15 @@ class Streams:
             await asyncio.gather(hearing, replaying, return_exceptions=True)
             with suppress(Exception):
                 await sub.unsubscribe()
+
+    async def _ask(self, run_id: str) -> None:
+        """Ask for the text written so far; best effort (the step's event carries it)."""
+        try:
+            await self.bus.publish_raw(
+                self.bus.subjects.run_deltas_ask, DeltaAsk(run_id=run_id).model_dump_json().encode()
+            )
+        except Exception as exc:
+            log.warning("run %s: could not ask for the live text so far: %s", run_id, exc)
 
     async def _pump(
         self, run_id: str, after: int, idle_s: float | None, queue: asyncio.Queue[Live | None]
@@ -147,15 +162,33 @@ async def _ordered(queue: asyncio.Queue[Live | None], after: int) -> AsyncIterat
     """Durable events as they come; each delta after the event its `seq_after` names."""
     last = after
     held: list[RunDelta] = []
+    have: dict[int, int] = {}  # characters of each step's text yielded
     while (item := await queue.get()) is not None:
         if isinstance(item, RunDelta):
             if item.seq_after == last:
-                yield item
+                if (fresh := _fresh(have, item)) is not None:
+                    yield fresh
             elif item.seq_after > last and len(held) < DELTA_BACKLOG:
                 held.append(item)
             continue
         yield item
         last = item.seq
         for delta in [d for d in held if d.seq_after == last]:
-            yield delta
+            if (fresh := _fresh(have, delta)) is not None:
+                yield fresh
         held = [d for d in held if d.seq_after > last]
+
+
+def _fresh(have: dict[int, int], delta: RunDelta) -> RunDelta | None:
+    """What of `delta` the reader has not had yet, by its place in the step's text (the
+    answer to an ask overlaps the live deltas); `have` is updated."""
+    if delta.offset is None:  # a writer that does not say: taken as it is
+        return delta
+    seen = have.get(delta.step, 0)
+    end = delta.offset + len(delta.text)
+    if end <= seen:
+        return None
+    have[delta.step] = end
+    if delta.offset >= seen:
+        return delta
+    return delta.model_copy(update={"text": delta.text[seen - delta.offset :], "offset": seen})
