@@ -86,6 +86,29 @@ def test_compact_offer_holds_only_what_the_request_plausibly_needs(
     assert names(offered) == expected
 
 
+@pytest.mark.parametrize(
+    ("prompt", "first"),
+    [
+        # What the request asks done leads, over the tools its nouns also fit.
+        ("Which file in the notes folder mentions the blue whale?", ["file_search"]),
+        ("Which file under src contains a TODO comment?", ["file_search"]),
+        ("List the files in the reports folder.", ["file_list"]),
+        ("Create a file named hello.txt containing exactly: Hello Tether", ["file_write"]),
+        ("Run the shell command `wc -l data.csv` and tell me the number of lines.", ["shell"]),
+        # An edit needs the file read in the run first, so the reader comes before it.
+        ("In todo.txt, replace the word milk with bread.", ["file_read", "file_edit"]),
+        # Otherwise the tool the request holds a value for.
+        ("What port is set in config.ini?", ["file_read"]),
+        ("If it is 09:00 in London, what time is it in Tokyo?", ["convert_time"]),
+    ],
+)
+def test_the_compact_offer_leads_with_what_the_request_asks_done(
+    prompt: str, first: list[str]
+) -> None:
+    offered, _ = compact_offer(SPECS, prompt, prompt, DEFAULT_KEYWORDS)
+    assert [s.name for s in offered][: len(first)] == first, [s.name for s in offered]
+
+
 def test_retrieve_output_is_offered_when_a_result_points_at_it() -> None:
     digest = 'Output stored (2 MiB). Page it with retrieve_output {"ref": "out_1"}.'
     offered, _ = compact_offer(SPECS, "Run the tests", digest, DEFAULT_KEYWORDS)

@@ -12,7 +12,7 @@ names."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -74,6 +74,22 @@ BUILTIN_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "web_fetch": re.compile(r"https?://"),
 }
+# Words that name what one tool does, not just what it works on: "Which file in the notes
+# folder mentions the whale?" fits the reader ("file") and the lister ("folder") too, but
+# asks for a search. A tool a request names this way is offered before the others (a small
+# model tends to take the first card: it listed the folder and answered the first name).
+BUILTIN_VERBS: dict[str, tuple[str, ...]] = {
+    "file_list": ("list", "ls"),
+    "file_search": ("search", "find", "grep", "contain", "contains", "mention", "mentions"),
+    "file_write": ("write", "create", "save", "append", "new file"),
+    "file_edit": ("edit", "change", "replace", "modify", "rename"),
+    "shell": ("run", "command", "shell", "execute", "terminal"),
+    "web_fetch": ("fetch", "download"),
+    "web_search": ("look up", "search the web", "online", "internet"),
+}
+# A tool that refuses to work before another has run (`file_edit` a file not read in the
+# run) is offered after that one.
+NEEDS_FIRST: dict[str, str] = {"file_edit": "file_read"}
 # Tools offered when earlier messages (not the request) point at them: a large result's
 # digest names `retrieve_output`.
 FOLLOW_UP_TOOLS = ("retrieve_output",)
@@ -161,12 +177,31 @@ def choose_compact(
         if (service_of(t.name) in wanted)
         or (service_of(t.name) is None and _needed(t.name, text, recent.lower()))
     ]
-    # A tool the request holds a value for (a clock time, a file name, a sum) leads: a
-    # small model tends to take the first card, and "time" in "when it is 09:00 in London,
-    # what time is it in Tokyo?" also fits the clock. The order depends on the request
-    # alone, so it is the same at every step (the prefix stays cached).
-    offered.sort(key=lambda t: not _holds_value_for(t.name, text))
+    offered.sort(key=offer_rank(text))
     return offered, [s for s in services if s not in wanted]
+
+
+def offer_rank(request: str) -> Callable[[Named], tuple[bool, bool, bool]]:
+    """The order of the compact offer (a small model tends to take the first card): a tool
+    the request names by what it does ("replace", "run", "mentions") leads, after what it
+    needs first (an edit needs the file read); then a tool the request holds a value for
+    (a clock time, a file name, a sum: "time" in "when it is 09:00 in London, what time is
+    it in Tokyo?" also fits the clock); then the rest in the catalogue's order (the sort
+    is stable). It depends on the request alone, so it is the same at every step and the
+    cached prefix holds."""
+    named = {
+        name for name, verbs in BUILTIN_VERBS.items() if any(_mentions(request, v) for v in verbs)
+    }
+    before = {NEEDS_FIRST[name] for name in named if name in NEEDS_FIRST}
+
+    def rank(tool: Named) -> tuple[bool, bool, bool]:
+        return (
+            tool.name not in before,
+            tool.name not in named,
+            not _holds_value_for(tool.name, request),
+        )
+
+    return rank
 
 
 def _holds_value_for(name: str, request: str) -> bool:
