@@ -1,7 +1,10 @@
 """A stdio MCP server for the service-kill chaos test: two slow tools, one read-only
 (idempotent) and one that writes; each appends a line to a ledger file as it starts, so
 the test can count how many times a call really ran across a runner's SIGKILL. A third,
-`tagged_write`, names its call in the ledger for the chaos benchmark."""
+`tagged_write`, names its call in the ledger for the chaos benchmark.
+
+An optional second argument names a hold file: while it exists, the server does not
+start (its client's handshake waits), so a test decides when the server comes up."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from mcp.types import ToolAnnotations
 
 server = MCPServer("chaos")
 LEDGER = Path(sys.argv[1])
+HOLD = Path(sys.argv[2]) if len(sys.argv) > 2 else None
 
 
 def _started(what: str) -> None:
@@ -59,4 +63,6 @@ def tagged_write(tag: str, seconds: float) -> str:
 
 
 if __name__ == "__main__":
+    while HOLD is not None and HOLD.exists():
+        time.sleep(0.05)
     server.run("stdio")

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
-from tether_common.messages.tools import ExecuteTool, ToolResult, effect_key
+from tether_common.messages.tools import TOOL_NOT_READY, ExecuteTool, ToolResult, effect_key
 from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded, request_digest
@@ -87,7 +87,7 @@ async def execute(
     retry_in_doubt: bool = False,
 ) -> ToolResult:
     """One call as the brain sends it; a replica whose MCP server is still starting
-    answers `unknown_tool` before claiming anything, so that is sent again."""
+    answers `tool_not_ready` before claiming anything, so that is sent again."""
     call_id = call_id or f"c_{uuid.uuid4().hex[:8]}"
     call = ExecuteTool(
         run_id=run_id,
@@ -101,7 +101,7 @@ async def execute(
     deadline = time.monotonic() + 60
     while True:
         result: ToolResult = await bus.request(bus.subjects.tool_execute, call, timeout=60)
-        if result.error_code != "unknown_tool" or time.monotonic() > deadline:
+        if result.error_code != TOOL_NOT_READY or time.monotonic() > deadline:
             return result
         await asyncio.sleep(0.2)
 

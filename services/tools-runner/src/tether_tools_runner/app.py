@@ -120,10 +120,20 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         stager=stager,
     )
 
-    async def catalog(_req: CatalogRequest) -> Catalog:
-        return Catalog(tools=registry.descriptors(), sandbox_level=attestation.level)
+    mcp = McpHub(
+        settings.mcp_servers,
+        registry,
+        refresh_s=settings.mcp_refresh_s,
+        connect_timeout_s=settings.mcp_connect_timeout_s,
+        max_attempts=settings.mcp_max_attempts,
+    )
 
-    mcp = McpHub(settings.mcp_servers, registry, refresh_s=settings.mcp_refresh_s)
+    async def catalog(_req: CatalogRequest) -> Catalog:
+        return Catalog(
+            tools=registry.descriptors(),
+            sandbox_level=attestation.level,
+            connecting=mcp.connecting(),
+        )
 
     async def sweep() -> None:
         await ledger.sweep(settings.effects_retention_s)

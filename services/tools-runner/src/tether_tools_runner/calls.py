@@ -21,7 +21,12 @@ from sqlalchemy.exc import DBAPIError
 
 from tether_common.bus import Bus
 from tether_common.messages.staging import STALE_EFFECT
-from tether_common.messages.tools import EFFECTS_UNAVAILABLE, ExecuteTool, ToolResult
+from tether_common.messages.tools import (
+    EFFECTS_UNAVAILABLE,
+    TOOL_NOT_READY,
+    ExecuteTool,
+    ToolResult,
+)
 from tether_common.metrics import tool_calls
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded
 from tether_tools_runner.executor import Executor
@@ -86,7 +91,7 @@ class Calls:
             return _failed(call, claim.code, claim.message)
         try:
             result = await self.run(call)
-            if result.error_code == STALE_EFFECT:
+            if result.error_code in (STALE_EFFECT, TOOL_NOT_READY):
                 await self.ledger.forget(claim)  # nothing was applied: no effect to keep
             else:
                 await self.ledger.record(claim, result)

@@ -92,7 +92,10 @@ class Executor:
 
     def refusal_for(self, call: ExecuteTool) -> tuple[str, str] | None:
         """Why `call` would be refused before its tool runs (unknown tool, arguments,
-        sandbox), or None: a refused call has no effect, so it claims no key."""
+        sandbox), or None: a refused call has no effect, so it claims no key. A tool
+        whose source is still connecting (or failed) is answered by that source."""
+        if (held := self.registry.held(call.name)) is not None:
+            return held
         tool = self.registry.get(call.name)
         if tool is None:
             known = ", ".join(self.registry.names())

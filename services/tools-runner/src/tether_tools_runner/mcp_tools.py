@@ -6,6 +6,14 @@ scope delete, `openWorldHint` false → reach instance, anything else (and an un
 tool) → reach external with an unclassified effect. A server that dies is restarted with
 back-off, and its tools stay in the catalogue marked `available=False` meanwhile.
 
+A server is `connecting` (starting, or restarting after a drop), `up`, or `failed` (its
+command cannot start, or `max_attempts` connections in a row failed; it is still retried
+now and then, quietly). While it connects, a call of `mcp.<server>.<tool>` is answered
+`tool_not_ready` (retryable: not run, send it again) and the catalogue names the server
+in `connecting`, never `unknown_tool`, whose answer is final; once it failed, a call is
+answered `mcp_failed` naming the server. The hub answers for its names before the
+registry does (`Registry.held`), so a refused call claims no idempotency key.
+
 Each call carries its idempotency key (`run_id:call_id`) in the request's `_meta` under
 `tether/idempotency-key`, so a server with effects of its own can keep to once too."""
 
@@ -14,14 +22,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import get_default_environment
 from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from mcp.types import Tool as McpTool
 
-from tether_common.messages.tools import Reach, Scope, ToolDescriptor
+from tether_common.messages.tools import (
+    MCP_FAILED,
+    TOOL_NOT_READY,
+    Reach,
+    Scope,
+    ToolDescriptor,
+    mcp_server_of,
+    mcp_tool_name,
+)
 from tether_tools_runner.context import current_key
 from tether_tools_runner.settings import McpServer
 from tether_tools_runner.tool import Registry, Tool, ToolFailure, ToolFn
@@ -30,6 +46,19 @@ log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
 IDEMPOTENCY_META_KEY = "tether/idempotency-key"
+
+LinkState = Literal["connecting", "up", "failed"]
+
+
+def _backoff(failures: int) -> float:
+    """Seconds before the next connection after `failures` failed ones in a row."""
+    return min(0.5 * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
+
+
+def _cannot_start(exc: Exception) -> bool:
+    """A failure no retry mends by itself: the command is missing or not executable, or
+    the server is configured with neither command nor url."""
+    return isinstance(exc, (FileNotFoundError, PermissionError, ValueError))
 
 
 def descriptor_for(server: str, tool: McpTool, *, trusted: bool = False) -> ToolDescriptor:
@@ -49,7 +78,7 @@ def descriptor_for(server: str, tool: McpTool, *, trusted: bool = False) -> Tool
     # Our catalogue is strict: arguments a server did not declare are refused here.
     schema.setdefault("additionalProperties", False)
     return ToolDescriptor(
-        name=f"mcp.{server}.{tool.name}",
+        name=mcp_tool_name(server, tool.name),
         description=(tool.description or f"Tool '{tool.name}' of the MCP server '{server}'.")
         + f" (MCP server '{server}'.)",
         parameters=schema,
@@ -72,15 +101,31 @@ def result_text(result: CallToolResult) -> str:
 class McpLink:
     """One MCP server: connected, its tools published, watched, restarted when it dies."""
 
-    def __init__(self, config: McpServer, registry: Registry, *, refresh_s: float) -> None:
+    def __init__(
+        self,
+        config: McpServer,
+        registry: Registry,
+        *,
+        refresh_s: float,
+        connect_timeout_s: float = 30.0,
+        max_attempts: int = 5,
+    ) -> None:
         self.config = config
         self.registry = registry
         self.refresh_s = refresh_s
+        # A server that never answers its handshake is a failed connection, not a wait.
+        self.connect_timeout_s = connect_timeout_s
+        self.max_attempts = max_attempts  # failed connections in a row before `failed`
         self.client: Client | None = None
         self.names: set[str] = set()
         self._broken = asyncio.Event()
         self._changed = asyncio.Condition()
-        self.up = False
+        self.state: LinkState = "connecting"
+        self.failure = ""  # why the server failed, for the answer to a call of its tools
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
 
     def _target(self) -> StdioServerParameters | str:
         if self.config.url:
@@ -91,24 +136,33 @@ class McpLink:
         return StdioServerParameters(command=self.config.command, args=self.config.args, env=env)
 
     async def run(self) -> None:
-        """Supervise forever (until cancelled): connect, publish, watch, back off, retry."""
-        backoff = 0.5
+        """Supervise forever (until cancelled): connect, publish, watch, back off, retry.
+        A server that cannot start, or fails `max_attempts` connections in a row, is
+        `failed` (and still retried at the longest back-off)."""
+        failures = 0
         while True:
+            why, gave_up = "the server closed the connection", False
             try:
-                async with Client(self._target()) as client:
-                    await self._publish(client)
-                    backoff = 0.5
+                async with contextlib.AsyncExitStack() as stack:
+                    async with asyncio.timeout(self.connect_timeout_s):
+                        client = await stack.enter_async_context(Client(self._target()))
+                        await self._publish(client)
+                    failures = 0
                     await self._watch(client)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure of a server means: restart it
-                log.warning("MCP server %s is down: %s", self.config.name, exc)
+                failures += 1
+                why = _describe(exc)
+                log.warning("MCP server %s is down: %s", self.config.name, why)
+                gave_up = _cannot_start(exc) or failures >= self.max_attempts
+                if gave_up and self.state != "failed":
+                    log.error("MCP server %s failed: %s", self.config.name, why)
             finally:
                 self.client = None
                 self._mark_unavailable()
-                await self._set_up(False)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF_S)
+            await self._set_state("failed" if gave_up else "connecting", why)
+            await asyncio.sleep(_backoff(failures))
 
     async def _publish(self, client: Client) -> None:
         listing = await client.list_tools(cache_mode="bypass")
@@ -123,17 +177,41 @@ class McpLink:
         self.names = set(fresh)
         self.client = client
         self._broken.clear()
-        await self._set_up(True)
+        await self._set_state("up")
 
-    async def _set_up(self, up: bool) -> None:
+    async def _set_state(self, state: LinkState, failure: str = "") -> None:
         async with self._changed:
-            self.up = up
+            self.state = state
+            self.failure = failure if state == "failed" else ""
             self._changed.notify_all()
 
     async def wait_until(self, *, up: bool) -> None:
         """Wait for the server to be connected (or down): for start-up and for tests."""
         async with self._changed:
             await self._changed.wait_for(lambda: self.up is up)
+
+    async def wait_for(self, state: LinkState) -> None:
+        """Wait for the server to reach `state` (for tests)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.state == state)
+
+    def held(self, name: str) -> tuple[str, str] | None:
+        """Why a call of `name` (one of this server's names) cannot run now, or None
+        when the server is up (then the registry knows the tool or it does not exist)."""
+        server = self.config.name
+        match self.state:
+            case "up":
+                return None
+            case "connecting":
+                return TOOL_NOT_READY, (
+                    f"not run: the MCP server '{server}' is still connecting, so {name} is "
+                    "not loaded yet. The same call can be sent again once it is up."
+                )
+            case "failed":
+                return MCP_FAILED, (
+                    f"not run: the MCP server '{server}' failed ({self.failure}); its tools "
+                    "cannot run until an operator fixes it."
+                )
 
     async def _watch(self, client: Client) -> None:
         """Re-read the tool list every `refresh_s`; a failed call wakes this at once."""
@@ -152,10 +230,9 @@ class McpLink:
     def _caller(self, remote_name: str) -> ToolFn:
         async def call(args: dict[str, Any]) -> str:
             client = self.client
-            if client is None:
-                raise ToolFailure(
-                    "mcp_unavailable", f"MCP server {self.config.name} is down; it is restarting."
-                )
+            if client is None:  # it dropped after the executor's check: nothing was sent
+                held = self.held(mcp_tool_name(self.config.name, remote_name))
+                raise ToolFailure(*(held or (TOOL_NOT_READY, "the MCP server is reconnecting.")))
             key = current_key.get()
             # An open map (extra keys round-trip), which mypy's TypedDict cannot express.
             meta = cast(RequestParamsMeta, {IDEMPOTENCY_META_KEY: key}) if key else None
@@ -171,12 +248,53 @@ class McpLink:
         return call
 
 
-class McpHub:
-    """Owns one supervising task per configured server; `stop` cancels and awaits them."""
+def _describe(exc: BaseException) -> str:
+    """A failure in one line: the innermost error of the SDK's nested task groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer to the MCP handshake in time"
+    return f"{type(exc).__name__}: {exc}"[:300]
 
-    def __init__(self, servers: list[McpServer], registry: Registry, *, refresh_s: float) -> None:
-        self.links = [McpLink(s, registry, refresh_s=refresh_s) for s in servers]
+
+class McpHub:
+    """Owns one supervising task per configured server; `stop` cancels and awaits them.
+    It answers for its servers' names in the registry (`held`) and the catalogue
+    (`connecting`)."""
+
+    def __init__(
+        self,
+        servers: list[McpServer],
+        registry: Registry,
+        *,
+        refresh_s: float,
+        connect_timeout_s: float = 30.0,
+        max_attempts: int = 5,
+    ) -> None:
+        self.links = [
+            McpLink(
+                s,
+                registry,
+                refresh_s=refresh_s,
+                connect_timeout_s=connect_timeout_s,
+                max_attempts=max_attempts,
+            )
+            for s in servers
+        ]
+        self._by_server = {link.config.name: link for link in self.links}
         self._tasks: list[asyncio.Task[None]] = []
+        registry.hold_with(self.held)
+
+    def held(self, name: str) -> tuple[str, str] | None:
+        """Why a call of `name` cannot run now, when it names a configured server that
+        is not up; None for any other name."""
+        server = mcp_server_of(name)
+        link = self._by_server.get(server) if server is not None else None
+        return link.held(name) if link is not None else None
+
+    def connecting(self) -> list[str]:
+        """The servers still connecting, for the catalogue."""
+        return [link.config.name for link in self.links if link.state == "connecting"]
 
     async def start(self) -> None:
         self._tasks = [asyncio.create_task(link.run()) for link in self.links]

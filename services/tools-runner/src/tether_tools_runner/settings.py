@@ -68,6 +68,11 @@ class RunnerSettings(HttpSettings):
     mcp_servers: list[McpServer] = Field(default_factory=list)
     # How often each MCP server's tool list is re-read; also how soon a silent death shows.
     mcp_refresh_s: float = Field(default=30.0, gt=0)
+    # An MCP server's handshake (start, initialize, first tool list) must finish within
+    # this; after `mcp_max_attempts` failed connections in a row it is `failed` (calls of
+    # its tools are answered `mcp_failed`) and is retried only at the longest back-off.
+    mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    mcp_max_attempts: int = Field(default=5, ge=1, le=100)
     # Staged effects (tether_tools_runner.staging): where a staged shell call's scratch
     # copy of the workspace is made (None: `tether-staging` beside the workspace root),
     # and the most a copy (or the files a staged call touches) may hold.

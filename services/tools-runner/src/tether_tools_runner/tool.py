@@ -20,6 +20,9 @@ class ToolFailure(Exception):  # noqa: N818 - a control signal inside the runner
 
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
+# A tool source's answer for a name of its own that cannot run now: (code, message), or
+# None when the registry decides (the tool is there, or it does not exist).
+Hold = Callable[[str], tuple[str, str] | None]
 
 
 def failed(call: ExecuteTool, code: str, message: str) -> ToolResult:
@@ -51,8 +54,22 @@ class Registry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._holds: list[Hold] = []
         for tool in tools:
             self.add(tool)
+
+    def hold_with(self, hold: Hold) -> None:
+        """Let a tool source (the MCP hub) answer for its names while it cannot serve
+        them: a server still connecting has no tools here yet, and that is no reason to
+        call its tools unknown."""
+        self._holds.append(hold)
+
+    def held(self, name: str) -> tuple[str, str] | None:
+        """Why a call of `name` cannot run now, by the source it belongs to, or None."""
+        for hold in self._holds:
+            if (why := hold(name)) is not None:
+                return why
+        return None
 
     def add(self, tool: Tool) -> None:
         self._tools[tool.name] = tool

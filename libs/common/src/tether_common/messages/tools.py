@@ -42,6 +42,10 @@ class CatalogRequest(WireModel):
 class Catalog(WireModel):
     tools: list[ToolDescriptor]
     sandbox_level: str = "none"
+    # Added in place (version 1): the MCP servers configured on this runner that are
+    # still connecting (starting, or restarting after a drop). Their tools may be missing
+    # from `tools` or marked unavailable for now; a call of one is answered TOOL_NOT_READY.
+    connecting: list[str] = Field(default_factory=list)
 
 
 # A workspace folder's name: one plain path component (never `.`/`..`, never a slash).
@@ -49,6 +53,26 @@ WORKSPACE_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$"
 IN_DOUBT = "in_doubt"  # a keyed call started before and its outcome was never recorded
 # A keyed call not started because the runner could not record that it starts.
 EFFECTS_UNAVAILABLE = "effects_unavailable"
+# A call of a tool whose source (an MCP server) is still connecting: not run, and the
+# same call sent again once the source is up will be. Retryable, unlike `unknown_tool`.
+TOOL_NOT_READY = "tool_not_ready"
+# A call of a tool whose MCP server failed for good (its command cannot start, it keeps
+# exiting, it gave up after its retries): not run; final, the message names the server.
+MCP_FAILED = "mcp_failed"
+MCP_PREFIX = "mcp."
+
+
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The catalogue name of an MCP server's tool: `mcp.<server>.<tool>`."""
+    return f"{MCP_PREFIX}{server}.{tool}"
+
+
+def mcp_server_of(name: str) -> str | None:
+    """The MCP server a catalogue name belongs to (server names hold no dot), or None."""
+    if not name.startswith(MCP_PREFIX):
+        return None
+    server, dot, tool = name[len(MCP_PREFIX) :].partition(".")
+    return server if server and dot and tool else None
 
 
 def effect_key(run_id: str, call_id: str) -> str:

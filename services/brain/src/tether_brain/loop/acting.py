@@ -11,6 +11,8 @@ known (the runner that ran it died before recording it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Awaitable, Callable
 
 from opentelemetry import trace
@@ -18,7 +20,7 @@ from opentelemetry import trace
 from tether_brain.agents.config import Agents
 from tether_brain.gates import Verdict, decide
 from tether_brain.loop.planned import Planned, refusal, taints
-from tether_brain.loop.sending import Sender
+from tether_brain.loop.sending import WAIT_POLL_S, Sender, mcp_server, say_waiting
 from tether_brain.persistence import trail
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState, call_key
@@ -63,6 +65,7 @@ class Actor:
         except TetherError as exc:
             gate = GateOutcome(False, exc.code, f"the tool catalogue is unavailable: {exc.message}")
             return [Planned(c, gate) for c in calls]
+        await self._await_loading(state, calls[: self.max_calls_per_step])
         planned = []
         for index, call in enumerate(calls):
             with tracer.start_as_current_span(f"gate {call.name}") as span:
@@ -73,6 +76,30 @@ class Actor:
                     span.set_attribute("tether.gate.code", code)
             planned.append(item)
         return planned
+
+    async def _await_loading(self, state: RunState, calls: list[CallRecord]) -> None:
+        """Calls of tools the catalogue does not hold yet because their MCP server is
+        still connecting (a restarted runner; a replica that never saw the server up)
+        wait for the server to list them, re-reading the catalogue, for at most
+        `service_wait_s`; the gates then judge each on its descriptor. Still not loaded
+        after the wait, the validation gate refuses it `tool_not_ready`. Only a server the
+        runner names as connecting is waited for, so a made-up name is refused at once."""
+        deadline = time.monotonic() + self.service_wait_s
+        told: set[str] = set()
+        while True:
+            waiting: dict[str, str] = {}  # server → the first call waiting for it
+            for call in calls:
+                if (server := self.toolbox.loading(call.name, state.options)) is not None:
+                    waiting.setdefault(server, call.id)
+            if not waiting or time.monotonic() >= deadline:
+                return
+            for server, call_id in waiting.items():
+                if server not in told:
+                    told.add(server)
+                    say_waiting(state, mcp_server(server), self.service_wait_s, call_id=call_id)
+            await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+            with contextlib.suppress(TetherError):  # a failed refresh keeps the last one
+                await self.toolbox.catalog(fresh=True)
 
     def _plan_one(
         self, state: RunState, call: CallRecord, index: int, approved: str | None

@@ -12,12 +12,20 @@ from tether_brain.gates import Verdict
 from tether_brain.tools.results import refused
 from tether_brain.tools.toolbox import NO_RUNNER, RUNNER_LOST, GateOutcome
 from tether_common.messages.gateway import CallRecord
-from tether_common.messages.tools import EFFECTS_UNAVAILABLE, ToolDescriptor, ToolResult
+from tether_common.messages.tools import (
+    EFFECTS_UNAVAILABLE,
+    TOOL_NOT_READY,
+    ToolDescriptor,
+    ToolResult,
+)
 
 # Answers to a call sent again that say nothing of what its first send did: nobody got
-# this send, it was lost too, or the runner would not start it. For a non-idempotent call
-# sent again after a takeover, such an answer leaves the first send's outcome unknown.
-UNSETTLED = frozenset({NO_RUNNER, RUNNER_LOST, "interrupted", EFFECTS_UNAVAILABLE, "unknown_tool"})
+# this send, it was lost too, or the runner would not start it (its MCP server still
+# connecting, or not known at all). For a non-idempotent call sent again after a
+# takeover, such an answer leaves the first send's outcome unknown.
+UNSETTLED = frozenset(
+    {NO_RUNNER, RUNNER_LOST, "interrupted", EFFECTS_UNAVAILABLE, TOOL_NOT_READY, "unknown_tool"}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Sending one planned call to the tools-runner with its idempotency key: waited for
-while no runner listens (a restart), sent again after a lost reply (the runner never runs
-a key twice), and `in_doubt` reported as interrupted."""
+while no runner listens (a restart) or while its MCP server is still connecting, sent
+again after a lost reply (the runner never runs a key twice), and `in_doubt` reported as
+interrupted."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tether_brain.loop.planned import UNSETTLED, Planned, refusal
 from tether_brain.loop.subagents import workspace_of
@@ -16,7 +18,7 @@ from tether_brain.state.run import RunState
 from tether_brain.tools.results import interrupted, refused
 from tether_brain.tools.toolbox import NO_RUNNER, RUNNER_LOST, Toolbox
 from tether_common.messages.events import Guard
-from tether_common.messages.tools import IN_DOUBT, ToolResult
+from tether_common.messages.tools import IN_DOUBT, TOOL_NOT_READY, ToolResult, mcp_server_of
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
@@ -40,12 +42,10 @@ class Sender:
         assert item.tool is not None
         lost = item.resent
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            result = await self._delivered(state, item, tree, after_loss=lost)
+            result = await self._delivered(state, item, tree)
             if result.error_code == IN_DOUBT:
                 return refused(item.call, "interrupted", _after_colon(result.content))
-            # A runner restarted after a loss may not know its MCP tools yet.
-            recovering = lost and result.error_code == "unknown_tool"
-            if result.error_code != RUNNER_LOST and not recovering:
+            if result.error_code != RUNNER_LOST:
                 if lost and not item.tool.idempotent and result.error_code in UNSETTLED:
                     break  # this send did not run, which says nothing of the lost one
                 return result
@@ -59,18 +59,17 @@ class Sender:
                     return refusal(again)
         return result if item.tool.idempotent else interrupted(item.call)
 
-    async def _delivered(
-        self, state: RunState, item: Planned, tree: list[str], *, after_loss: bool
-    ) -> ToolResult:
-        """One send of the call, repeated while no runner listens (a restart), for at most
-        `service_wait_s`: a call nobody received has not run, so sending it again is safe
-        whatever the tool. A runner that has just come back may not know its MCP tools
-        yet (`unknown_tool`: not run either), so that is waited out too. The run says
-        once that it waits. Still undelivered after the wait, the result says the call
-        did not run (never "outcome unknown")."""
+    async def _delivered(self, state: RunState, item: Planned, tree: list[str]) -> ToolResult:
+        """One send of the call, repeated while no runner listens (a restart) or while
+        the runner says the tool's MCP server is still connecting (`tool_not_ready`), for
+        at most `service_wait_s` in all: either way the call was not run, so sending it
+        again is safe whatever the tool. The gates judged the call before the first send;
+        the runner, not the model, says it is not ready, and only for a configured
+        server. The run says once per service that it waits. Still undelivered after the
+        wait, the result says the call did not run (never "outcome unknown")."""
         assert item.tool is not None
         deadline = time.monotonic() + self.service_wait_s
-        told = False
+        told: set[str] = set()
         while True:
             result = await self.toolbox.execute(
                 state.run_id,
@@ -81,25 +80,72 @@ class Sender:
                 retry_in_doubt=item.retry_in_doubt,
                 staged=item.staged,
             )
-            restarting = result.error_code == NO_RUNNER or (
-                result.error_code == "unknown_tool" and (told or after_loss)
-            )
-            if not restarting or time.monotonic() >= deadline:
+            awaited = _awaited(result, item.tool.name)
+            if awaited is None:
                 return result
-            if not told:
-                told = True
-                log.info("run %s waits for a runner (up to %ss)", state.run_id, self.service_wait_s)
-                emit(
-                    state,
-                    Guard(
-                        step=state.step,
-                        kind="waiting",
-                        service="tools-runner",
-                        call_id=item.call.id,
-                        wait_s=self.service_wait_s,
-                    ),
-                )
+            if time.monotonic() >= deadline:
+                return _waited_out(result, item.tool.name, self.service_wait_s)
+            if awaited.service not in told:
+                told.add(awaited.service)
+                say_waiting(state, awaited, self.service_wait_s, call_id=item.call.id)
             await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+@dataclass(frozen=True, slots=True)
+class Awaited:
+    """What a call waits for: `service` as the run's `waiting` event names it, `who` in
+    the log's words."""
+
+    service: str
+    who: str
+
+
+RUNNER = Awaited("tools-runner", "a runner")
+
+
+def mcp_server(server: str) -> Awaited:
+    return Awaited(f"mcp.{server}", f"the MCP server {server}")
+
+
+def say_waiting(state: RunState, awaited: Awaited, wait_s: float, *, call_id: str) -> None:
+    """The run says (a `guard` event of kind `waiting`) that a call waits."""
+    log.info("run %s waits for %s (up to %ss)", state.run_id, awaited.who, wait_s)
+    emit(
+        state,
+        Guard(
+            step=state.step,
+            kind="waiting",
+            service=awaited.service,
+            call_id=call_id,
+            wait_s=wait_s,
+        ),
+    )
+
+
+def _awaited(result: ToolResult, name: str) -> Awaited | None:
+    """What a call's answer says to wait for before sending it again: a runner (nobody
+    listened) or the tool's MCP server (still connecting); None: the answer stands."""
+    if result.error_code == NO_RUNNER:
+        return RUNNER
+    server = mcp_server_of(name)
+    if result.error_code == TOOL_NOT_READY and server is not None:
+        return mcp_server(server)
+    return None
+
+
+def _waited_out(result: ToolResult, name: str, waited_s: float) -> ToolResult:
+    """The answer once the wait is over: a call whose MCP server did not come up says
+    so, as a final answer; a call no runner received keeps its own (not run)."""
+    if result.error_code != TOOL_NOT_READY:
+        return result
+    server = mcp_server_of(name)
+    return result.model_copy(
+        update={
+            "content": f"FAILED: {TOOL_NOT_READY}: not run: the MCP server '{server}' was "
+            f"still connecting after {waited_s:g}s, so {name} could not be loaded. "
+            "Tell the user it is unavailable for now; do not guess a result."
+        }
+    )
 
 
 def _after_colon(content: str) -> str:

@@ -19,12 +19,14 @@ from tether_common.bus import Bus
 from tether_common.errors import BusTimeoutError, ErrorCode, TetherError
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import (
+    TOOL_NOT_READY,
     Catalog,
     CatalogRequest,
     ExecuteTool,
     ToolDescriptor,
     ToolResult,
     effect_key,
+    mcp_server_of,
 )
 
 
@@ -90,11 +92,14 @@ class Toolbox:
         self._aliases: dict[str, str] = {}
         self._validators: dict[str, Draft202012Validator] = {}
         self._fetched_at = float("-inf")
+        # MCP servers the runner named as still connecting at the last refresh.
+        self._connecting: frozenset[str] = frozenset()
 
-    async def catalog(self) -> list[ToolDescriptor]:
-        """The catalogue, refreshed every `ttl_s`; a failed refresh keeps the last one
-        (a read, retried a few times; with nothing known yet it raises)."""
-        if time.monotonic() - self._fetched_at > self.ttl_s:
+    async def catalog(self, *, fresh: bool = False) -> list[ToolDescriptor]:
+        """The catalogue, refreshed every `ttl_s` (or now, `fresh`); a failed refresh
+        keeps the last one (a read, retried a few times; with nothing known yet it raises).
+        A tool of an MCP server still connecting stays known (`_kept`)."""
+        if fresh or time.monotonic() - self._fetched_at > self.ttl_s:
             try:
                 reply = await self._fetch()
             except TetherError:
@@ -103,7 +108,8 @@ class Toolbox:
                 log.warning("tool catalogue refresh failed; keeping the last one")
                 self._fetched_at = time.monotonic() - self.ttl_s / 2
                 return list(self._tools.values())
-            self._tools = {t.name: t for t in reply.tools if t.available}
+            self._connecting = frozenset(reply.connecting)
+            self._tools = self._kept(reply)
             self._aliases = {a: t.name for t in reply.tools for a in t.aliases}
             self._validators = {
                 n: Draft202012Validator(t.parameters) for n, t in self._tools.items()
@@ -123,6 +129,33 @@ class Toolbox:
                     raise
                 await asyncio.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def _kept(self, reply: Catalog) -> dict[str, ToolDescriptor]:
+        """The available tools, and those of a server still connecting: listed by the
+        runner as unavailable, or not listed at all (a restarted runner whose server has
+        not connected yet) but known from the last catalogue. A call of one waits for
+        its server (the runner answers `tool_not_ready`) instead of being refused as
+        unknown mid-run; the gates judge it on its known descriptor first."""
+        kept = {
+            t.name: t
+            for t in reply.tools
+            if t.available or mcp_server_of(t.name) in self._connecting
+        }
+        for name, known in self._tools.items():
+            if name not in kept and mcp_server_of(name) in self._connecting:
+                kept[name] = known.model_copy(update={"available": False})
+        return kept
+
+    def loading(self, name: str, options: RunOptions) -> str | None:
+        """The MCP server still connecting that `name` belongs to, when no descriptor of
+        it is known yet and this run could call it by name (its switches are read first:
+        a wait never serves a call the run could not make). None otherwise."""
+        name = self._aliases.get(name, name)
+        server = mcp_server_of(name)
+        if name in self._tools or server not in self._connecting or options.guide_only:
+            return None
+        allowed = options.allowed_tools
+        return server if allowed is None or name in allowed else None
 
     def _add_local(self) -> None:
         for name, tool in self.local.items():
@@ -157,6 +190,13 @@ class Toolbox:
         the arguments match its schema."""
         name = self._aliases.get(call.name, call.name)
         tool = self._tools.get(name)
+        if tool is None and (server := self.loading(name, options)) is not None:
+            return GateOutcome(
+                False,
+                TOOL_NOT_READY,
+                f"not run: {name} is not loaded yet (its MCP server '{server}' is still "
+                "connecting). Tell the user it is unavailable for now.",
+            )
         if tool is None:
             valid = ", ".join(sorted(self._tools))
             return GateOutcome(
