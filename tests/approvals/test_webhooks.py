@@ -15,9 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from databases import new_database
 from tether_approvals.outbox import Claimed, Sender
 from tether_approvals.settings import WebhookSettings
-from tether_approvals.signing import sign, verify
+from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
 from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
@@ -36,14 +37,23 @@ ATTEMPTS = 4
 
 
 @pytest.fixture(scope="module")
+async def hooks_database_url(database_url: str) -> str:
+    """This module's own database. On the session's shared one, every approvals service
+    of the session also sends this module's deliveries (with its own attempts and back-off: a
+    dead letter can then come after 5 attempts, not 4), and requests earlier modules left
+    pending expire into this module's receivers."""
+    return await new_database(database_url, "webhooks")
+
+
+@pytest.fixture(scope="module")
 async def hooks_service(
-    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
+    nats_url: str, hooks_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Supervisor]:
     """An approvals service of its own, with back-off small enough for a test."""
     logs = tmp_path_factory.mktemp("webhook-logs")
     env = {
         "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
+        "TETHER_DATABASE_URL": hooks_database_url,
         "TETHER_SUBJECT_PREFIX": f"w{uuid.uuid4().hex[:10]}",
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_DB_POOL_SIZE": "5",
@@ -150,7 +160,7 @@ async def test_a_request_reaches_the_receiver_as_a_signed_card(
         agent="deployer",
         owner="alice",
     )
-    [delivery] = await found.wait_for(lambda seen: bool(seen))
+    delivery = await found.one(created.approval_id, "approval.requested")
     assert delivery.verified
     assert delivery.answered == 204
     assert delivery.event == "approval.requested"
@@ -189,13 +199,12 @@ async def test_a_request_reaches_the_receiver_as_a_signed_card(
 
     # A decision is a notice too; it carries who decided.
     assert (await hooks.decide(created.approval_id, "deny", note="not today")).status_code == 200
-    seen = await found.wait_for(lambda s: bool(found.of(created.approval_id, "approval.decided")))
-    [decided] = found.of(created.approval_id, "approval.decided")
+    decided = await found.one(created.approval_id, "approval.decided")
     assert decided.verified
     assert decided.delivery_id != delivery.delivery_id
     assert decided.json["card"]["decision"] == "deny"
     assert decided.json["card"]["decided_by"] == "operator"
-    assert len(seen) == 2
+    assert len(found.of(created.approval_id)) == 2, found.described()
     await notices.unsubscribe()
 
 
@@ -218,6 +227,58 @@ async def test_automated_answers_and_other_tenants_are_not_sent(
             await unregister(hooks, other_id)
 
 
+async def test_an_endpoint_hears_what_becomes_of_requests_older_than_itself(
+    hooks: ApprovalsHarness,
+) -> None:
+    """An endpoint is told of every change its tenant's requests go through once it is
+    registered, requests made before it included (their decision, expiry, withdrawal),
+    and of nothing from before. So tests wait for their own approval's deliveries: the
+    session's services share one database (one deployment), and requests earlier
+    modules left pending expire while a later test runs (CI once saw such an expiry
+    reach `test_a_request_reaches_the_receiver_as_a_signed_card`'s receiver)."""
+    earlier = await hooks.create()
+    async with receiver() as found:
+        endpoint_id, found.secret = await register(hooks, found.url)
+        try:
+            assert (await hooks.decide(earlier.approval_id, "deny")).status_code == 200
+            told = await found.one(earlier.approval_id, "approval.decided")
+            assert told.verified
+            assert told.json["card"]["status"] == "denied"
+            assert not found.of(earlier.approval_id, "approval.requested"), found.described()
+        finally:
+            await unregister(hooks, endpoint_id)
+
+
+async def test_a_test_waits_for_its_own_delivery_and_is_told_what_else_came() -> None:
+    """`Receiver.one` picks one approval's delivery out of others; a second one of it,
+    or none, fails naming everything the receiver got (what a CI failure then shows)."""
+    async with receiver() as found, httpx.AsyncClient(timeout=10) as http:
+        found.secret = "the-secret"
+
+        async def send(approval_id: str, event: str, notice_id: str) -> None:
+            card = {"approval_id": approval_id, "tenant": "default"}
+            body = json.dumps({"notice_id": notice_id, "card": card}).encode()
+            headers = {
+                SIGNATURE_HEADER: sign(found.secret, body),
+                DELIVERY_HEADER: notice_id,
+                EVENT_HEADER: event,
+            }
+            assert (await http.post(found.url, content=body, headers=headers)).status_code == 204
+
+        await send("apr_other", "approval.expired", "ntc_1")
+        await send("apr_mine", "approval.requested", "ntc_2")
+        assert (await found.one("apr_mine", "approval.requested")).delivery_id == "ntc_2"
+        await send("apr_mine", "approval.requested", "ntc_2")
+        with pytest.raises(AssertionError) as twice:
+            await found.one("apr_mine", "approval.requested")
+        assert "2 deliveries of approval.requested apr_mine" in str(twice.value)
+        assert "approval.expired ntc_1 answered=204 verified=True approval_id=apr_other" in str(
+            twice.value
+        )
+        with pytest.raises(AssertionError, match="the receiver got 3 deliveries"):
+            await found.one("apr_never", "approval.requested", timeout=0.2)
+
+
 async def test_a_receiver_down_for_a_while_gets_the_delivery_when_it_comes_back(
     hooks: ApprovalsHarness, hook: tuple[Receiver, str]
 ) -> None:
@@ -225,8 +286,8 @@ async def test_a_receiver_down_for_a_while_gets_the_delivery_when_it_comes_back(
     found.failures_left = ATTEMPTS - 1
     created = await hooks.create()
     row = await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
-    tries = found.of(created.approval_id)
-    assert [t.answered for t in tries] == [503] * (ATTEMPTS - 1) + [204]
+    tries = found.of(created.approval_id, "approval.requested")
+    assert [t.answered for t in tries] == [503] * (ATTEMPTS - 1) + [204], found.described()
     assert len({t.delivery_id for t in tries}) == 1, "a re-send keeps its delivery id"
     assert all(t.verified for t in tries)
     assert len({t.signature for t in tries}) >= 1
@@ -243,7 +304,7 @@ async def test_a_receiver_down_for_good_is_dead_lettered_listed_and_resendable(
     dead = await delivery_of(hooks, endpoint_id, created.approval_id, "dead")
     assert dead["attempts"] == ATTEMPTS
     assert dead["last_error"] == "http_503"
-    assert len(found.of(created.approval_id)) == ATTEMPTS
+    assert len(found.of(created.approval_id, "approval.requested")) == ATTEMPTS, found.described()
     listed = await deliveries(hooks, status="dead")
     assert dead["delivery_id"] in {d["delivery_id"] for d in listed}
     assert all(d["status"] == "dead" for d in listed)
@@ -255,7 +316,7 @@ async def test_a_receiver_down_for_good_is_dead_lettered_listed_and_resendable(
     assert retried.status_code == 200, retried.text
     assert (retried.json()["status"], retried.json()["attempts"]) == ("pending", 0)
     await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
-    last = found.of(created.approval_id)[-1]
+    last = found.of(created.approval_id, "approval.requested")[-1]
     assert last.answered == 204
     assert last.verified
     again = await hooks.http.post(
@@ -273,7 +334,7 @@ async def test_a_delivery_in_flight_when_the_service_dies_is_sent_again(
     found, endpoint_id = hook
     found.stalled = True
     created = await hooks.create()
-    [held] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+    held = await found.one(created.approval_id, "approval.requested")
     assert held.answered == 0
     child = hooks_service.child("approvals")
     hooks_service.kill("approvals")
@@ -282,19 +343,19 @@ async def test_a_delivery_in_flight_when_the_service_dies_is_sent_again(
     await hooks_service.start_child(child)
     await hooks_service.wait_ready(timeout=60)
     row = await delivery_of(hooks, endpoint_id, created.approval_id, "delivered")
-    tries = found.of(created.approval_id)
-    assert [t.answered for t in tries] == [0, 204]
+    tries = found.of(created.approval_id, "approval.requested")
+    assert [t.answered for t in tries] == [0, 204], found.described()
     assert len({t.delivery_id for t in tries}) == 1
     assert row["attempts"] == 2
 
 
 async def test_replicas_share_the_outbox(
-    hooks: ApprovalsHarness, hook: tuple[Receiver, str], database_url: str
+    hooks: ApprovalsHarness, hook: tuple[Receiver, str], hooks_database_url: str
 ) -> None:
     """Four more senders on the same outbox (with the service's own): every notice
     arrives, and none twice (rows are claimed with FOR UPDATE SKIP LOCKED)."""
     found, _ = hook
-    engine = make_engine(database_url)
+    engine = make_engine(hooks_database_url)
     published: list[str] = []
 
     async def publish(subject: str, told: ApprovalNotice) -> None:
@@ -338,7 +399,7 @@ async def test_a_wrong_secret_fails_verification_at_the_receiver(
     found, _ = hook
     secret, found.secret = found.secret, "whsec_" + "w" * 43
     created = await hooks.create()
-    [delivery] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+    delivery = await found.one(created.approval_id, "approval.requested")
     assert not delivery.verified
     assert delivery.answered == 401
     assert verify(secret, delivery.body, delivery.signature)
@@ -377,7 +438,7 @@ async def test_an_operator_given_secret_signs(hooks: ApprovalsHarness) -> None:
         try:
             assert shown == given
             created = await hooks.create()
-            [delivery] = await found.wait_for(lambda _: bool(found.of(created.approval_id)))
+            delivery = await found.one(created.approval_id, "approval.requested")
             assert delivery.verified
         finally:
             await unregister(hooks, endpoint_id)
@@ -486,14 +547,16 @@ def test_public_receivers_are_taken_when_private_ones_are_not() -> None:
         assert check_url(url, allow_private=False) == url
 
 
-async def test_a_strict_sender_refuses_private_receivers_at_delivery(database_url: str) -> None:
+async def test_a_strict_sender_refuses_private_receivers_at_delivery(
+    hooks_database_url: str,
+) -> None:
     """With private receivers refused, each delivery checks the address again (a name
     may resolve elsewhere since the endpoint was made); a lenient sender delivers."""
 
     async def publish(subject: str, told: ApprovalNotice) -> None:
         raise AssertionError("no NATS notice here")
 
-    engine = make_engine(database_url)
+    engine = make_engine(hooks_database_url)
     strict = Sender(engine, WebhookSettings(allow_private=False), publish)
     lenient = Sender(engine, WebhookSettings(), publish)
     try:

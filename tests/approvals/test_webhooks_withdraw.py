@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tether_approvals.testing import auth
-from tether_approvals.webhook_receiver import receiver
+from tether_approvals.webhook_receiver import Receiver, receiver
 from tether_client import TetherClient
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
@@ -45,6 +45,37 @@ async def park(stack: Supervisor, scripts: Path) -> tuple[str, dict[str, Any]]:
     raise AssertionError("the run never asked")
 
 
+async def withdraw_one(
+    stack: Supervisor, scripts: Path, http: httpx.AsyncClient, found: Receiver
+) -> str:
+    """Park a run, stop it, and check its card is withdrawn everywhere; its approval id."""
+    run_id, asked = await park(stack, scripts)
+    approval_id: str = asked["approval_id"]
+    await found.one(approval_id, "approval.requested")
+
+    async with TetherClient(stack.child("brain").url) as client:
+        await client.stop_run(run_id)
+        ended = [e async for e in client.events(run_id) if e.kind == "run.end"]
+        assert (await client.get_run(run_id)).status == "stopped", ended
+
+    withdrawn = await found.one(approval_id, "approval.withdrawn")
+    assert withdrawn.verified
+    assert withdrawn.json["card"]["status"] == "withdrawn"
+    assert withdrawn.json["card"]["run_id"] == run_id
+
+    view = await http.get(f"/v1/approvals/{approval_id}", headers=auth(TOKEN))
+    assert view.json()["status"] == "withdrawn"
+    for decision in ("allow_once", "allow_run", "deny"):
+        late = await http.post(
+            f"/v1/approvals/{approval_id}/decision",
+            json={"decision": decision},
+            headers=auth(TOKEN),
+        )
+        assert late.status_code == 409, late.text
+        assert late.json()["error"]["code"] == "withdrawn"
+    return approval_id
+
+
 async def test_a_stopped_run_withdraws_its_card(
     stack: Supervisor, scripts_dir: Path, database_url: str
 ) -> None:
@@ -53,32 +84,14 @@ async def test_a_stopped_run_withdraws_its_card(
         created = await http.post("/v1/webhooks", json={"url": found.url}, headers=auth(TOKEN))
         assert created.status_code == 201, created.text
         found.secret = created.json()["secret"]
-
-        run_id, asked = await park(stack, scripts_dir)
-        approval_id = asked["approval_id"]
-        await found.wait_for(lambda _: bool(found.of(approval_id, "approval.requested")))
-
-        async with TetherClient(stack.child("brain").url) as client:
-            await client.stop_run(run_id)
-            ended = [e async for e in client.events(run_id) if e.kind == "run.end"]
-            assert (await client.get_run(run_id)).status == "stopped", ended
-
-        await found.wait_for(lambda _: bool(found.of(approval_id, "approval.withdrawn")))
-        [withdrawn] = found.of(approval_id, "approval.withdrawn")
-        assert withdrawn.verified
-        assert withdrawn.json["card"]["status"] == "withdrawn"
-        assert withdrawn.json["card"]["run_id"] == run_id
-
-        view = await http.get(f"/v1/approvals/{approval_id}", headers=auth(TOKEN))
-        assert view.json()["status"] == "withdrawn"
-        for decision in ("allow_once", "allow_run", "deny"):
-            late = await http.post(
-                f"/v1/approvals/{approval_id}/decision",
-                json={"decision": decision},
-                headers=auth(TOKEN),
-            )
-            assert late.status_code == 409, late.text
-            assert late.json()["error"]["code"] == "withdrawn"
+        endpoint_id = created.json()["endpoint"]["endpoint_id"]
+        try:
+            approval_id = await withdraw_one(stack, scripts_dir, http, found)
+        finally:
+            # The database outlives this module: a left endpoint would be sent every later
+            # request of the session, at a port another test's receiver may get.
+            gone = await http.delete(f"/v1/webhooks/{endpoint_id}", headers=auth(TOKEN))
+            assert gone.status_code == 200, gone.text
 
     # The console's event stream has it (the same log SSE replays).
     conn = await asyncpg.connect(database_url.replace("+asyncpg", "", 1))

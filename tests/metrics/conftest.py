@@ -8,7 +8,6 @@ names of their own (a fresh script, tool or run), so the order tests run in neve
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -19,10 +18,8 @@ from opentelemetry.sdk.metrics.export import (
     InMemoryMetricReader,
     NumberDataPoint,
 )
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
-from tether_common.db import make_engine
+from databases import new_database
 
 Point = NumberDataPoint | HistogramDataPoint
 
@@ -79,12 +76,4 @@ def metric_histogram(reader: InMemoryMetricReader) -> Callable[..., tuple[int, f
 async def own_database_url(database_url: str) -> str:
     """A fresh database on the session's server: counts (pending approvals) are then this
     module's own, whatever other tests' services do meanwhile."""
-    name = f"metrics_{uuid.uuid4().hex[:10]}"
-    admin = make_engine(database_url, pool_size=1)
-    try:
-        async with admin.connect() as conn:
-            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await auto.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        await admin.dispose()
-    return make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    return await new_database(database_url, "metrics")

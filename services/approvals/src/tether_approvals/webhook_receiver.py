@@ -43,6 +43,22 @@ class Delivery:
     def signature(self) -> str:
         return self.headers.get(SIGNATURE_HEADER.lower(), "")
 
+    def describe(self) -> str:
+        """One line saying which notice this was (for a failing test's message)."""
+        try:
+            body = self.json
+        except ValueError:
+            return f"{len(self.body)} bytes that are not JSON, answered {self.answered}"
+        card = body.get("card") if isinstance(body, dict) else None
+        if not isinstance(card, dict):
+            card = {}
+        fields = ("approval_id", "tenant", "tool", "status", "created_at")
+        shown = " ".join(f"{name}={card.get(name)}" for name in fields)
+        return (
+            f"{self.headers.get(EVENT_HEADER.lower())} {self.headers.get(DELIVERY_HEADER.lower())}"
+            f" answered={self.answered} verified={self.verified} {shown}"
+        )
+
 
 @dataclass
 class Receiver:
@@ -100,9 +116,32 @@ class Receiver:
     async def wait_for(
         self, check: Callable[[list[Delivery]], bool], timeout: float = 20.0
     ) -> list[Delivery]:
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(lambda: check(self.seen))
-            return list(self.seen)
+        """Everything received so far, once `check` holds (else an AssertionError that
+        lists what did come)."""
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait_for(lambda: check(self.seen))
+                return list(self.seen)
+        except TimeoutError:
+            raise AssertionError(f"waited {timeout:.0f}s; {self.described()}") from None
+
+    async def one(self, approval_id: str, event: str, timeout: float = 20.0) -> Delivery:
+        """The delivery of `approval_id`'s `event` notice, once it has come. The endpoint
+        also hears its tenant's other requests (others may be decided or expire at any
+        time), so a test waits for its own; a second delivery of this one is an error
+        naming everything received."""
+        await self.wait_for(lambda _: bool(self.of(approval_id, event)), timeout)
+        mine = self.of(approval_id, event)
+        if len(mine) != 1:
+            raise AssertionError(
+                f"{len(mine)} deliveries of {event} {approval_id}; {self.described()}"
+            )
+        return mine[0]
+
+    def described(self) -> str:
+        """What this receiver was sent, a line each."""
+        lines = [f"  {d.describe()}" for d in self.seen]
+        return "\n".join([f"the receiver got {len(self.seen)} deliveries:", *lines])
 
     def of(self, approval_id: str, event: str | None = None) -> list[Delivery]:
         return [
