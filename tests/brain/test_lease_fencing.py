@@ -4,6 +4,7 @@ PostgreSQL's clock, so a replica that wakes up past its lease writes nothing).""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 import tether_brain
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.leases import Leases
+from tether_brain.runs.tasks import FORGIVEN_STALLS, RunTasks
+from tether_brain.state.control import Control
 from tether_brain.state.run import Limits, RunState
 from tether_common import identity
 from tether_common.db import migrate
@@ -116,3 +119,50 @@ async def test_a_held_lease_is_renewed_and_commits(store: RunStore) -> None:
     state.add_message(ChatMessage(role="assistant", content="in time"))
     await store.commit(state)
     assert [m.content for m in (await store.load(state.run_id)).messages] == ["first", "in time"]
+
+
+async def takeovers(engine: AsyncEngine, run_id: str) -> int:
+    async with engine.connect() as conn:
+        found = await conn.execute(
+            text("SELECT takeovers FROM runs WHERE run_id = :r"), {"r": run_id}
+        )
+        return int(found.scalar_one())
+
+
+async def test_only_a_claim_that_may_follow_a_crash_counts_as_a_takeover(
+    store: RunStore, engine: AsyncEngine
+) -> None:
+    state = await started(store)
+    run_id = state.run_id
+    claims: list[tuple[str, list[str], int]] = [
+        ("replica-a", [], 0),  # its holder stalled and takes it back: alive, not counted
+        ("replica-b", [], 1),  # another replica: its holder may have crashed
+        ("replica-b", [run_id], 2),  # a run its holder stalls on too often counts again
+        ("replica-b", [], 2),
+        ("replica-a", [], 3),
+    ]
+    for owner, stalling, counted in claims:
+        await lapse(engine, run_id)
+        # Every lapsed run of the session's database is claimed too (the limit leaves none).
+        assert run_id in await store.leases.claim_orphans(owner, 60.0, 100_000, stalling)
+        assert await takeovers(engine, run_id) == counted, (owner, stalling)
+
+
+async def test_a_run_fenced_here_too_often_is_named_stalling(store: RunStore) -> None:
+    clock = FakeClock()
+    tasks = RunTasks(store, Leases(lease_s=10.0, margin=0.2, clock=clock), drain_s=1.0)
+    state = await started(store)
+    done = asyncio.Event()
+
+    async def advance(control: Control) -> None:
+        await done.wait()
+
+    for fenced in range(1, FORGIVEN_STALLS + 2):
+        tasks.spawn(state, advance, leased_at=clock.now)
+        tasks.fence([state.run_id], bus_usable=True)
+        assert tasks.stalling() == ([state.run_id] if fenced > FORGIVEN_STALLS else [])
+    tasks.spawn(state, advance, leased_at=clock.now)
+    done.set()  # the run ends (or parks) here: its stalls are forgotten
+    ours = [t for t in asyncio.all_tasks() if t.get_name() == f"run:{state.run_id}"]
+    await asyncio.gather(*ours, return_exceptions=True)
+    assert tasks.stalling() == []

@@ -4,6 +4,8 @@ run (exactly one replica wins each), and hand-back. Leases use the database cloc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -13,6 +15,10 @@ from tether_common.messages.runs import LIVE_STATUSES, PARKED_STATUSES, TERMINAL
 # The status sets as bound parameters of the raw SQL (one declaration, in messages.runs).
 LIVE = sorted(LIVE_STATUSES)
 STATUS_SETS = {"terminal": sorted(TERMINAL_STATUSES), "parked": sorted(PARKED_STATUSES)}
+# A claim of a run whose lease the claiming replica itself let lapse (a stall, not a crash;
+# a hand-back clears the owner, so it never matches), forgiven unless it stalls too often.
+# (`:me` is the owner again, typed apart: the SET's `:owner` is deduced as varchar.)
+_OWN_LAPSE = "lease_owner = CAST(:me AS text) AND run_id <> ALL(CAST(:stalling AS text[]))"
 
 
 class RunLeases:
@@ -37,21 +43,39 @@ class RunLeases:
             )
             return [r.run_id for r in rows]
 
-    async def claim_orphans(self, owner: str, lease_s: float, limit: int) -> list[str]:
-        """Take over live runs whose lease expired (their replica died or froze)."""
+    async def claim_orphans(
+        self, owner: str, lease_s: float, limit: int, stalling: Sequence[str] = ()
+    ) -> list[str]:
+        """Take over live runs whose lease expired (their replica died or froze).
+
+        `takeovers` counts the claims at one step that may follow a crash (the loop ends
+        a run taken over too often `repeated_crash`): a claim from another replica, or a
+        lapsed hand-back. A replica taking back a run whose lease it let lapse itself (it
+        stalled past the lease and fenced the run) is alive, so that claim is not counted,
+        unless the run is in `stalling` (this replica has stalled on it too often: a run
+        that stalls whoever holds it still ends)."""
         async with self.engine.begin() as conn:
             rows = await conn.execute(
                 text(
                     "UPDATE runs SET lease_owner = :owner, "
                     "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1, "
-                    "takeovers = CASE WHEN last_takeover_step = step THEN takeovers + 1 ELSE 1 END, "
-                    "last_takeover_step = step "
+                    f"takeovers = CASE WHEN {_OWN_LAPSE} THEN takeovers "
+                    "WHEN last_takeover_step = step THEN takeovers + 1 ELSE 1 END, "
+                    f"last_takeover_step = CASE WHEN {_OWN_LAPSE} THEN last_takeover_step "
+                    "ELSE step END "
                     "WHERE run_id IN (SELECT run_id FROM runs WHERE status = ANY(:live) "
                     "AND (lease_expires_at IS NULL OR lease_expires_at < now()) "
                     "ORDER BY lease_expires_at NULLS FIRST LIMIT :limit FOR UPDATE SKIP LOCKED) "
                     "RETURNING run_id"
                 ),
-                {"owner": owner, "s": lease_s, "limit": limit, "live": LIVE},
+                {
+                    "owner": owner,
+                    "me": owner,
+                    "s": lease_s,
+                    "limit": limit,
+                    "live": LIVE,
+                    "stalling": list(stalling),
+                },
             )
             return [r.run_id for r in rows]
 

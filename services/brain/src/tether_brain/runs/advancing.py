@@ -88,7 +88,9 @@ class Runner:
     async def adopt_orphans(self, limit: int = 50) -> int:
         """Take over runs whose lease lapsed (their replica died or was fenced)."""
         sent = self.tasks.leases.clock()
-        run_ids = await self.store.leases.claim_orphans(self.tasks.owner, self.lease_s, limit=limit)
+        run_ids = await self.store.leases.claim_orphans(
+            self.tasks.owner, self.lease_s, limit=limit, stalling=self.tasks.stalling()
+        )
         if stalled := [run_id for run_id in run_ids if self.tasks.holds(run_id)]:
             # Our own task outlived its lease (a stall): the claim moved the fence, so it
             # could not commit again anyway; start afresh from what is stored.

@@ -22,6 +22,11 @@ log = logging.getLogger(__name__)
 
 Advance = Callable[[Control], Coroutine[Any, Any, None]]  # a run's work, told by its control
 
+# How often this replica may fence a run (its own hold lapsed: a stall) and take it back
+# without the claim counting as a takeover (`RunLeases.claim_orphans`).
+FORGIVEN_STALLS = 3
+STALLS_KEPT = 10_000  # runs whose stalls are remembered (the oldest are forgotten first)
+
 
 def replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -36,6 +41,7 @@ class RunTasks:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._controls: dict[str, Control] = {}
         self._fenced: set[asyncio.Task[None]] = set()  # cancelled, still winding down
+        self._stalls: dict[str, int] = {}  # run id -> times fenced here since a task of it ended
 
     def held(self) -> list[str]:
         """The runs advancing here."""
@@ -69,6 +75,7 @@ class RunTasks:
                 return  # the run was resumed by a newer task (a decision already there)
             self._tasks.pop(state.run_id, None)
             self._controls.pop(state.run_id, None)
+            self._stalls.pop(state.run_id, None)  # it ended, parked or was handed back
             self.leases.forget(state.run_id)
             if not task.cancelled() and (exc := task.exception()) is not None:
                 log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
@@ -82,6 +89,7 @@ class RunTasks:
         for run_id in run_ids:
             age = self.leases.age(run_id)
             self.leases.forget(run_id)
+            self._stalled(run_id)
             self._controls.pop(run_id, None)
             task = self._tasks.pop(run_id, None)
             if task is None:
@@ -96,6 +104,16 @@ class RunTasks:
                 age or 0.0,
                 "reachable" if bus_usable else "lost",
             )
+
+    def stalling(self) -> list[str]:
+        """Runs fenced here too often to be taken back here uncounted: whatever stalls
+        this replica each time it holds one still ends (`repeated_crash`)."""
+        return [run_id for run_id, count in self._stalls.items() if count > FORGIVEN_STALLS]
+
+    def _stalled(self, run_id: str) -> None:
+        self._stalls[run_id] = self._stalls.pop(run_id, 0) + 1  # now the newest
+        if len(self._stalls) > STALLS_KEPT:
+            del self._stalls[next(iter(self._stalls))]
 
     async def hand_back(self) -> None:
         """Graceful: every run stops at its next boundary and is handed back for another
