@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -381,6 +382,47 @@ async def test_replicas_share_the_outbox(
         for sender in senders:
             await sender.aclose()
         await engine.dispose()
+
+
+async def until_a_lock_is_awaited(conn: asyncpg.Connection) -> None:
+    """Until a session of this database waits for a lock (the service's, on the row the
+    test holds), however slow the machine."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    async with asyncio.timeout(60):
+        while True:
+            if await conn.fetchval(query):
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_an_endpoint_removed_while_a_request_is_written_refuses_nothing(
+    hooks: ApprovalsHarness, hooks_database_url: str
+) -> None:
+    """An endpoint deleted between the moment a change reads its tenant's endpoints and the
+    moment it writes their notices: the change is made all the same (without a notice for
+    the endpoint), never refused for a notice nobody can receive any more."""
+    endpoint_id, _ = await register(hooks, "https://hooks.example.test/going")
+    conn = await asyncpg.connect(hooks_database_url.replace("+asyncpg", "", 1))
+    try:
+        deleting = conn.transaction()
+        await deleting.start()
+        await conn.execute("DELETE FROM webhook_endpoints WHERE endpoint_id = $1", endpoint_id)
+        creating = asyncio.create_task(hooks.create())
+        other = await asyncpg.connect(hooks_database_url.replace("+asyncpg", "", 1))
+        try:
+            await until_a_lock_is_awaited(other)
+        finally:
+            await other.close()
+        await deleting.commit()
+        created = await creating
+    finally:
+        await conn.close()
+    assert created.status == "pending"
+    rows = [r for r in await deliveries(hooks) if r["approval_id"] == created.approval_id]
+    assert [r["sink"] for r in rows] == ["nats"], rows
 
 
 async def test_an_unreachable_receiver_is_dead_lettered(hooks: ApprovalsHarness) -> None:

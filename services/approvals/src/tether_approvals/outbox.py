@@ -1,7 +1,9 @@
 """The notice outbox: every request, decision, expiry and withdrawal becomes one row per
 webhook endpoint of its tenant (and one for the NATS subject `approval_notices`),
 inserted in the transaction that made the change, so a notice is never lost when the
-service dies; a sender on every replica delivers them.
+service dies; a sender on every replica delivers them. An endpoint hears the changes
+made once it exists, to older requests too (a receiver may be told of the decision or
+expiry of a request it never saw asked).
 
 Replicas share the work: a sender claims due rows with `FOR UPDATE SKIP LOCKED` and
 moves their next attempt a claim period ahead before it sends, outside the transaction;
@@ -56,15 +58,20 @@ class Notices:
         if notice_kind is None:
             return
         told = notice(notice_kind, item, self.link_base)
+        # FOR KEY SHARE (what the rows' foreign key takes anyway, taken while reading): an
+        # endpoint being deleted is waited for and then skipped, instead of failing this
+        # change at the insert below because its endpoint went in between.
         found = await conn.execute(
             select(
                 webhook_endpoints.c.endpoint_id,
                 webhook_endpoints.c.agents,
                 webhook_endpoints.c.owners,
-            ).where(
+            )
+            .where(
                 webhook_endpoints.c.tenant == item.tenant,
                 webhook_endpoints.c.events.contains([notice_kind]),
             )
+            .with_for_update(read=True, key_share=True)
         )
         endpoints = [row.endpoint_id for row in found if _covers(row, item)]
         now = datetime.now(UTC)
