@@ -1,7 +1,7 @@
 """Merging a run's live text by offset, without a stack: the answer to a late reader's ask
 (the step's text so far, from offset 0) overlaps live deltas heard before and after it,
-and the reader is given each character of the step once, in order; `tether chat` does the
-same across its own reconnects."""
+and the reader is given each character of the step once, in order (a delta past a gap
+waits for the answer, for a while); `tether chat` does the same across its reconnects."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tether_brain.runs.merging import GAP_WAIT_S, TextMerge
 from tether_brain.runs.streaming import Live, _ordered
 from tether_client.chat_cli import unseen
 from tether_common.messages.deltas import RunDelta
@@ -56,9 +57,7 @@ async def test_the_answer_to_an_ask_and_the_live_deltas_give_each_character_once
     before = [d for d in heard if (d.offset or 0) < asked]
     after = [d for d in heard if (d.offset or 0) >= asked]
     shown = live_text(await merged([event(1), *before, delta(0, TEXT[:asked]), *after]))
-    # A live delta past a gap, heard before the answer, is shown as it came: the gap
-    # stays (the step's durable event has it); otherwise the whole text, each once.
-    assert shown == (TEXT[written_unheard:] if before else TEXT)
+    assert shown == TEXT
 
 
 async def test_a_late_reader_with_nothing_else_gets_the_text_so_far_once() -> None:
@@ -87,3 +86,23 @@ def test_the_chat_writes_only_what_the_terminal_has_not_shown() -> None:
     assert unseen("Let me think", delta(0, "Let me")) == ""
     assert unseen("", delta(6, " think")) == " think"  # a gap: what came is still shown
     assert unseen("Let me", delta(None, "Let me")) == "Let me"  # not said: all new
+
+
+def test_a_delta_past_a_gap_comes_as_it_is_once_the_answer_is_overdue() -> None:
+    now = [100.0]
+    text = TextMerge(clock=lambda: now[0])
+    assert text.take(delta(6, " think")) == []  # waits for the text before it
+    assert text.wait_s() == GAP_WAIT_S
+    now[0] += GAP_WAIT_S
+    assert text.wait_s() == 0.0
+    assert [d.text for d in text.expire()] == [" think"]
+    assert text.wait_s() is None
+    assert [d.text for d in text.take(delta(0, "Let me think it"))] == [" it"]
+
+
+def test_a_delta_that_waits_is_dropped_once_the_steps_event_passes() -> None:
+    text = TextMerge()
+    assert text.take(delta(6, " think", seq_after=1)) == []
+    text.passed(2)  # the step's own event: it carries the whole text
+    assert text.wait_s() is None
+    assert text.expire() == []

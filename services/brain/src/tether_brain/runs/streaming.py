@@ -13,9 +13,8 @@ there. Deltas are ephemeral, and nothing replays them; but a reader that connect
 mid-turn asks the replica writing the turn for its text so far (`DeltaAsk`, answered as
 one delta from offset 0), so text written before it listened still reaches it (a chat's
 turn starts writing before its poster can follow it). Each delta's `offset` lets the
-reader drop what it already has: nothing is yielded twice. One heard before the answer
-to the ask, past what the reader has, is yielded as it is (the gap before it is in the
-step's durable event).
+reader drop what it already has: nothing is yielded twice, and one heard before the
+answer, past a gap, waits a little for it (`merging`).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from contextlib import suppress
 from typing import Any
 
 from tether_brain.persistence.store import RunStore
+from tether_brain.runs.merging import TextMerge
 from tether_common.bus import Bus
 from tether_common.errors import MessageError
 from tether_common.messages.base import decode
@@ -159,36 +159,34 @@ async def _hear(sub: Any, run_id: str, queue: asyncio.Queue[Live | None]) -> Non
 
 
 async def _ordered(queue: asyncio.Queue[Live | None], after: int) -> AsyncIterator[Live]:
-    """Durable events as they come; each delta after the event its `seq_after` names."""
+    """Durable events as they come; each delta after the event its `seq_after` names,
+    merged by its place in the step's text (`merging.TextMerge`)."""
     last = after
     held: list[RunDelta] = []
-    have: dict[int, int] = {}  # characters of each step's text yielded
-    while (item := await queue.get()) is not None:
+    text = TextMerge()
+    while True:
+        if (wait_s := text.wait_s()) is None:
+            item = await queue.get()
+        else:
+            try:
+                item = await asyncio.wait_for(queue.get(), wait_s)
+            except TimeoutError:  # the gap a delta waits on stays open
+                for delta in text.expire():
+                    yield delta
+                continue
+        if item is None:
+            return
         if isinstance(item, RunDelta):
             if item.seq_after == last:
-                if (fresh := _fresh(have, item)) is not None:
-                    yield fresh
+                for delta in text.take(item):
+                    yield delta
             elif item.seq_after > last and len(held) < DELTA_BACKLOG:
                 held.append(item)
             continue
         yield item
         last = item.seq
-        for delta in [d for d in held if d.seq_after == last]:
-            if (fresh := _fresh(have, delta)) is not None:
-                yield fresh
+        text.passed(last)
+        for ready in [d for d in held if d.seq_after == last]:
+            for delta in text.take(ready):
+                yield delta
         held = [d for d in held if d.seq_after > last]
-
-
-def _fresh(have: dict[int, int], delta: RunDelta) -> RunDelta | None:
-    """What of `delta` the reader has not had yet, by its place in the step's text (the
-    answer to an ask overlaps the live deltas); `have` is updated."""
-    if delta.offset is None:  # a writer that does not say: taken as it is
-        return delta
-    seen = have.get(delta.step, 0)
-    end = delta.offset + len(delta.text)
-    if end <= seen:
-        return None
-    have[delta.step] = end
-    if delta.offset >= seen:
-        return delta
-    return delta.model_copy(update={"text": delta.text[seen - delta.offset :], "offset": seen})
