@@ -125,12 +125,18 @@ class Receiver:
         except TimeoutError:
             raise AssertionError(f"waited {timeout:.0f}s; {self.described()}") from None
 
-    async def one(self, approval_id: str, event: str, timeout: float = 20.0) -> Delivery:
-        """The delivery of `approval_id`'s `event` notice, once it has come. The endpoint
-        also hears its tenant's other requests (others may be decided or expire at any
-        time), so a test waits for its own; a second delivery of this one is an error
-        naming everything received."""
+    async def first(self, approval_id: str, event: str, timeout: float = 20.0) -> Delivery:
+        """The first delivery of `approval_id`'s `event` notice, once it has come (more may
+        follow: re-sends after a failed answer). The endpoint also hears its tenant's other
+        requests (others may be decided or expire at any time), so a test waits for its
+        own."""
         await self.wait_for(lambda _: bool(self.of(approval_id, event)), timeout)
+        return self.of(approval_id, event)[0]
+
+    async def one(self, approval_id: str, event: str, timeout: float = 20.0) -> Delivery:
+        """The delivery of `approval_id`'s `event` notice, as `first`; a second delivery of
+        it already there is an error naming everything received."""
+        await self.first(approval_id, event, timeout)
         mine = self.of(approval_id, event)
         if len(mine) != 1:
             raise AssertionError(
