@@ -16,7 +16,7 @@ import asyncpg
 import httpx
 import pytest
 
-from databases import new_database
+from dbkit import new_database
 from tether_approvals.outbox import Claimed, Sender
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify

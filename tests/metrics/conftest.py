@@ -19,7 +19,7 @@ from opentelemetry.sdk.metrics.export import (
     NumberDataPoint,
 )
 
-from databases import new_database
+from dbkit import new_database
 
 Point = NumberDataPoint | HistogramDataPoint
 
