@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tether_brain.runs.merging import GAP_WAIT_S, TextMerge
 from tether_brain.runs.streaming import Live, _ordered
-from tether_client.chat_cli import unseen
+from tether_client.chat_cli import rest_of, unseen
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.runs import RunEvent
 
@@ -106,3 +106,11 @@ def test_a_delta_that_waits_is_dropped_once_the_steps_event_passes() -> None:
     text.passed(2)  # the step's own event: it carries the whole text
     assert text.wait_s() is None
     assert text.expire() == []
+
+
+def test_the_chat_ends_a_turn_with_what_its_live_text_fell_short_of() -> None:
+    assert rest_of("It is 18:00.", "It is") == " 18:00."  # written on, on the same line
+    assert rest_of("It is 18:00.", "It is 18:00.") == ""
+    assert rest_of("It is 18:00.", "It is 18:00.\n") == ""
+    assert rest_of("It is 18:00.", "is 18:00.") is None  # said anew, whole
+    assert rest_of("It is 18:00.", "") is None

@@ -150,6 +150,9 @@ class Chat:
         if delta.depth or not (text := unseen(view.streamed.get(delta.step, ""), delta)):
             return
         view.streamed[delta.step] = view.streamed.get(delta.step, "") + text
+        self.put(view, text)
+
+    def put(self, view: TurnView, text: str) -> None:
         stdout().print(Text(safe(text)), end="")
         sys.stdout.flush()
         view.open_line = not text.endswith("\n")
@@ -173,13 +176,16 @@ class Chat:
         return False
 
     def finish(self, view: TurnView, end: RunEndEvent) -> None:
-        """The answer, unless its text was already shown live; the status if not done."""
+        """The answer, unless its text was already shown live (what the live text fell
+        short of, when it showed a start of it); the status if not done."""
         view.end = end
         answer = end.data.answer or ""
         shown = max(view.streamed.items(), default=(0, ""))[1]
-        if answer.strip() and answer.strip() != shown.strip():
+        if (rest := rest_of(answer, shown)) is None:
             self.close_line(view)
             say(answer)
+        elif rest.strip():
+            self.put(view, rest)
         self.close_line(view)
         if end.data.status != "completed":
             reason = f" ({end.data.stop_reason})" if end.data.stop_reason else ""
@@ -208,6 +214,14 @@ class Chat:
             return input(question).strip().lower() in ("y", "yes")
         except EOFError:
             return False
+
+
+def rest_of(answer: str, shown: str) -> str | None:
+    """What to write after the live text `shown` for the answer to read whole: the rest
+    when `shown` is a start of it ("" when all of it), None when it must be said anew."""
+    if shown and answer.startswith(shown):
+        return answer[len(shown) :]
+    return "" if answer.strip() == shown.strip() else None
 
 
 def unseen(shown: str, delta: RunDelta) -> str:
