@@ -235,3 +235,52 @@ def test_an_offered_name_beats_an_alias() -> None:
     web = ToolSpec("web_search", {"type": "object", "properties": {}})
     result = parse_tool_calls('```tool\n{"name": "search"}\n```', [web, search])
     assert [c.name for c in result.calls] == ["search"]
+
+
+SLEEPER = ToolSpec(
+    "sleeper",
+    {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+            "limit": {"type": "integer", "minimum": 1},
+            "offset": {"type": "integer", "minimum": 0},
+            "path": {"type": "string", "minLength": 1},
+            "note": {"type": "string"},
+            "count": {"type": "integer", "minimum": 1},
+        },
+        "required": ["command", "count"],
+        "additionalProperties": False,
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "kept", "left_out"),
+    [
+        # 0 where more than 0 is needed, "" where text is needed: optional, so not set.
+        ({"timeout_s": 0}, {}, ["timeout_s"]),
+        ({"timeout_s": 0.0, "limit": 0}, {}, ["timeout_s", "limit"]),
+        ({"limit": "0"}, {}, ["limit"]),  # coerced first, then seen as unset
+        ({"path": ""}, {}, ["path"]),
+        # Values the schema allows stay, and so does anything that is not a placeholder.
+        ({"timeout_s": 5, "offset": 0, "note": ""}, {"timeout_s": 5, "offset": 0, "note": ""}, []),
+        ({"limit": -3}, {"limit": -3}, []),  # a wrong value, not "unset": the gate says so
+        ({"timeout_s": False}, {"timeout_s": False}, []),
+    ],
+)
+def test_an_optional_argument_set_to_a_placeholder_is_left_out(
+    args: dict[str, Any], kept: dict[str, Any], left_out: list[str]
+) -> None:
+    body = json.dumps({"name": "sleeper", "args": {"command": "ls", "count": 2} | args})
+    [parsed] = parse_tool_calls(f"```tool\n{body}\n```", (SLEEPER,)).calls
+    assert parsed.args == {"command": "ls", "count": 2} | kept
+    said = [r for r in parsed.repairs if "left out" in r]
+    assert [r.split("'")[1] for r in said] == left_out, parsed.repairs
+
+
+def test_a_required_argument_is_never_left_out() -> None:
+    body = json.dumps({"name": "sleeper", "args": {"command": "", "count": 0}})
+    [parsed] = parse_tool_calls(f"```tool\n{body}\n```", (SLEEPER,)).calls
+    assert parsed.args == {"command": "", "count": 0}  # the schema gate names the problem

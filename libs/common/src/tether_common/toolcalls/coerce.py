@@ -50,7 +50,28 @@ def coerce_args_noted(
         for key, value in renamed.items()
         if value is not None or _allows_null(props.get(key))
     }
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    for key in [k for k, v in coerced.items() if k not in needed and _unset(v, props.get(k))]:
+        notes.append(f"argument {key!r}={coerced.pop(key)!r} left out (the tool's default)")
     return coerced, notes
+
+
+def _unset(value: object, schema: object) -> bool:
+    """An optional argument a model filled with a placeholder its schema rules out: `0`
+    where more than 0 is needed (`"timeout_s": 0`), `""` where text is needed. It can
+    only mean "not set", so it is left out and the tool's default applies (a small model
+    writes every argument it is shown)."""
+    if not isinstance(schema, Mapping):
+        return False
+    if value == "" and isinstance(schema.get("minLength"), int) and schema["minLength"] > 0:
+        return True
+    if not isinstance(value, int | float) or isinstance(value, bool) or value != 0:
+        return False
+    floor, above = schema.get("minimum"), schema.get("exclusiveMinimum")
+    return (isinstance(floor, int | float) and floor > 0) or (
+        isinstance(above, int | float) and above <= 0
+    )
 
 
 def _allows_null(schema: object) -> bool:
