@@ -8,7 +8,8 @@ The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
 `../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
 the product or of `make test`. `TETHER_EVAL_TASKS` (comma list of task names or kinds)
 runs a subset, `TETHER_EVAL_BUDGET_S` bounds the time, `TETHER_EVAL_PLAIN=0` leaves the
-plain loop out (a quick look at Tether alone: no comparison is printed). Every figure is
+plain loop out (a quick look at Tether alone: no comparison is printed),
+`TETHER_EVAL_TRACE=1` prints the steps of each task Tether missed. Every figure is
 printed; nothing is asserted.
 """
 
@@ -116,6 +117,10 @@ async def through_tether(s: Stack, task: Task) -> Outcome:
     answer = run.answer or f"[{run.status}: {run.stop_reason}]"
     model_steps = sum(1 for step in run.steps if step.kind == "model")
     ok = run.status == "completed" and task.check(answer, s.base / "workspace", since)
+    if not ok and os.environ.get("TETHER_EVAL_TRACE") == "1":
+        for step in run.steps:  # what the model did, to read a miss
+            said = " ".join(step.text.split())[:300]
+            print(f"    {task.name} step {step.step} {step.kind} {step.tool or ''} {said}")
     return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens)
 
 
