@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import aclosing
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,7 @@ async def test_a_reader_that_joins_after_the_text_was_written_is_given_it(
             if msg.subject == subjects.run_deltas(run_id):
                 assert RunDelta.model_validate_json(msg.data).text == LATE_TEXT
                 break
+        await heard.unsubscribe()  # heard out: nothing left for the bus's drain to wait on
         try:
             shown = await asyncio.wait_for(first_text(client, run_id), WAIT_S)
         except TimeoutError:
@@ -227,7 +229,8 @@ async def test_a_reader_that_joins_after_the_text_was_written_is_given_it(
 
 async def first_text(client: TetherClient, run_id: str) -> str:
     """The first live text a new reader of the run is given."""
-    async for item in client.live(run_id):
-        if isinstance(item, RunDelta):
-            return item.text
+    async with aclosing(client.live(run_id)) as items:
+        async for item in items:
+            if isinstance(item, RunDelta):
+                return item.text
     raise AssertionError(f"{run_id} ended before any live text reached a reader")
