@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 # characters waiting) keeps a reader live without a message per token.
 DELTA_INTERVAL_S = 0.05
 DELTA_MAX_CHARS = 512
+# The text so far (for a reader that joined late) goes out in pieces of at most this many
+# characters, so no delta nears NATS's 1 MiB payload however long the turn (6 bytes a
+# character at worst, as escaped JSON).
+SO_FAR_CHARS = 65_536
 
 
 @dataclass(slots=True)
@@ -120,8 +124,11 @@ class LiveText:
     async def so_far(self) -> None:
         """The whole text written so far, from offset 0, for a reader that joined late
         (the others drop what they already have of it)."""
-        if self.written and not self.broken:
-            await self._publish("".join(self.written), 0)
+        whole = "".join(self.written)
+        for start in range(0, len(whole), SO_FAR_CHARS):
+            if self.broken:
+                return
+            await self._publish(whole[start : start + SO_FAR_CHARS], start)
 
     async def _publish(self, text: str, offset: int) -> None:
         target = self.target
