@@ -4,7 +4,8 @@ the test can count how many times a call really ran across a runner's SIGKILL. A
 `tagged_write`, names its call in the ledger for the chaos benchmark.
 
 An optional second argument names a hold file: while it exists, the server does not
-start (its client's handshake waits), so a test decides when the server comes up."""
+start (its client's handshake waits), so a test decides when the server comes up. A
+held server says so in `<hold>.held` (its imports done: it starts at once when let go)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def tagged_write(tag: str, seconds: float) -> str:
 
 
 if __name__ == "__main__":
+    if HOLD is not None and HOLD.exists():
+        HOLD.with_name(f"{HOLD.name}.held").touch()
     while HOLD is not None and HOLD.exists():
         time.sleep(0.05)
     server.run("stdio")

@@ -38,8 +38,15 @@ def ledger(chaos_logs: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def chaos_extra_env(ledger: Path) -> dict[str, str]:
-    server = {"name": "chaos", "command": sys.executable, "args": [str(SERVER), str(ledger)]}
+def hold(chaos_logs: Path) -> Path:
+    """While this file exists, a (re)started MCP server waits before its handshake."""
+    return chaos_logs.parent / "chaos.hold"
+
+
+@pytest.fixture(scope="module")
+def chaos_extra_env(ledger: Path, hold: Path) -> dict[str, str]:
+    args = [str(SERVER), str(ledger), str(hold)]
+    server = {"name": "chaos", "command": sys.executable, "args": args}
     # No catalogue cache in the brain: the MCP tools appear a moment after the runner
     # is ready, and again after each restart.
     # Both tools reach the instance, so they need a grant: the project allowlist gives it.
@@ -81,9 +88,13 @@ async def kill_runner_during(
     chaos_scripts: Path,
     ledger: Path,
     start_run: StartRun,
+    *,
+    hold: Path | None = None,
 ) -> tuple[str, int]:
     """Start a run whose one call is `tool`, SIGKILL the runner while the tool runs;
-    returns the run id and how many times the tool had started before the kill."""
+    returns the run id and how many times the tool had started before the kill. With
+    `hold`, the restarted runner's MCP server is held before its handshake (the caller
+    lets it go)."""
     await mcp_offered(chaos_stack)
     model = write_script(
         chaos_scripts,
@@ -96,10 +107,13 @@ async def kill_runner_during(
     await until(lambda: started(ledger, kind) > before)
     runner = chaos_stack.child("tools-runner")
     restarts = runner.restarts
+    if hold is not None:
+        hold.touch()
     chaos_stack.kill("tools-runner")
     await until(lambda: runner.restarts > restarts)
     await chaos_stack.wait_ready(timeout=30, children=[runner])
-    await mcp_offered(chaos_stack)
+    if hold is None:
+        await mcp_offered(chaos_stack)
     return run_id, started(ledger, kind)
 
 
@@ -151,15 +165,30 @@ async def test_gateway_killed_mid_answer_is_restarted_and_the_run_ends(
 async def test_runner_killed_during_a_read_reruns_it(
     chaos_stack: Supervisor,
     chaos_scripts: Path,
+    chaos_logs: Path,
     ledger: Path,
+    hold: Path,
     start_run: StartRun,
     wait_for: WaitFor,
     settle: Settle,
     history: History,
 ) -> None:
-    run_id, runs_at_kill = await kill_runner_during(
-        "mcp.chaos.slow_read", "read", chaos_stack, chaos_scripts, ledger, start_run
-    )
+    """The interleaving CI met once: the read is sent again to the restarted runner
+    before its MCP server has connected. Held until the brain says the run waits for
+    that server, the read is answered `tool_not_ready` (never `unknown_tool`, which is
+    final), and runs once the server is let go."""
+    held = hold.with_name(f"{hold.name}.held")  # the held server says it is there
+    held.unlink(missing_ok=True)
+    try:
+        run_id, runs_at_kill = await kill_runner_during(
+            "mcp.chaos.slow_read", "read", chaos_stack, chaos_scripts, ledger, start_run, hold=hold
+        )
+        brain_log = chaos_logs / "brain.log"
+        said = f"run {run_id} waits for the MCP server chaos"
+        await until(lambda: said in brain_log.read_text(errors="replace"), 60)
+        await until(held.exists)
+    finally:
+        hold.unlink(missing_ok=True)
 
     run = await settle(run_id)
     result = tool_result(await history(run_id))

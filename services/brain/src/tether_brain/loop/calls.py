@@ -37,9 +37,14 @@ class Calls:
         self.children = children
         self.completion = completion
 
-    def usable(self, turn: ModelTurn) -> bool:
-        """At least one call names a tool this replica knows."""
-        return any(self.actor.descriptor(c.name) is not None for c in turn.calls)
+    def usable(self, state: RunState, turn: ModelTurn) -> bool:
+        """At least one call names a tool this replica knows, or one of an MCP server
+        still connecting (the call waits for it to load, then meets the gates)."""
+        return any(
+            self.actor.descriptor(c.name) is not None
+            or self.actor.toolbox.loading(c.name, state.options) is not None
+            for c in turn.calls
+        )
 
     async def correct(self, state: RunState, turn: ModelTurn) -> Outcome:
         """The first step whose calls name no usable tool: say which tools there are."""

@@ -181,7 +181,7 @@ class Loop:
         if tools_off and (turn.calls or self.turns.written_call(state, turn.text)):
             return await self.answers.tools_refused(state, turn, last, control)
         if turn.calls or turn.finish_reason == "unusable_call":
-            if self.calls.usable(turn):
+            if self.calls.usable(state, turn):
                 return await self.calls.act(state, turn)
             if state.counters.corrections == 0:
                 return await self.calls.correct(state, turn)
