@@ -56,9 +56,10 @@ def _backoff(failures: int) -> float:
 
 
 def _cannot_start(exc: Exception) -> bool:
-    """A failure no retry mends by itself: the command is missing or not executable, or
-    the server is configured with neither command nor url."""
-    return isinstance(exc, (FileNotFoundError, PermissionError, ValueError))
+    """A failure no retry mends by itself: the command is missing or not executable.
+    (Anything else, a configuration without command or url included, fails for good
+    only after `max_attempts`: a broad class here would give up on a passing fault.)"""
+    return isinstance(exc, (FileNotFoundError, PermissionError))
 
 
 def descriptor_for(server: str, tool: McpTool, *, trusted: bool = False) -> ToolDescriptor:
