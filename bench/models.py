@@ -43,6 +43,10 @@ PLAIN_SERVICES = (BY_NAME["output-store"], BY_NAME["tools-runner"])
 RUN_TIMEOUT_S = 900.0
 # The sandbox user the runner hands the workspace to (tools-runner settings' default).
 SANDBOX_UID = SANDBOX_GID = 64000
+EVAL_APPROVER = [
+    {"name": f"eval-{tool}", "tool": tool, "answer": "allow_once"}
+    for tool in ("file_write", "file_edit", "shell")
+]
 EVAL_AGENT = {
     "eval": {
         "grants": [
@@ -190,6 +194,9 @@ async def measure_models(results: dict[str, float]) -> None:
             "TETHER_GATEWAY_LOCAL_CONTEXT_WINDOW": str(N_CTX),
             "TETHER_GATEWAY_INACTIVITY_TIMEOUT_S": "600",
             "TETHER_BRAIN_AGENTS": json.dumps(EVAL_AGENT),
+            # A file read taints the run, so a later write or command asks an operator:
+            # here one who says yes to each (the battery measures the model, not a person).
+            "TETHER_APPROVALS_RULES": json.dumps(EVAL_APPROVER),
             "TETHER_BRAIN_CONTEXT_WINDOWS": json.dumps({ALIAS: N_CTX}),
         }
         # A loaded machine (the battery runs for an hour) meets a generous start.

@@ -8,7 +8,9 @@ one-line cards, and a system prompt that is the same byte for byte at every step
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ pytestmark = pytest.mark.e2e
 
 SMALL_MODEL = "tiny-compact-model"
 GRAMMAR_MODEL = "tiny-grammar-model"
+EDITOR = "editor"
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +53,32 @@ def profiles_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack_extra_env(fake_model: FakeUpstream, profiles_dir: Path) -> dict[str, str]:
+def workspace() -> Iterator[Path]:
+    """A workspace the runner's unprivileged file user can write, with a file to edit."""
+    root = Path(tempfile.mkdtemp(prefix="tether-finish-"))
+    try:
+        root.chmod(0o777)
+        (root / "todo.txt").write_text("eggs\nmilk\n")
+        (root / "todo.txt").chmod(0o666)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def stack_extra_env(
+    fake_model: FakeUpstream, profiles_dir: Path, workspace: Path
+) -> dict[str, str]:
     return {
+        "TETHER_RUNNER_WORKSPACE": str(workspace),
+        "TETHER_BRAIN_WORKSPACE": str(workspace),
+        "TETHER_BRAIN_AGENTS": json.dumps(
+            {EDITOR: {"grants": ["file_read", "file_edit#noapproval"]}}
+        ),
+        # The read taints the run, so the edit asks: an operator's rule says yes.
+        "TETHER_APPROVALS_RULES": json.dumps(
+            [{"name": "edits", "tool": "file_edit", "answer": "allow_once"}]
+        ),
         "TETHER_GATEWAY_PROFILES_DIR": str(profiles_dir),
         "TETHER_GATEWAY_OPENAI_BASE_URL": f"{fake_model.url}/v1",
         "TETHER_GATEWAY_TEXT_PROTOCOL_MODELS": SMALL_MODEL,
@@ -269,3 +296,34 @@ async def test_a_request_no_tool_fits_is_free_to_answer(
     assert (run.status, run.answer) == ("completed", "Hello!"), run.stop_reason
     (only,) = (r.json() for r in fake_model.received if r.path.endswith("/completions"))
     assert branches(only) == ["none"]
+
+
+async def test_an_edit_refused_as_not_read_makes_the_next_step_read_the_file(
+    stack: Supervisor, fake_model: FakeUpstream, workspace: Path
+) -> None:
+    """A small model told "todo.txt was not read in this run; file_read it first" sent the
+    same edit again until its steps ran out. The step after such a failure offers only the
+    tool it names, and must call it; the edit then goes through."""
+    fake_model.received.clear()
+    edit = '{"tool": "file_edit", "args": {"path": "todo.txt", "old_text": "milk", "new_text": "bread"}}'
+    fake_model.queue(
+        chat_text_stream(edit, "m"),
+        chat_text_stream('{"tool": "file_read", "args": {"path": "todo.txt"}}', "m"),
+        chat_text_stream(edit, "m"),
+        chat_text_stream('{"tool": "none", "answer": "Replaced milk with bread."}', "m"),
+    )
+    run, _ = await start(
+        stack,
+        "In todo.txt, replace the word milk with bread.",
+        provider="openai",
+        model=GRAMMAR_MODEL,
+        agent=EDITOR,
+    )
+    assert (run.status, run.answer) == ("completed", "Replaced milk with bread."), run.steps
+    assert (workspace / "todo.txt").read_text() == "eggs\nbread\n"
+    bodies = [r.json() for r in fake_model.received if r.path.endswith("/completions")]
+    assert branches(bodies[0])[:2] == ["file_read", "file_edit"]
+    # After the refusal: the reader alone, and no answer branch (it must be called).
+    assert branches(bodies[1]) == ["file_read"]
+    assert "FAILED: not_read" in json.dumps(bodies[1]["messages"])
+    assert "file_edit" in branches(bodies[2])

@@ -15,9 +15,21 @@ from typing import Any
 from tether_common.messages.gateway import OfferedToolSpec
 
 SENTENCE_CHARS = 110  # a card's sentence is cut here
-# What a call's shape needs from a property; the rest (prose, lengths, formats) is left
-# to the gate's full schema.
-KEPT_KEYS = ("type", "enum", "items", "properties", "required", "additionalProperties")
+# What a call's shape needs from a property; the rest (prose, maximums, formats) is left
+# to the gate's full schema. The lower bounds stay: the gateway fits a call to this
+# schema and leaves out an optional argument set to a placeholder they rule out
+# (`"timeout_s": 0`), which the gate would refuse.
+KEPT_KEYS = (
+    "type",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "additionalProperties",
+    "minimum",
+    "exclusiveMinimum",
+    "minLength",
+)
 _EXAMPLE = re.compile(r"Example:\s*(?=\{)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 _PLACEHOLDERS: dict[str, object] = {

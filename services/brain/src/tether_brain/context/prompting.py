@@ -45,6 +45,7 @@ def build_request(
     tier: PromptTier = "full",
     finishing: bool = False,
     now: datetime | None = None,
+    must_call: bool = False,
 ) -> GenerateRequest:
     """The model's view of the run: the stable system prompt (rules, helper directive,
     hidden services, skill index), this turn's history, and the closing note (date,
@@ -64,7 +65,7 @@ def build_request(
         messages=messages,
         tools=offered,
         effort="low" if state.counters.low_effort else "normal",
-        tool_choice="required" if call_first(state, offered, tier) else "auto",
+        tool_choice="required" if must_call or call_first(state, offered, tier) else "auto",
     )
 
 

@@ -66,6 +66,24 @@ def loop_in(messages: Sequence[ChatMessage]) -> ToolLoop | None:
     return None
 
 
+# A failure that names the call to make first: `file_edit` of a file not read in the run.
+NEEDED_FIRST_BY_CODE: Mapping[str, str] = {"not_read": "file_read"}
+
+
+def needed_first(messages: Sequence[ChatMessage]) -> str | None:
+    """The tool the last step's failures say must be called before anything else (a
+    small model told "file_read it first" sent the same edit again): the compact tier's
+    next step offers only it, and must call it."""
+    last = _last_calls_at(messages)
+    if last is None:
+        return None
+    for message in messages[last + 1 :]:
+        code = _failure_code(message.content) if message.role == "tool" else None
+        if code is not None and code in NEEDED_FIRST_BY_CODE:
+            return NEEDED_FIRST_BY_CODE[code]
+    return None
+
+
 def _last_calls_at(messages: Sequence[ChatMessage]) -> int | None:
     """Index of the assistant message with calls that only its results follow."""
     for index in range(len(messages) - 1, -1, -1):

@@ -11,13 +11,14 @@ import time
 from collections.abc import Mapping
 
 from tether_brain.clients.model import LiveTarget, ModelClient, ModelTurn
+from tether_brain.context.cards import compact_card
 from tether_brain.context.fitting import Fitter, request_estimate, reserve
 from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
 from tether_brain.context.prompting import SKILL_NOTE, build_request
 from tether_brain.loop.acting import Actor
 from tether_brain.loop.completion import Completion
-from tether_brain.loop.finishing import ToolLoop, looks_like_call
+from tether_brain.loop.finishing import ToolLoop, looks_like_call, needed_first
 from tether_brain.skills import invoke
 from tether_brain.state.control import Control
 from tether_brain.state.events import emit
@@ -72,6 +73,7 @@ class Turns:
         tier = await self.profiles.tier(state.provider, state.model)
         offered: list[OfferedToolSpec] = []
         hidden: str | None = None
+        must_call = False
         if not tools_off:
             await self.await_catalogue(state)  # a runner restarting is waited for
             toolbox = self.actor.toolbox
@@ -80,11 +82,22 @@ class Turns:
                 wanted = None if state.counters.corrections else state.prompt
                 every = await toolbox.offered(state.options)
                 offered, hidden = compact_offer(every, wanted, _recent(state), toolbox.keywords)
+                # A failure that names the call to make first: only that, and made now.
+                first = needed_first(state.messages)
+                if only := [compact_card(s) for s in every if s.name == first]:
+                    offered, hidden, must_call = only, None, True
             else:
                 offered, hidden = await toolbox.offer(state.options, _recent(state))
         skills = (await self.skills.refresh(state.tenant)).values()
         request = build_request(
-            state, offered, last, skills, hidden, tier=tier, finishing=looping is not None
+            state,
+            offered,
+            last,
+            skills,
+            hidden,
+            tier=tier,
+            finishing=looping is not None,
+            must_call=must_call,
         )
         return await self._fit(state, request)
 
