@@ -202,9 +202,13 @@ def evaluate(expression: str) -> Number:
 
 
 def _format(value: Number) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        return f"{value:.1f}"
-    return repr(value) if isinstance(value, float) else str(value)
+    """Integers and booleans exactly; a float to 15 significant digits, which drops the
+    binary rounding noise of decimal input (`17.5 / 100 * 2380` is 416.5, not
+    416.50000000000006: a model copies every digit it is shown into its answer)."""
+    if not isinstance(value, float):
+        return str(value)
+    value = float(f"{value:.15g}")
+    return f"{value:.1f}" if value.is_integer() and abs(value) < 1e16 else repr(value)
 
 
 async def calculate(args: dict[str, Any]) -> str:
