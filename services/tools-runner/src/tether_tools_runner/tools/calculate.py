@@ -204,11 +204,12 @@ def evaluate(expression: str) -> Number:
 def _format(value: Number) -> str:
     """Integers and booleans exactly; a float to 15 significant digits, which drops the
     binary rounding noise of decimal input (`17.5 / 100 * 2380` is 416.5, not
-    416.50000000000006: a model copies every digit it is shown into its answer)."""
+    416.50000000000006: a model copies every digit it is shown into its answer), and a
+    whole one as the whole number a calculator shows (`1000 / 8` is 125, not 125.0)."""
     if not isinstance(value, float):
         return str(value)
     value = float(f"{value:.15g}")
-    return f"{value:.1f}" if value.is_integer() and abs(value) < 1e16 else repr(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
 
 
 async def calculate(args: dict[str, Any]) -> str:
