@@ -1,6 +1,11 @@
 """One stack of the five services for the whole package (quorum hook, policy replay,
 suggestions): starting one costs far more than these tests, so the modules share it.
-Its brain knows the agents below; `desk` (tests/replay_desk.py) acts through it."""
+Its brain knows the agents below; `desk` (tests/replay_desk.py) acts through it.
+
+A package-scoped stack outlives the package here (no `__init__.py`: it lasts the session),
+so it has a database of its own: on the session's shared one its brain adopted other
+modules' runs whose lease lapsed (a killed brain's thread turn, run by this stack's
+gateway, failed with "no script named …"), and their services swept its approvals."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from dbkit import new_database
 from replay_desk import OPERATOR_TOKEN, Desk
 from tether_common.supervisor import Supervisor
 
@@ -42,7 +48,7 @@ async def stack(
     # tests/conftest.py's `stack_env` (a fixture module cannot be imported) and our agents.
     env = {
         "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
+        "TETHER_DATABASE_URL": await new_database(database_url, "replay"),
         "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),

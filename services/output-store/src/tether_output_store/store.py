@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, Collection, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
@@ -206,21 +206,29 @@ class OutputStore:
         )
 
     async def iter_chunks(
-        self, stored: StoredOutput, first: int = 0
+        self, stored: StoredOutput, first: int = 0, *, conn: AsyncConnection | None = None
     ) -> AsyncGenerator[bytes, None]:
-        """The chunks of `stored` from index `first` on, fetched a few at a time."""
+        """The chunks of `stored` from index `first` on, fetched a few at a time; on `conn`
+        when the caller holds one (a commit re-reading its upload inside its transaction
+        must not wait for a second connection: with the pool's connections all held by
+        such commits, none would ever get one)."""
         for start in range(first, len(stored.digests), READ_BATCH):
             wanted = stored.digests[start : start + READ_BATCH]
-            async with self.engine.connect() as conn:
-                rows = await conn.execute(
-                    select(chunks.c.digest, chunks.c.data).where(chunks.c.digest.in_(set(wanted)))
-                )
-                by_digest = {r.digest: r.data for r in rows}
+            by_digest = await self._stored_chunks(wanted, conn)
             outside = [d for d in dict.fromkeys(wanted) if by_digest.get(d) is None]
             fetched = await asyncio.gather(*(self._fetch(d) for d in outside))
             by_digest.update(zip(outside, fetched, strict=True))
             for digest in wanted:
-                yield bytes(by_digest[digest])
+                yield bytes(cast(bytes, by_digest[digest]))  # each was filled just above
+
+    async def _stored_chunks(
+        self, wanted: Sequence[str], conn: AsyncConnection | None
+    ) -> dict[str, bytes | None]:
+        query = select(chunks.c.digest, chunks.c.data).where(chunks.c.digest.in_(set(wanted)))
+        if conn is not None:
+            return {r.digest: r.data for r in await conn.execute(query)}
+        async with self.engine.connect() as own:
+            return {r.digest: r.data for r in await own.execute(query)}
 
     async def read(self, stored: StoredOutput, offset: int, limit: int) -> bytes:
         """`limit` bytes from byte `offset`."""

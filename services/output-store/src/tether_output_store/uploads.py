@@ -96,7 +96,7 @@ class Uploads:
         """Verify and publish the upload as an output, atomically."""
         async with self.store.engine.begin() as conn:
             draft = await self._locked_draft(conn, upload_id, run_id)
-            per_chunk, lines = await self._verify(draft)
+            per_chunk, lines = await self._verify(draft, conn)
             stored = await self.store.insert_output(
                 conn,
                 run_id=run_id,
@@ -133,10 +133,11 @@ class Uploads:
             row.expires_at, row.chunk_size, digests, (), 0,
         )  # fmt: skip
 
-    async def _verify(self, draft: StoredOutput) -> tuple[list[int], int]:
-        """Re-read the uploaded chunks: size and sha256 must match what `begin` announced."""
+    async def _verify(self, draft: StoredOutput, conn: AsyncConnection) -> tuple[list[int], int]:
+        """Re-read the uploaded chunks (on the commit's own connection): size and sha256
+        must match what `begin` announced."""
         hasher, size, per_chunk, last = hashlib.sha256(), 0, [], None
-        async for piece in self.store.iter_chunks(draft):
+        async for piece in self.store.iter_chunks(draft, conn=conn):
             hasher.update(piece)
             size += len(piece)
             per_chunk.append(piece.count(b"\n"))
