@@ -29,6 +29,7 @@ from tether_client.client import TetherClient
 from tether_client.console import err, safe, say, stdout
 from tether_client.endpoints import api_url
 from tether_client.exits import describe
+from tether_client.interrupts import interruptible
 from tether_client.ops_cli import PROMPT, card, send_decision
 from tether_client.render import render, style, typed_or_none
 from tether_client.runref import short
@@ -107,7 +108,7 @@ class Chat:
         view = TurnView(accepted.run_id)
         while view.end is None:
             try:
-                self.runner.run(self.follow(view))
+                self.runner.run(interruptible(self.follow(view)))
             except KeyboardInterrupt:
                 self.close_line(view)
                 if self.confirm(f"stop run {short(view.run_id)}? [y/N] "):

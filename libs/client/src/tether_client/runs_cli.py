@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from tether_client.client import TetherClient
 from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
+from tether_client.interrupts import interruptible
 from tether_client.ops_cli import offer_approval
 from tether_client.render import render, style, typed_or_none
 from tether_client.runref import RunRef, resolve_run_id, short
@@ -192,7 +193,7 @@ async def run_command(
             emit(to_data(accepted), output, accepted.run_id)
             err(f"follow it with: tether runs follow {short(accepted.run_id)}", "dim")
             return 0
-        return await follow(client, accepted.run_id, fmt=output)
+        return await interruptible(follow(client, accepted.run_id, fmt=output))
 
 
 @app.command("list")
@@ -266,7 +267,8 @@ async def runs_follow(
     Example: tether runs follow last
     """
     async with connect() as client:
-        return await follow(client, await resolve_run_id(client, run), after, output)
+        run_id = await resolve_run_id(client, run)
+        return await interruptible(follow(client, run_id, after, output))
 
 
 @app.command("stop")
