@@ -157,10 +157,13 @@ def run_main(
     name: str,
     settings_cls: type[HttpSettings],
     factory: Callable[[CommonSettings, Any], FastAPI],
+    *,
+    standard_loop: bool = False,
 ) -> None:
     """The body of every `python -m tether_<service>`: read settings once, set up
     telemetry, serve until SIGTERM (uvicorn drains through the app's lifespan). A secret
-    left at a deploy template's value stops it here, before it reaches the bus."""
+    left at a deploy template's value stops it here, before it reaches the bus.
+    `standard_loop`: always the standard library's loop, whatever `event_loop` says."""
     common, settings = CommonSettings(), settings_cls()
     setup_telemetry(name, common)
     if refused := placeholder_secrets(common, settings):
@@ -172,5 +175,20 @@ def run_main(
                 extra={"code": "placeholder_secret", "setting": problem.setting},
             )
         raise SystemExit(EX_CONFIG)
-    with profiled(name, common.profile_dir):
-        asyncio.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))
+    with (
+        profiled(name, common.profile_dir),
+        asyncio.Runner(loop_factory=None if standard_loop else loop_factory(common)) as r,
+    ):
+        r.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))
+
+
+def loop_factory(common: CommonSettings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop the settings choose; the standard one if uvloop is not installed."""
+    if common.event_loop == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        log.warning("uvloop is not installed: running on the standard asyncio loop")
+        return None
+    return uvloop.new_event_loop

@@ -75,6 +75,12 @@ class CommonSettings(BaseSettings):
     # Set: the process runs under cProfile and writes `<service>-<pid>.prof` here when it
     # stops (`python -m bench --profile`; tether_common.profiling).
     profile_dir: Path | None = None
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        default="uvloop",
+        description="the services' event loop: uvloop (libuv) spends less CPU on each "
+        "message, socket write and task than the standard library's loop; `asyncio` is the "
+        "fallback where uvloop is not installed or misbehaves",
+    )
     operator_token: str | None = Field(
         default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
     )
