@@ -3,11 +3,12 @@ which texts are a tool call written out rather than an answer."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
-from tether_brain.loop.finishing import ToolLoop, looks_like_call, loop_in
+from tether_brain.loop.finishing import Digest, ToolLoop, looks_like_call, loop_in
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.toolcalls import ToolSpec
 
@@ -140,6 +141,59 @@ def test_an_answer_or_a_user_message_since_the_calls_starts_afresh() -> None:
     history.step(("calculate", {"expression": "2+2"}, "2+2 = 4"))
     history.messages.append(ChatMessage(role="user", content="and 3+3?"))
     assert loop_in(history.messages) is None
+
+
+def _random_step(rng: random.Random, history: History) -> None:
+    """One step of a run that loops now and then: sums, their results fed back, the same
+    call again, failures of one code, a user message or an answer between steps."""
+    a, b = rng.randint(1, 30), rng.randint(1, 30)
+    calls = [
+        ("calculate", {"expression": f"{a}+{b}"}, f"{a}+{b} = {a + b}"),
+        ("calculate", {"expression": str(rng.randint(2, 60))}, "ok"),
+        (
+            "current_time",
+            {"timezone": rng.choice(["Mars", "Asia/Tokyo"])},
+            rng.choice([TOKYO, "FAILED: unknown_timezone: no"]),
+        ),
+        ("file_read", {"path": f"f{rng.randint(1, 4)}.txt"}, "x" * rng.choice([10, 500])),
+    ]
+    history.step(*rng.sample(calls, rng.randint(1, 2)))
+    if rng.random() < 0.1:
+        history.messages.append(ChatMessage(role=rng.choice(["user", "assistant"]), content="…"))
+
+
+class CountingDigest(Digest):
+    read = 0
+
+    def _read(self, message: ChatMessage) -> None:
+        CountingDigest.read += 1
+        super()._read(message)
+
+
+def test_reading_on_from_the_last_step_finds_what_reading_it_all_finds() -> None:
+    """A run's digest read on step after step (each message read once) finds the same
+    loops as a fresh reading of the whole history (a run's history only grows), also when
+    given another history (it starts again). 40 random runs of 60 steps."""
+    kinds = set()
+    for seed in range(40):
+        rng = random.Random(seed)
+        history, kept = History(), CountingDigest()
+        CountingDigest.read = 0
+        for n in range(60):
+            _random_step(rng, history)
+            if n == 40:  # another history (new objects), an early call in it changed
+                history.messages = [m.model_copy() for m in history.messages]
+                first = history.messages[1]
+                other = {"expression": "rewritten"}
+                calls = [c.model_copy(update={"arguments": other}) for c in first.tool_calls]
+                history.messages[1] = first.model_copy(update={"tool_calls": calls})
+                history.step((first.tool_calls[0].name, first.tool_calls[0].arguments, "again"))
+            found = loop_in(history.messages)
+            assert loop_in(history.messages, kept) == found
+            kinds.add(found.kind if found is not None else None)
+        # Each message once, and again after the swap (fresh readings are not counted).
+        assert CountingDigest.read <= 2 * len(history.messages)
+    assert kinds == {None, "repeated_call", "result_fed_back", "repeated_failure"}
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from tether_brain.loop.acting import Actor
 from tether_brain.loop.answers import Answers
 from tether_brain.loop.calls import Calls
 from tether_brain.loop.completion import Completion
-from tether_brain.loop.finishing import loop_in
+from tether_brain.loop.finishing import digest_of, loop_in
 from tether_brain.loop.outcome import Outcome
 from tether_brain.loop.parking import Parking
 from tether_brain.loop.recovery import Recovery
@@ -159,7 +159,8 @@ class Loop:
         steps.add(1)
         last = state.step == state.max_steps
         # After a loop (finishing.py) the step offers no tools and asks for the answer.
-        looping = None if last else loop_in(state.own_messages)  # not a thread's earlier turns
+        # Not a thread's earlier turns.
+        looping = None if last else loop_in(state.own_messages, digest_of(state))
         if looping is not None:
             emit(
                 state,

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether_brain.state.run import call_key
+from tether_brain.state.run import RunState, call_key
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.toolcalls import OfferedTool, parse_tool_calls
 
@@ -43,27 +43,95 @@ class ToolLoop:
     tool: str
 
 
-def loop_in(messages: Sequence[ChatMessage]) -> ToolLoop | None:
+def loop_in(messages: Sequence[ChatMessage], read: Digest | None = None) -> ToolLoop | None:
     """The loop the last step's calls made, if any. Only when the history ends with that
-    step's results: an answer or a user message since then starts afresh."""
+    step's results: an answer or a user message since then starts afresh. `read`: what
+    an earlier step read of the same history, so only the messages added since are read
+    (a run keeps one: `digest_of`); the answer is the same with or without it."""
     last = _last_calls_at(messages)
     if last is None:
         return None
-    earlier, batch = messages[:last], messages[last]
+    before = (read if read is not None else Digest()).upto(messages, last)
+    batch = messages[last]
     results = {m.tool_call_id: m.content for m in messages[last + 1 :] if m.role == "tool"}
-    before = [c for m in earlier for c in m.tool_calls]
-    seen = {call_key(c.name, c.arguments) for c in before}
-    values = _values(before, earlier)
-    failures = _failures(before, earlier)
     for call in batch.tool_calls:
-        if call_key(call.name, call.arguments) in seen:
+        if call_key(call.name, call.arguments) in before.seen:
             return ToolLoop("repeated_call", call.name)
-        if any(_echoes(arg, *value) for arg in _argument_texts(call) for value in values):
+        if any(before.echoed(arg) for arg in _argument_texts(call)):
             return ToolLoop("result_fed_back", call.name)
         code = _failure_code(results.get(call.id, ""))
-        if code is not None and (call.name, code) in failures:
+        if code is not None and (call.name, code) in before.failures:
             return ToolLoop("repeated_failure", call.name)
     return None
+
+
+@dataclass(slots=True)
+class Digest:
+    """What the rules read of the calls and results of a history's first `count`
+    messages: the calls made, each short successful result as (its words, the words it
+    added to its call's own arguments: `2+2 = 4` adds only `4` to `2+2`), and each
+    tool's failures. A run's history only grows (the journal is append-only), so it reads
+    on from where it stopped while the last message it read is still in place, and from
+    the start otherwise (another history, one loaded afresh): a step costs the same at
+    step 500 as at step 5."""
+
+    seen: set[str] = field(default_factory=set)
+    names: dict[str, str] = field(default_factory=dict)
+    asked: dict[str, set[str]] = field(default_factory=dict)
+    values: list[tuple[set[str], set[str]]] = field(default_factory=list)
+    by_added: dict[str, list[int]] = field(default_factory=dict)  # number -> values adding it
+    failures: set[tuple[str, str]] = field(default_factory=set)
+    count: int = 0
+    last: ChatMessage | None = None
+
+    def upto(self, messages: Sequence[ChatMessage], end: int) -> Digest:
+        if end < self.count or (self.count and messages[self.count - 1] is not self.last):
+            self.clear()
+        for message in messages[self.count : end]:
+            self._read(message)
+        self.count = end
+        self.last = messages[end - 1] if end else None
+        return self
+
+    def clear(self) -> None:
+        for kept in (self.seen, self.names, self.asked, self.values, self.by_added):
+            kept.clear()
+        self.failures.clear()
+        self.count, self.last = 0, None
+
+    def echoed(self, argument: str) -> bool:
+        """An earlier result fed back as this argument (`_echoes`), looked up by the
+        numbers the argument holds: only results that added one of them can match."""
+        numbers = {w for w in _words(argument) if any(ch.isdigit() for ch in w)}
+        candidates = {i for n in numbers for i in self.by_added.get(n, ())}
+        return any(_echoes(argument, *self.values[i]) for i in sorted(candidates))
+
+    def _read(self, message: ChatMessage) -> None:
+        for call in message.tool_calls:
+            self.seen.add(call_key(call.name, call.arguments))
+            self.names[call.id] = call.name
+            self.asked[call.id] = _words(" ".join(_argument_texts(call)))
+        if message.role != "tool":
+            return
+        call_id, content = message.tool_call_id or "", message.content
+        if (code := _failure_code(content)) is not None:
+            self.failures.add((self.names.get(call_id, message.name or ""), code))
+        if content.startswith("FAILED") or not 0 < len(content.strip()) <= VALUE_RESULT_CHARS:
+            return
+        words = _words(content)
+        added = words - self.asked.get(call_id, set())
+        for word in added:
+            if any(ch.isdigit() for ch in word):
+                self.by_added.setdefault(word, []).append(len(self.values))
+        self.values.append((words, added))
+
+
+def digest_of(state: RunState) -> Digest:
+    """The run's own `Digest` (in memory only: a replica that loads the run reads its
+    history once, at its first step)."""
+    if not isinstance(state.read_ahead, Digest):
+        state.read_ahead = Digest()
+    return state.read_ahead
 
 
 # A failure that names the call to make first: `file_edit` of a file not read in the run.
@@ -94,35 +162,9 @@ def _last_calls_at(messages: Sequence[ChatMessage]) -> int | None:
     return None
 
 
-def _failures(calls: Iterable[CallRecord], messages: Iterable[ChatMessage]) -> set[tuple[str, str]]:
-    names = {c.id: c.name for c in calls}
-    found = set()
-    for message in messages:
-        if message.role == "tool" and (code := _failure_code(message.content)) is not None:
-            found.add((names.get(message.tool_call_id or "", message.name or ""), code))
-    return found
-
-
 def _failure_code(content: str) -> str | None:
     matched = _FAILURE.match(content)
     return matched.group(1) if matched else None
-
-
-def _values(
-    calls: Iterable[CallRecord], messages: Iterable[ChatMessage]
-) -> list[tuple[set[str], set[str]]]:
-    """Each short successful result as (its words, the words it added to its call's own
-    arguments): `2+2 = 4` adds only `4` to `2+2`."""
-    asked = {c.id: _words(" ".join(_argument_texts(c))) for c in calls}
-    values = []
-    for message in messages:
-        content = message.content
-        if message.role != "tool" or content.startswith("FAILED"):
-            continue
-        if 0 < len(content.strip()) <= VALUE_RESULT_CHARS:
-            words = _words(content)
-            values.append((words, words - asked.get(message.tool_call_id or "", set())))
-    return values
 
 
 def _words(text: str) -> set[str]:

@@ -117,6 +117,9 @@ class RunState:
     # The history's size as the context estimate counts it (`sizes.message_chars`), kept
     # as messages are added so a step does not walk the whole history to know it.
     history_chars: int = 0
+    # What the loop layer has read of the history so far (`loop.finishing.Digest`), so a
+    # step reads only the messages added since; in memory only, rebuilt after a load.
+    read_ahead: object | None = None
     audit: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # for the next commit
 
     def audit_later(self, event: str, data: dict[str, Any]) -> None:
