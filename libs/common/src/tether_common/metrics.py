@@ -103,6 +103,13 @@ SPECS: tuple[InstrumentSpec, ...] = (
     InstrumentSpec(
         "tether.outputs.offloaded", "counter", "By", "Bytes offloaded to the output-store"
     ),
+    InstrumentSpec(
+        "tether.loop.lag",
+        "histogram",
+        "s",
+        "How late the event loop woke a timer (each tick of tether_common.looplag), by service",
+        LATENCY_BUCKETS_S,
+    ),
 )
 
 meter = metrics.get_meter("tether")
@@ -147,3 +154,4 @@ model_duration = _histogram("tether.model.duration")
 bus_errors = _counter("tether.bus.errors")
 http_errors = _counter("tether.http.errors")
 outputs_offloaded = _counter("tether.outputs.offloaded")
+loop_lag = _histogram("tether.loop.lag")

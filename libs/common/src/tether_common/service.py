@@ -2,7 +2,8 @@
 migrate the database, start handlers and background tasks, answer health and readiness,
 and shut down in order: stop taking messages (drain the subscriptions) and finish the
 handlers in flight, stop the background tasks, close what they used (the service's
-`on_stop`), drain the bus connection, close the database."""
+`on_stop`), drain the bus connection, close the database. The event loop's lag is watched
+throughout (`looplag`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from tether_common.http import (
     install_error_handlers,
     serve_http,
 )
+from tether_common.looplag import LoopLag
 from tether_common.placeholders import EX_CONFIG, placeholder_secrets
 from tether_common.profiling import profiled
 from tether_common.settings import CommonSettings, HttpSettings
@@ -68,6 +70,8 @@ class Service:
         self.bus = Bus(self.subjects, name)
         # Sweepers, collectors, senders: started by the service's `on_start`, stopped here.
         self.background = Background(logging.getLogger(f"tether.{name}"))
+        # Watches the event loop from the start of `start` to the end of `stop`.
+        self.loop_lag = LoopLag(name, settings.loop_lag_warn_s)
         # The engine connects lazily, so domain objects can hold it from construction on.
         self._engine: AsyncEngine | None = engine_of(settings) if uses_db else None
 
@@ -78,6 +82,7 @@ class Service:
         return self._engine
 
     async def start(self, *, attempts: int = 60) -> None:
+        self.loop_lag.start()
         await self._connect_bus(attempts)
         await self.bus.ensure_streams()
         if self.uses_db:
@@ -115,6 +120,7 @@ class Service:
         await self.bus.close(SHUTDOWN_WAIT_S)
         if self._engine is not None:
             await self._engine.dispose()
+        await self.loop_lag.stop()
 
     async def ready(self) -> dict[str, bool]:
         checks = {"nats": self.bus.connected}

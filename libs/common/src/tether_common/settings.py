@@ -81,6 +81,12 @@ class CommonSettings(BaseSettings):
         "message, socket write and task than the standard library's loop; `asyncio` is the "
         "fallback where uvloop is not installed or misbehaves",
     )
+    loop_lag_warn_s: float = Field(
+        default=0.25,
+        gt=0,
+        description="an event-loop stall this long or longer is logged as a warning, with how "
+        "the loop's thread spent it (tether_common.looplag)",
+    )
     operator_token: str | None = Field(
         default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
     )

@@ -1,0 +1,166 @@
+"""The event-loop lag monitor every service runs (`Service` starts and stops it): a task
+that sleeps a short tick and measures how late it wakes.
+
+A late wake means the loop ran nothing else meanwhile: a callback that kept it busy (CPU
+work, a blocking call) or a process the machine did not schedule. Each stall of at least
+`loop_lag_warn_s` is logged with how the loop's thread spent it, from the kernel's count
+(`/proc/thread-self/schedstat`): running on a CPU (the loop was busy), runnable but waiting
+for one (the machine was busy), or neither (blocked in a system call, waiting for the GIL
+held by another thread, stopped, or asleep in the loop's own wait). Every tick's lag goes to
+the `tether.loop.lag` histogram; the worst one is kept and said again when the monitor stops.
+
+Cheap: per tick one timer wake, one read of procfs and one histogram record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from tether_common.metrics import loop_lag
+
+log = logging.getLogger(__name__)
+
+# A stall is seen within a tick of its length (one that starts late in a tick shows that much
+# shorter); five wakes a second cost about 0.1% of a core (a bare timer wake is ~0.1 ms of
+# CPU on a loaded virtual machine, procfs and the histogram a few microseconds more).
+TICK_S = 0.2
+SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadTimes:
+    """What a thread has spent so far, in seconds."""
+
+    on_cpu_s: float
+    waiting_s: float | None  # runnable with no CPU; None where the kernel does not say
+
+
+class ThreadClock:
+    """The times of the thread that opened it (the event loop's): from the kernel's
+    scheduler statistics where Linux has them, else its CPU time alone."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd: int | None = os.open(SCHEDSTAT, os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> ThreadTimes:
+        if self._fd is not None:
+            try:
+                on_cpu_ns, waiting_ns, _slices = os.pread(self._fd, 128, 0).split()
+                return ThreadTimes(int(on_cpu_ns) / 1e9, int(waiting_ns) / 1e9)
+            except (OSError, ValueError):
+                self.close()  # never again: CPU time alone from here on
+        return ThreadTimes(time.thread_time(), None)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """One late wake: the loop's thread over the whole interval (the tick and the lag)."""
+
+    lag_s: float
+    interval_s: float
+    on_cpu_s: float
+    waiting_s: float | None
+
+    @property
+    def off_cpu_s(self) -> float:
+        """Neither running nor runnable: blocked, stopped or asleep."""
+        return max(0.0, self.interval_s - self.on_cpu_s - (self.waiting_s or 0.0))
+
+
+def stall_between(
+    before: ThreadTimes, after: ThreadTimes, lag_s: float, interval_s: float
+) -> Stall:
+    waiting = (
+        None
+        if before.waiting_s is None or after.waiting_s is None
+        else after.waiting_s - before.waiting_s
+    )
+    return Stall(lag_s, interval_s, after.on_cpu_s - before.on_cpu_s, waiting)
+
+
+class LoopLag:
+    """The monitor of one service's event loop; `run` until cancelled."""
+
+    def __init__(self, service: str, warn_s: float, *, tick_s: float = TICK_S) -> None:
+        self.service = service
+        self.warn_s = warn_s
+        self.tick_s = tick_s
+        self.worst_s = 0.0
+        self.stalls = 0  # wakes at least `warn_s` late
+        self._attributes = {"service": service}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start watching the running loop (in a task this monitor owns), once."""
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name=f"{self.service} event loop lag")
+
+    async def stop(self) -> None:
+        """Stop watching and wait until the task has ended (its summary said)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("%s event loop monitor failed", self.service, exc_info=error)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        clock = ThreadClock()  # opened here, on the loop's thread
+        try:
+            times, then = clock.read(), loop.time()
+            while True:
+                await asyncio.sleep(self.tick_s)
+                now, now_times = loop.time(), clock.read()
+                lag = max(0.0, now - then - self.tick_s)
+                loop_lag.record(lag, self._attributes)
+                if lag >= self.warn_s:
+                    self._stalled(stall_between(times, now_times, lag, now - then))
+                times, then = now_times, now
+        finally:
+            clock.close()
+            if self.stalls:
+                log.info(
+                    "%s event loop: %d stalls of %.2f s or more, the worst %.2f s",
+                    self.service,
+                    self.stalls,
+                    self.warn_s,
+                    self.worst_s,
+                )
+
+    def _stalled(self, stall: Stall) -> None:
+        self.stalls += 1
+        self.worst_s = max(self.worst_s, stall.lag_s)
+        waited = "?" if stall.waiting_s is None else f"{stall.waiting_s:.2f}"
+        log.warning(
+            "event loop stalled %.2f s (worst %.2f s): over %.2f s its thread ran %.2f s, "
+            "waited %s s for a CPU, was off CPU %.2f s",
+            stall.lag_s,
+            self.worst_s,
+            stall.interval_s,
+            stall.on_cpu_s,
+            waited,
+            stall.off_cpu_s,
+            extra={
+                "lag_s": round(stall.lag_s, 3),
+                "on_cpu_s": round(stall.on_cpu_s, 3),
+                "waiting_s": None if stall.waiting_s is None else round(stall.waiting_s, 3),
+                "off_cpu_s": round(stall.off_cpu_s, 3),
+            },
+        )
+
+
+__all__ = ["TICK_S", "LoopLag", "Stall", "ThreadClock", "ThreadTimes"]

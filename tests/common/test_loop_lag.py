@@ -1,0 +1,102 @@
+"""The event-loop lag monitor every service runs (tether_common.looplag, started by
+`Service.start`): a bus handler that blocks the loop is reported as a stall, with how the
+loop's thread spent it, and kept as the service's worst lag."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from tether_common.bus import Bus
+from tether_common.looplag import TICK_S
+from tether_common.messages.base import WireModel
+from tether_common.service import Service
+from tether_common.settings import CommonSettings
+from tether_common.subjects import Route, Subjects
+
+WAIT_S = 60.0  # generous: the CI machine is slow
+BLOCK_S = 0.5
+# The stall is at least the block less the tick it fell into.
+SHORTEST_STALL_S = BLOCK_S - TICK_S
+
+
+class Ask(WireModel):
+    n: int
+
+
+class Answer(WireModel):
+    n: int
+
+
+class StallsSeen(logging.Handler):
+    """The monitor's warnings; `long` is set by one for a stall as long as the block."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+        self.long = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        if getattr(record, "lag_s", 0.0) >= SHORTEST_STALL_S:
+            self.long.set()
+
+
+@pytest.fixture
+async def prefix() -> str:
+    return f"lag{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def client(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
+    bus = await Bus.connect(nats_url, service="test-client", subjects=Subjects(prefix))
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
+@pytest.fixture
+def stalls() -> Iterator[StallsSeen]:
+    seen = StallsSeen()
+    logger = logging.getLogger("tether_common.looplag")
+    logger.addHandler(seen)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(seen)
+
+
+async def test_a_handler_that_blocks_the_loop_is_reported(
+    nats_url: str, prefix: str, client: Bus, stalls: StallsSeen
+) -> None:
+    service = Service(
+        "loop-lag-test",
+        CommonSettings(nats_url=nats_url, subject_prefix=prefix, loop_lag_warn_s=0.25),
+        uses_db=False,
+    )
+    route = Route(f"{prefix}.test.block", Ask, Answer, "loop_lag_test")
+
+    async def block(ask: Ask) -> Answer:
+        time.sleep(BLOCK_S)  # noqa: ASYNC251 - the blocking call under test
+        return Answer(n=ask.n)
+
+    await service.start()
+    try:
+        await service.bus.serve(route, block)
+        assert (await client.request(route, Ask(n=1), timeout=WAIT_S)).n == 1
+        async with asyncio.timeout(WAIT_S):
+            await stalls.long.wait()
+        stall = next(r for r in stalls.records if getattr(r, "lag_s", 0.0) >= SHORTEST_STALL_S)
+        # A sleep: the loop's thread was neither running nor waiting for a CPU.
+        assert getattr(stall, "off_cpu_s", 0.0) >= SHORTEST_STALL_S
+        assert "event loop stalled" in stall.getMessage()
+        assert service.loop_lag.worst_s >= SHORTEST_STALL_S
+        assert service.loop_lag.stalls >= 1
+    finally:
+        await service.stop()
