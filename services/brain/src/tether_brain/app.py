@@ -136,7 +136,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         bus_loss_s=settings.bus_loss_s,
     )
     manager = RunManager(bus, store, agents, tasks, runner, settings)
-    mcp_face = McpFace(manager)  # agents as the tools of an MCP server, at /mcp
+    # Agents as the tools of an MCP server at /mcp (the SDK loaded on its first request).
+    mcp_face = McpFace(manager)
     threads = ThreadManager(ThreadStore(service.engine), manager)
 
     # The client API over NATS: each handler reads its caller from the `Authorization`
@@ -196,7 +197,6 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
             handler=manager.on_decision,
         )
         service.background.start("leases", maintenance.run())
-        await mcp_face.start()
 
     # Shutdown (Service.stop): no message is taken any more, the handlers in flight finish,
     # the background loops stop; then every run is handed back while the bus and the

@@ -1,146 +1,81 @@
 """The MCP face: an MCP server (the `mcp` SDK, streamable HTTP at `/mcp`) whose tools are
-the agents the caller may run, one tool per agent taking `{"task": str}` and answering the
-agent's final answer as text. A call is a run started as the caller through
-`RunManager.start` (tools, gates, approvals, budgets and audit apply); each event of tool
-activity is a progress notification when the client asked for progress.
+the agents the caller may run (`mcp_server.py`), and its route and life here.
 
 Every HTTP request to `/mcp` carries a Tether bearer token, checked by the identity
 model's dependency before the SDK sees the request (401 `{"error": {code, message}}`
-without one; 403 for a role that starts no runs); each MCP request is then served for
-the principal of the HTTP request that carried it. The server is stateless (no session
-held in memory; POST only), so any brain replica serves any request. An agent the caller may not
-run is not listed, and calling it is the protocol's invalid-params error.
+without one; 403 for a role that starts no runs). The SDK is imported and its session
+manager started on the first such request, not at every brain start: the import costs
+about a fifth of the start's CPU (replicas restarted on a busy machine pay it while their
+peers take over runs), and most deployments never call the face. The import runs in a
+thread, so the loop goes on serving while it does (the GIL is shared, not held).
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
+import asyncio
+import logging
+from typing import TYPE_CHECKING
 
-import mcp.types as mcp_types
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import MCPError
-from starlette.types import Receive, Scope, Send
 
-from tether_brain.faces.agents import may_run, runnable
-from tether_brain.faces.following import Activity, Ending, Follower, start_request
 from tether_brain.faces.openai_errors import ERROR_RESPONSES
 from tether_brain.runs.manager import RunManager
-from tether_common.errors import ErrorCode, MessageError, TetherError
+from tether_common.errors import ErrorCode, MessageError
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
 from tether_common.identity import Principal, Verifier, principal_dependency
-from tether_common.messages.runs import RunEvent
 
-# Where the route leaves the verified caller for the MCP handlers (the request's scope).
-PRINCIPAL_KEY = "tether.principal"
-TASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "task": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 200_000,
-            "description": "what the agent should do, in plain words",
-        }
-    },
-    "required": ["task"],
-    "additionalProperties": False,
-}
-Context = ServerRequestContext[Any, Any]
-# How long a call waits for its run (a parked one included): below the 300 s of silence
-# the SDK's client reads by default, so a call parked longer ends with the run's
-# whereabouts (`is_error`) rather than the client's timeout. The run goes on.
-CALL_WAIT_S = 240.0
+if TYPE_CHECKING:
+    from tether_brain.faces.mcp_server import McpServer
+
+log = logging.getLogger(__name__)
 
 
-def _tool(agent_id: str) -> mcp_types.Tool:
-    return mcp_types.Tool(
-        name=agent_id,
-        description=(
-            f"Hand a task to the Tether agent '{agent_id}'. It works with its own tools under "
-            "Tether's gates, approvals and audit, and answers with its final answer."
-        ),
-        input_schema=TASK_SCHEMA,
-    )
+def _server_class() -> type[McpServer]:
+    from tether_brain.faces.mcp_server import McpServer
 
-
-def _caller(ctx: Context) -> Principal:
-    who = None if ctx.request is None else ctx.request.scope.get(PRINCIPAL_KEY)
-    if not isinstance(who, Principal):  # never: `/mcp` is the only way in
-        raise MCPError(mcp_types.INVALID_REQUEST, "no verified caller on this request")
-    return who
-
-
-def _said(event: RunEvent) -> str:
-    """One line of progress for an event of tool activity."""
-    name = event.data.get("name") or event.data.get("task") or ""
-    return f"{event.kind} {name}".strip()
-
-
-def _result(ending: Ending) -> mcp_types.CallToolResult:
-    failure = ending.failure()
-    text = ending.text if failure is None else failure.message
-    failed = failure is not None or ending.waited_out
-    return mcp_types.CallToolResult(content=[mcp_types.TextContent(text=text)], is_error=failed)
+    return McpServer
 
 
 class McpFace:
-    """The MCP server and its session manager (started and stopped with the brain)."""
+    """The `/mcp` route, and the MCP server behind it from its first request until the
+    brain stops."""
 
     def __init__(self, manager: RunManager) -> None:
         self.manager = manager
-        self.follower = Follower(manager)
-        self.server: Server[Any] = Server(
-            "tether",
-            instructions="Each tool is a Tether agent: give it a task, get its final answer.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
-        self.sessions = StreamableHTTPSessionManager(
-            self.server, stateless=True, max_request_body_size=TEXT_BODY_LIMIT
-        )
-        self._running = contextlib.AsyncExitStack()
+        self._server: McpServer | None = None
+        self._loading = asyncio.Lock()
+        self._serving: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
-    async def start(self) -> None:
-        await self._running.enter_async_context(self.sessions.run())
+    async def server(self) -> McpServer:
+        """The MCP server, imported and started by the first request that needs it."""
+        async with self._loading:
+            if self._server is None:
+                server_class = await asyncio.to_thread(_server_class)
+                self._server = await self._start(server_class(self.manager))
+        return self._server
+
+    async def _start(self, server: McpServer) -> McpServer:
+        started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        serving = asyncio.create_task(server.serve(started, self._stopping), name="mcp face")
+        await asyncio.wait({started, serving}, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():  # it did not start: this request fails, the next tries again
+            started.cancel()
+            serving.result()  # raises what ended it
+        self._serving = serving
+        return server
 
     async def stop(self) -> None:
-        await self._running.aclose()
-
-    async def _list_tools(
-        self, ctx: Context, params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListToolsResult:
-        return mcp_types.ListToolsResult(
-            tools=[_tool(a) for a in runnable(self.manager, _caller(ctx))]
-        )
-
-    async def _call_tool(
-        self, ctx: Context, params: mcp_types.CallToolRequestParams
-    ) -> mcp_types.CallToolResult:
-        who = _caller(ctx)
-        if not may_run(self.manager, who, params.name):
-            raise MCPError(mcp_types.INVALID_PARAMS, f"no tool '{params.name}' for this caller")
-        task = (params.arguments or {}).get("task")
-        if not isinstance(task, str) or not task.strip():
-            raise MCPError(mcp_types.INVALID_PARAMS, "'task' must be a non-empty string")
-        try:
-            run_id = await self.follower.start(start_request(task, params.name), who)
-            told = 0
-            async for item in self.follower.follow(run_id, who, CALL_WAIT_S):
-                if isinstance(item, Activity):
-                    told += 1
-                    await ctx.session.report_progress(told, None, _said(item.event))
-                elif isinstance(item, Ending):
-                    return _result(item)
-        except TetherError as exc:  # a refused start, an unreachable service: the tool's error
-            return mcp_types.CallToolResult(
-                content=[mcp_types.TextContent(text=f"{exc.code}: {exc.message}")], is_error=True
-            )
-        raise MCPError(mcp_types.INTERNAL_ERROR, "the run's events ended without an ending")
+        """End the MCP calls in flight (their runs go on) and the session manager."""
+        async with self._loading:
+            self._stopping.set()
+            serving, self._serving = self._serving, None
+            if serving is None:
+                return
+            await asyncio.wait({serving})
+            if not serving.cancelled() and (error := serving.exception()) is not None:
+                log.error("the MCP session manager failed", exc_info=error)
 
     def router(self, verifier: Verifier) -> APIRouter:
         router = APIRouter(tags=["mcp"])
@@ -158,7 +93,7 @@ class McpFace:
                     "an MCP request is JSON-RPC: Content-Type must be application/json",
                     code=ErrorCode.BAD_REQUEST,
                 )
-            return _Exchange(face.sessions, who)
+            return (await face.server()).exchange(who)
 
         # POST only: a stateless server holds no session to delete and offers no stream at
         # GET (the SDK's client asks for neither without a session id); both answer 405.
@@ -171,18 +106,6 @@ class McpFace:
             openapi_extra=body_limit(TEXT_BODY_LIMIT),
         )
         return router
-
-
-class _Exchange(Response):
-    """The route's answer: the SDK's transport serves the request, as `who`."""
-
-    def __init__(self, sessions: StreamableHTTPSessionManager, who: Principal) -> None:
-        super().__init__()
-        self.sessions, self.who = sessions, who
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        scope[PRINCIPAL_KEY] = self.who
-        await self.sessions.handle_request(scope, receive, send)
 
 
 __all__ = ["McpFace"]
