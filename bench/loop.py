@@ -10,15 +10,18 @@ runs' own `step` event timestamps, read back from the journal.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 
-from bench.cpu import cpu_report
+import psutil
+
+from bench.cpu import cpu_report, cpu_seconds, processes
 from bench.stack import Stack
 from bench.stats import line, summary
 from tether_brain.persistence.store import RunStore
@@ -145,10 +148,17 @@ async def sessions_opened(stack: Stack) -> int:
 
 
 async def measure_long(stack: Stack, steps: int = 500) -> tuple[float, float]:
-    """One run of `steps` steps: step 1 (from `run.start`), the first 50 and the last 50."""
+    """One run of `steps` steps: step 1 (from `run.start`), the first 50 and the last 50;
+    the CPU each service spent on them, and the history the model request carries."""
     model = calc_script(stack.scripts, steps)
-    (run_id,) = await launch([stack.api_url], model, 1, steps)
-    await stack.wait_status([run_id])
+    groups = {name: procs for name, procs in processes(stack).items() if name in COSTED}
+    samples: list[tuple[datetime, dict[str, float]]] = []
+    sampling = asyncio.create_task(sample_cpu(groups, samples))
+    try:
+        (run_id,) = await launch([stack.api_url], model, 1, steps)
+        await stack.wait_status([run_id])
+    finally:
+        sampling.cancel()
     marks = (await stack.event_times([run_id], "step"))[run_id]
     assert len(marks) == steps, len(marks)
     start = (await stack.event_times([run_id], "run.start"))[run_id][:1]
@@ -159,8 +169,69 @@ async def measure_long(stack: Stack, steps: int = 500) -> tuple[float, float]:
     print(line("long run: steps 1-50", gaps[:50]))
     print(line(f"long run: steps {steps - 49}-{steps}", gaps[-50:]))
     print(f"long run: last 50 / first 50 (medians): {tail / head:.2f}x  (target ≤ 1.1x)")
+    print_cpu_growth(samples, start + marks)
+    await print_history_bytes(stack, run_id)
     await print_phases(stack, run_id)
     return head, tail
+
+
+# The services whose CPU a step's cost is read from (the brain's is the target's: "flat
+# with history"; the gateway's grows with the request it parses).
+COSTED = ("brain", "gateway", "tools-runner")
+SAMPLE_S = 0.01
+
+
+async def sample_cpu(
+    groups: dict[str, list[psutil.Process]], into: list[tuple[datetime, dict[str, float]]]
+) -> None:
+    """CPU seconds of each group, every SAMPLE_S, until cancelled."""
+    while True:
+        into.append(
+            (datetime.now(UTC), {n: sum(cpu_seconds(p).values()) for n, p in groups.items()})
+        )
+        await asyncio.sleep(SAMPLE_S)
+
+
+def print_cpu_growth(
+    samples: list[tuple[datetime, dict[str, float]]], marks: list[datetime]
+) -> None:
+    """CPU ms per step of each service over the first and the last 50 steps, read off the
+    samples at those steps' event times (the run is alone on the stack: what the services
+    spend meanwhile is its steps'; CPU times tick every 10 ms, so ±0.2 ms a step)."""
+    if len(marks) < 101 or len(samples) < 2:
+        return
+    times = [t for t, _ in samples]
+
+    def at(when: datetime, name: str) -> float:
+        i = min(max(bisect.bisect_left(times, when), 1), len(samples) - 1)
+        (t0, a), (t1, b) = samples[i - 1], samples[i]
+        span = (t1 - t0).total_seconds() or 1.0
+        share = min(max((when - t0).total_seconds() / span, 0.0), 1.0)
+        return a[name] + (b[name] - a[name]) * share
+
+    print("  CPU ms per step         first 50   last 50   ratio")
+    for name in samples[0][1]:
+        first = (at(marks[50], name) - at(marks[0], name)) * 1000 / 50
+        last = (at(marks[-1], name) - at(marks[-51], name)) * 1000 / 50
+        print(f"  {name:22} {first:8.2f}  {last:8.2f}  {last / first if first else 0:6.2f}x")
+
+
+async def print_history_bytes(stack: Stack, run_id: str) -> None:
+    """The history the model request carries (its messages' JSON), at the first and the
+    last step: what grows with the run whatever the services do."""
+    sizes = await stack.db.fetch(
+        "SELECT sum(octet_length(data::text)) FILTER (WHERE kind = 'message') "
+        "OVER (ORDER BY seq) AS carried, kind, data->>'kind' AS event FROM run_journal "
+        "WHERE run_id = $1 ORDER BY seq",
+        run_id,
+    )
+    at_steps = [r["carried"] or 0 for r in sizes if r["kind"] == "event" and r["event"] == "step"]
+    if at_steps:
+        first, last = at_steps[0], at_steps[-1]
+        print(
+            f"  history in the model request: step 1 {first / 1024:.1f} KiB, "
+            f"step {len(at_steps)} {last / 1024:.1f} KiB ({last / max(first, 1):.0f}x)"
+        )
 
 
 async def print_phases(stack: Stack, run_id: str) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import random
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
 
 import tether_brain.skills
+from tether_brain.context.prompting import SKILL_NOTE, history_shown, this_turns_skills
 from tether_brain.skills import (
     LOAD_SKILL,
     MAX_INVOKED,
@@ -21,6 +25,7 @@ from tether_brain.skills import (
     load_skill_spec,
     skill_index,
 )
+from tether_brain.state.run import Limits, RunState
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.skills import INVOKE_CHAR_CAP
 
@@ -156,3 +161,39 @@ def test_exports() -> None:
     exported = tether_brain.skills.__all__
     assert all(hasattr(tether_brain.skills, name) for name in exported)
     assert sorted(exported) == sorted(set(exported))
+
+
+def test_the_history_shown_is_the_same_without_walking_it() -> None:
+    """`history_shown` (which looks only where the run says skill notes and loaded skills
+    are) gives what walking the whole history gives, for random histories of notes,
+    loads, results and user turns, added live or replayed from the journal."""
+    changed = 0
+    for seed in range(60):
+        rng = random.Random(seed)
+        now = datetime.now(UTC)
+        state = RunState("run_s", "q", "scripted", None, Limits(50), now, now)
+        for i in range(rng.randint(1, 30)):
+            kind = rng.choice(["user", "note", "load", "result", "answer"])
+            if kind == "user":
+                state.add_message(ChatMessage(role="user", content=f"turn {i}"))
+            elif kind == "note":
+                state.add_message(ChatMessage(role="system", content="# Skill", name=SKILL_NOTE))
+            elif kind == "answer":
+                state.add_message(ChatMessage(role="assistant", content="ok"))
+            else:
+                name = LOAD_SKILL if kind == "load" else "calculate"
+                call = CallRecord(id=f"c{i}", name=name, arguments={"name": "deploy"})
+                state.add_message(ChatMessage(role="assistant", tool_calls=[call]))
+                state.add_message(
+                    ChatMessage(
+                        role="tool", content="# Skill: deploy", tool_call_id=call.id, name=name
+                    )
+                )
+        walked = forget_loaded_skills(this_turns_skills(state.messages))
+        assert history_shown(state) == walked
+        loaded = RunState("run_s", "q", "scripted", None, Limits(50), now, now)
+        for entry in state.pending:
+            loaded.replay(entry.kind, json.loads(entry.text))
+        assert history_shown(loaded) == walked
+        changed += walked != state.messages
+    assert changed > 10  # the histories exercise both rules, not only the fast path

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from itertools import islice
 
 from tether_brain.context.prompts import (
     HELPER_DIRECTIVE,
@@ -55,7 +56,7 @@ def build_request(
     if tier == "compact":
         system = f"{system}\n\n{dated_note(now, tier)}"
     messages = [ChatMessage(role="system", content=system)]
-    messages += forget_loaded_skills(this_turns_skills(state.messages))
+    messages += history_shown(state)
     if note := closing_note(state, tier, now, last, finishing):
         messages.append(ChatMessage(role="system", content=note))
     return GenerateRequest(
@@ -77,8 +78,23 @@ def call_first(state: RunState, offered: list[OfferedToolSpec], tier: PromptTier
     offer is then every tool, not the request's) nor once a result is in."""
     if tier != "compact" or not offered or state.counters.corrections:
         return False
-    last_user = max((i for i, m in enumerate(state.messages) if m.role == "user"), default=-1)
-    return not any(m.role == "tool" for m in state.messages[last_user + 1 :])
+    after = islice(state.messages, state.last_user_at + 1, None)
+    return not any(m.role == "tool" for m in after)
+
+
+def history_shown(state: RunState) -> list[ChatMessage]:
+    """The run's history as a request shows it: `forget_loaded_skills(this_turns_skills(
+    state.messages))`, walked only when it holds a skill note or a loaded skill that
+    either would change (the run keeps where those are), so a long run's step does not
+    walk its whole history for them."""
+    history, last_user = state.messages, state.last_user_at
+    notes = state.named_at.get(SKILL_NOTE, ())
+    loads = state.named_at.get(LOAD_SKILL, ())
+    if any(history[i].role == "system" and i != last_user - 1 for i in notes) or any(
+        history[i].role == "tool" and i < last_user for i in loads
+    ):
+        return forget_loaded_skills(this_turns_skills(history))
+    return history
 
 
 def stable_system(

@@ -16,6 +16,7 @@ from tether_brain.context.fitting import Fitter, request_estimate, reserve
 from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
 from tether_brain.context.prompting import SKILL_NOTE, build_request
+from tether_brain.context.wire import carried
 from tether_brain.loop.acting import Actor
 from tether_brain.loop.completion import Completion
 from tether_brain.loop.finishing import ToolLoop, looks_like_call, needed_first
@@ -99,7 +100,7 @@ class Turns:
             finishing=looping is not None,
             must_call=must_call,
         )
-        return await self._fit(state, request)
+        return carried(await self._fit(state, request), state)
 
     async def turn(
         self, state: RunState, request: GenerateRequest, control: Control

@@ -117,6 +117,13 @@ class RunState:
     # The history's size as the context estimate counts it (`sizes.message_chars`), kept
     # as messages are added so a step does not walk the whole history to know it.
     history_chars: int = 0
+    # Each message's JSON, made once when it was added (the journal's text of it): a
+    # step's request carries them as they are (`context.wire`).
+    message_json: list[str] = field(default_factory=list)
+    # Where the last user message is, and the messages by `name` (tool results by tool,
+    # skill notes): what a request's layout looks for without walking the history.
+    last_user_at: int = -1
+    named_at: dict[str, list[int]] = field(default_factory=dict)
     # What the loop layer has read of the history so far (`loop.finishing.Digest`), so a
     # step reads only the messages added since; in memory only, rebuilt after a load.
     read_ahead: object | None = None
@@ -131,10 +138,20 @@ class RunState:
         return self.limits.max_steps
 
     def add_message(self, message: ChatMessage) -> None:
+        text = message.model_dump_json()
+        self._append(message, text)
+        self.pending.append(Entry("message", text))
+
+    def _append(self, message: ChatMessage, text: str) -> None:
+        """The history grows by one message, and what is kept of it with it."""
         self._remember(message)
+        if message.role == "user":
+            self.last_user_at = len(self.messages)
+        if message.name:
+            self.named_at.setdefault(message.name, []).append(len(self.messages))
         self.messages.append(message)
         self.history_chars += message_chars(message)
-        self.pending.append(Entry("message", message.model_dump_json()))
+        self.message_json.append(text)
 
     def add_step(self, view: StepView) -> None:
         self.steps.append(view)
@@ -147,9 +164,7 @@ class RunState:
         """Rebuild in-memory history from one stored journal entry."""
         if kind == "message":
             message = ChatMessage.model_validate(data)
-            self._remember(message)
-            self.messages.append(message)
-            self.history_chars += message_chars(message)
+            self._append(message, message.model_dump_json())
         elif kind == "step":
             self.steps.append(StepView.model_validate(data))
 
