@@ -30,7 +30,11 @@ SWITCH = Switch()
 
 def profile_env(base: Path) -> dict[str, str]:
     """What a stack's services need in their environment to profile themselves."""
-    return {"TETHER_PROFILE_DIR": str(base / "profiles")} if SWITCH.on else {}
+    # The standard event loop while profiling: its wait is a Python call (`select`) that
+    # the report counts as idle; libuv's wait is invisible to cProfile, so under uvloop
+    # idle time would read as busy.
+    on = {"TETHER_PROFILE_DIR": str(base / "profiles"), "TETHER_EVENT_LOOP": "asyncio"}
+    return on if SWITCH.on else {}
 
 
 def restart_profiles(pids: list[int]) -> None:
