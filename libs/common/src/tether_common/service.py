@@ -8,6 +8,7 @@ throughout (`looplag`)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -185,7 +186,20 @@ def run_main(
         profiled(name, common.profile_dir),
         asyncio.Runner(loop_factory=None if standard_loop else loop_factory(common)) as r,
     ):
-        r.run(serve_http(factory(common, settings), settings.http_host, settings.http_port))
+        app = factory(common, settings)
+        freeze_heap()
+        r.run(serve_http(app, settings.http_host, settings.http_port))
+
+
+def freeze_heap() -> None:
+    """Take what importing and wiring the service left on the heap (modules, classes,
+    routes: about 157,000 objects in the brain) out of the cyclic garbage collector's
+    sight, so each full collection while the service runs walks only what it has made
+    since: in the brain about 0.1 s of CPU, a stall of its event loop, before; under 1 ms
+    after. Collected first, so no garbage is frozen with it; a frozen object whose last
+    reference goes is still freed (only cycles among them would stay)."""
+    gc.collect()
+    gc.freeze()
 
 
 def loop_factory(common: CommonSettings) -> Callable[[], asyncio.AbstractEventLoop] | None:
