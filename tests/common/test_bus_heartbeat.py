@@ -114,3 +114,29 @@ async def test_a_strange_interval_never_breaks_the_answer(
         assert msg.data == b"" or b"running" in msg.data
     finally:
         await server.close()
+
+
+async def test_a_heartbeat_costs_no_task_until_a_beat_is_due(
+    bus: Bus, nats_url: str, prefix: str
+) -> None:
+    """A handler that answers without waiting (a calculation) spends nothing on beats:
+    while it runs there are as many tasks as for a request that asked for none, and its
+    answer is the one message the requester gets."""
+    server = await Bus.connect(nats_url, service="server", subjects=Subjects(prefix))
+    seen: list[int] = []
+    try:
+
+        async def fast(req: StopRun) -> RunAccepted:
+            seen.append(len(asyncio.all_tasks()))
+            return RunAccepted(run_id=req.run_id, status="running")
+
+        await server.serve(server.subjects.run_stop, fast)
+        await server._nc.flush()  # the subscription is at the server before the raw request
+        subject, data = bus.subjects.run_stop.subject, encode(StopRun(run_id="r1"))
+        for headers in ({}, {HEARTBEAT_HEADER: "0.1"}, {}):
+            msg = await bus._nc.request(subject, data, timeout=5, headers=headers)
+            assert b"running" in msg.data
+        assert seen[0] == seen[2]
+        assert seen[1] == seen[0]
+    finally:
+        await server.close()
