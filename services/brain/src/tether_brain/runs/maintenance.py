@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # sooner again than this after a sweep that found a lease already out (a claim that lost
 # to another replica's would otherwise spin).
 LAPSE_GRACE_S = 0.02
+# A sweep that woke late or took this share of a lease or more is logged (0.25 s of a 2 s
+# lease): the takeover bound counts on the claim following the lapse within a sweep.
+SLOW_SWEEP_SHARE = 1 / 8
 
 
 class Maintenance:
@@ -97,8 +100,10 @@ class Maintenance:
         + 1 s; this takes the sweep out of it when the survivor's database answers)."""
         period = self.lease_s / 3
         failures = FailureLog(log, "run adoption")
+        clock = self.tasks.leases.clock
+        due = clock()
         while True:
-            wait = period
+            wait, woke = period, clock()
             try:
                 left = await self._adopt()
             except Exception as exc:
@@ -107,7 +112,21 @@ class Maintenance:
                 failures.recovered()
                 if left is not None:
                     wait = min(period, max(left + LAPSE_GRACE_S, LAPSE_GRACE_S))
+            self._slow_sweep(late_s=woke - due, took_s=clock() - woke)
+            due = clock() + wait
             await asyncio.sleep(wait)
+
+    def _slow_sweep(self, *, late_s: float, took_s: float) -> None:
+        """Say a sweep that delayed its claims by a noticeable share of a lease: woken late
+        (this replica's event loop was stalled or starved: see the loop-lag warnings) or
+        slow itself (the claim's and loads' round trips, a wait for a pooled connection)."""
+        if late_s + took_s >= self.lease_s * SLOW_SWEEP_SHARE:
+            log.warning(
+                "adoption sweep woke %.2f s late and took %.2f s",
+                late_s,
+                took_s,
+                extra={"sweep_late_s": round(late_s, 3), "sweep_took_s": round(took_s, 3)},
+            )
 
     async def _adopt(self) -> float | None:
         """One sweep; the seconds until the next lease held elsewhere lapses, if any."""
