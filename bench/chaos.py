@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import httpx
 
+from bench.chaos_logs import between, brain_lines, claims, stall_summary
 from bench.stack import OPERATOR_TOKEN, Stack
 from bench.stats import summary
 from tether_client import TetherClient
@@ -48,6 +49,7 @@ KILL_GAP_S = (0.2, 2.0)  # random wait before each kill
 SETTLE_S = 180.0
 READY_S = 180.0  # a replica (re)started on a busy machine
 RESTART_ATTEMPTS = 3
+LATE_CLAIMS_SHOWN = 10  # the latest ones, with their replica's stalls and sweeps
 PROMPT = "chaos run"
 TOOL = "mcp.chaos.tagged_write"
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "chaos" / "chaos_mcp_server.py"
@@ -268,6 +270,9 @@ class Tally:
     orphaned_again: int = 0  # its new holder was killed before committing a step
     takeover_ms: list[float] = field(default_factory=list)
     adopted_ms: list[float] = field(default_factory=list)  # kill -> another replica claims it
+    # Claims later than lease + sweep after their kill, with what the claimer's log says.
+    late_claims: list[tuple[float, str]] = field(default_factory=list)
+    stalls: str = ""
     failed_starts: int = 0
 
     @property
@@ -341,13 +346,22 @@ def count_effects(tally: Tally, ledger: Path, events: list[tuple[str, Any]]) -> 
 async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
     """For each run a kill orphaned: the time to its next commit, by another replica; and,
     from the replicas' logs, the time until one claimed it (the rest is the run's resumed
-    step: the call re-sent under its key, the model turn)."""
-    claims = adoption_times(stack.base / "logs")
+    step: the call re-sent under its key, the model turn), and for a claim later than lease
+    + sweep, the claimer's loop stalls and slow sweeps meanwhile (bench.chaos_logs)."""
+    lines = brain_lines(stack.base / "logs")
+    claimed = claims(lines)
     for kill in kills:
         for run_id in kill.orphans:
-            later = [t for t in claims.get(run_id, []) if t > kill.at]
-            if later:
-                tally.adopted_ms.append((min(later) - kill.at).total_seconds() * 1000)
+            later = [c for c in claimed.get(run_id, []) if c.at > kill.at]
+            if not later:
+                continue
+            first = min(later, key=lambda c: c.at)
+            after_s = (first.at - kill.at).total_seconds()
+            tally.adopted_ms.append(after_s * 1000)
+            if after_s > LEASE_S + SWEEP_S:
+                said = between(lines, first.replica, kill.at, first.at)
+                tally.late_claims.append((after_s, f"{after_s:.2f} s by {first.replica}: {said}"))
+    tally.stalls = stall_summary(lines)
     for n, kill in enumerate(kills):
         for run_id in kill.orphans:
             tally.orphans += 1
@@ -364,20 +378,6 @@ async def takeovers(stack: Stack, tally: Tally, kills: list[Kill]) -> None:
                 tally.orphaned_again += 1
                 continue
             tally.takeover_ms.append((after - kill.at).total_seconds() * 1000)
-
-
-def adoption_times(logs: Path) -> dict[str, list[datetime]]:
-    """When each run was taken over, by any brain replica (its `taking over run` lines)."""
-    found: dict[str, list[datetime]] = {}
-    for log_file in logs.glob("brain*.log"):
-        for line in log_file.read_text(errors="replace").splitlines():
-            if "taking over run" not in line:
-                continue
-            with contextlib.suppress(ValueError, KeyError, IndexError):
-                entry = json.loads(line)
-                run_id = str(entry["msg"]).split()[3]
-                found.setdefault(run_id, []).append(datetime.fromisoformat(entry["ts"]))
-    return found
 
 
 def report(tally: Tally, results: Results) -> None:
@@ -413,6 +413,9 @@ def report(tally: Tally, results: Results) -> None:
             f"{LEASE_S + SWEEP_S:.2f} s)"
         )
         results["chaos_adopted_p99_s"] = a99 / 1000
+    for _, said in sorted(tally.late_claims, reverse=True)[:LATE_CLAIMS_SHOWN]:
+        print(f"  late claim {said}")
+    print(tally.stalls)
     results |= {
         "chaos_runs": float(tally.tried),
         "chaos_lost": float(tally.lost),
