@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from tether_brain.state.run import RunState
 from tether_brain.state.sizes import message_chars
+from tether_common.memo import IdentityMemo
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, OfferedToolSpec
 
 CHARS_PER_TOKEN = 3.5
@@ -43,8 +44,15 @@ def request_estimate(request: GenerateRequest, state: RunState) -> int:
 
 
 def _tokens(messages_chars: int, count: int, tools: Sequence[OfferedToolSpec]) -> int:
-    chars = messages_chars + sum(len(t.description) + len(str(t.parameters)) for t in tools)
+    chars = messages_chars + sum(map(_tool_chars, tools))
     return int(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * count
+
+
+# A tool's size, counted once per spec: the toolbox offers the same spec objects step
+# after step (`str` of a schema is most of an estimate's cost otherwise).
+_tool_chars: IdentityMemo[OfferedToolSpec, int] = IdentityMemo(
+    lambda tool: len(tool.description) + len(str(tool.parameters)), size=512
+)
 
 
 def reserve(window: int) -> int:

@@ -17,6 +17,7 @@ from tether_brain.tools.helpers import MAX_DEPTH, RUN_AGENT
 from tether_brain.tools.local import LocalTool
 from tether_common.bus import Bus
 from tether_common.errors import BusTimeoutError, ErrorCode, TetherError
+from tether_common.memo import IdentityMemo
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import (
     TOOL_NOT_READY,
@@ -31,10 +32,14 @@ from tether_common.messages.tools import (
 
 
 def _specs(tools: Sequence[ToolDescriptor]) -> list[OfferedToolSpec]:
-    return [
-        OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
-        for t in tools
-    ]
+    return list(map(_spec, tools))
+
+
+# The spec of each descriptor, made once: a step offers the same objects as the last (the
+# catalogue's descriptors are replaced, never changed, when it is reloaded).
+_spec: IdentityMemo[ToolDescriptor, OfferedToolSpec] = IdentityMemo(
+    lambda t: OfferedToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+)
 
 
 def switched_off(tool: ToolDescriptor, options: RunOptions) -> str | None:
