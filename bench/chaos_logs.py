@@ -1,7 +1,8 @@
 """What the brain replicas' logs say about a chaos run (bench/chaos.py): when each run was
 taken over and by which replica, and that replica's event-loop stalls
 (tether_common.looplag) and slow adoption sweeps (tether_brain.runs.maintenance) between a
-kill and a late claim, so a late claim can be put down to a stalled loop or a slow sweep."""
+kill and a late claim, so a late claim can be put down to a stalled loop or a slow sweep;
+and both over the whole run."""
 
 from __future__ import annotations
 
@@ -83,15 +84,24 @@ def between(lines: list[Line], replica: str, since: datetime, until: datetime) -
 
 
 def stall_summary(lines: list[Line]) -> str:
-    """All replicas' loop stalls over the run: how many, the worst, where the time went."""
+    """All replicas' loop stalls and slow sweeps over the run: how many, the worst, and
+    where the stalls' time went."""
     stalls = [line for line in lines if line.msg.startswith(STALL)]
-    if not stalls:
-        return "brain loop stalls logged: none"
-    worst = max(stalls, key=lambda s: s.number("lag_s"))
-    return (
-        f"brain loop stalls logged: {len(stalls)}, worst {worst.number('lag_s'):.2f} s "
-        f"({worst.replica}); all together {sum(s.number('lag_s') for s in stalls):.1f} s, the "
-        f"loop's thread on CPU {sum(s.number('on_cpu_s') for s in stalls):.1f} s, waiting for "
-        f"one {sum(s.number('waiting_s') for s in stalls):.1f} s, off CPU "
-        f"{sum(s.number('off_cpu_s') for s in stalls):.1f} s"
-    )
+    sweeps = [line for line in lines if line.msg.startswith(SLOW_SWEEP)]
+    said = f"brain loop stalls logged: {len(stalls) or 'none'}"
+    if stalls:
+        worst = max(stalls, key=lambda s: s.number("lag_s"))
+        said += (
+            f", worst {worst.number('lag_s'):.2f} s ({worst.replica}); all together "
+            f"{sum(s.number('lag_s') for s in stalls):.1f} s, the loop's thread on CPU "
+            f"{sum(s.number('on_cpu_s') for s in stalls):.1f} s, waiting for one "
+            f"{sum(s.number('waiting_s') for s in stalls):.1f} s, off CPU "
+            f"{sum(s.number('off_cpu_s') for s in stalls):.1f} s"
+        )
+    said += f"\nslow adoption sweeps logged: {len(sweeps) or 'none'}"
+    if sweeps:
+        said += (
+            f", woke up to {max(s.number('sweep_late_s') for s in sweeps):.2f} s late, took "
+            f"up to {max(s.number('sweep_took_s') for s in sweeps):.2f} s"
+        )
+    return said
