@@ -134,10 +134,10 @@ class LoopLag:
             clock.close()
             if self.stalls:
                 log.info(
-                    "%s event loop: %d stalls of %.2f s or more, the worst %.2f s",
+                    "%s event loop: stalls of %.2f s or more: %d, the worst %.2f s",
                     self.service,
-                    self.stalls,
                     self.warn_s,
+                    self.stalls,
                     self.worst_s,
                 )
 
