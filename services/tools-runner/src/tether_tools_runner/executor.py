@@ -8,13 +8,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.metrics import tool_calls, tool_duration
 from tether_tools_runner.context import bound
+from tether_tools_runner.plain_args import Check, compile_check
 from tether_tools_runner.repairs import collecting
 from tether_tools_runner.sandbox import Attestation, missing_for
 from tether_tools_runner.tool import Registry, Tool, ToolFailure
@@ -39,7 +41,7 @@ class Executor:
         self.min_sandbox = dict(min_sandbox or {})
         # Keyed by the schema object itself (held, so its identity cannot be reused): a
         # tool re-registered with a new schema (MCP) gets a new validator.
-        self._validators: dict[str, tuple[dict[str, Any], Draft202012Validator]] = {}
+        self._validators: dict[str, _Validators] = {}
 
     @property
     def sandbox_level(self) -> str:
@@ -66,16 +68,16 @@ class Executor:
             repairs=repairs,
         )
 
-    def _validator(self, tool: Tool) -> Draft202012Validator:
+    def _validators_of(self, tool: Tool) -> _Validators:
         schema = tool.descriptor.parameters
         cached = self._validators.get(tool.name)
-        if cached is None or cached[0] is not schema:
-            cached = (schema, Draft202012Validator(schema))
+        if cached is None or cached.schema is not schema:
+            cached = _Validators(schema, Draft202012Validator(schema), compile_check(schema))
             self._validators[tool.name] = cached
-        return cached[1]
+        return cached
 
     def _refusal(self, call: ExecuteTool, tool: Tool) -> tuple[str, str] | None:
-        errors = sorted(self._validator(tool).iter_errors(call.args), key=str)
+        errors = self._validators_of(tool).errors(call.args)
         if errors:
             detail = "; ".join(e.message for e in errors[:3])
             return "schema_invalid", f"arguments do not match the schema: {detail}. Do not guess."
@@ -125,6 +127,22 @@ class Executor:
         except Exception as exc:
             log.exception("tool %s raised", call.name)
             return "tool_error", f"{type(exc).__name__}: {exc}. Do not guess a result."
+
+
+@dataclass(frozen=True, slots=True)
+class _Validators:
+    """One schema's checks: the quick yes for plain arguments, then jsonschema's verdict."""
+
+    schema: dict[str, Any]
+    full: Draft202012Validator
+    plain: Check | None
+
+    def errors(self, args: dict[str, Any]) -> list[ValidationError]:
+        """Every way `args` fails the schema (sorted, so the message is stable); none when
+        the quick check already says they fit."""
+        if self.plain is not None and self.plain(args):
+            return []
+        return sorted(self.full.iter_errors(args), key=str)
 
 
 __all__ = ["MAX_TIMEOUT_S", "Executor"]
