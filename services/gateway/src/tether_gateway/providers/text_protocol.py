@@ -160,8 +160,25 @@ def fitted(event: ModelEvent, tools: Sequence[OfferedToolSpec]) -> ModelEvent:
     call = fit_call(event.name, event.arguments, tools)
     if call is None:
         return event
-    repairs = [*event.repairs, *(r for r in call.repairs if r not in event.repairs)]
+    added = [r for r in call.repairs if r not in event.repairs]
+    if not added and call.name == event.name and _identical(call.args, event.arguments):
+        return event  # written as it stands: no copy (the usual case)
+    repairs = [*event.repairs, *added]
     return event.model_copy(update={"name": call.name, "arguments": call.args, "repairs": repairs})
+
+
+def _identical(a: object, b: object) -> bool:
+    """Equal as JSON values, types included (`1`, `1.0` and `True` are ==, but a fitted
+    call that turned one into another must be copied)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return repr(a) == repr(b)  # -0.0 is not 0.0 on the wire
+    return a == b
 
 
 def read_constrained(text: str, tools: Sequence[OfferedToolSpec]) -> list[ModelEvent]:
