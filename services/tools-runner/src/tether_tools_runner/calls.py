@@ -111,21 +111,21 @@ class Calls:
             result = await self.stager.apply(call)  # the approved change set, exactly
         else:
             result = _failed(call, "staging_unavailable", "this runner applies no staged effects.")
-        span.set_attribute("tether.tool.duration_ms", result.duration_ms)
-        span.set_attribute("tether.tool.outcome", result.error_code or "ok")
-        span.set_attribute("tether.tool.bytes", len(result.content.encode()))
-        stamped = {"sandbox_level": self.sandbox_level}
-        if not result.ok:
-            return result.model_copy(update=stamped)
+        if span.is_recording():  # else the attributes are dropped: not worth encoding for
+            span.set_attribute("tether.tool.duration_ms", result.duration_ms)
+            span.set_attribute("tether.tool.outcome", result.error_code or "ok")
+            span.set_attribute("tether.tool.bytes", len(result.content.encode()))
+        if result.sandbox_level != self.sandbox_level:  # the executor's results have it
+            result = result.model_copy(update={"sandbox_level": self.sandbox_level})
         threshold = threshold_for(call.name, self.thresholds)
-        if len(result.content) <= threshold // 4:  # stays under in any encoding: no span
-            return result.model_copy(update=stamped)
+        if not result.ok or len(result.content) <= threshold // 4:  # under in any encoding
+            return result
         with tracer.start_as_current_span("offload") as offload:
             text, ref = await maybe_offload(
                 self.bus, call.run_id, call.name, result.content, threshold=threshold
             )
             offload.set_attribute("tether.output.ref", ref or "")
-        return result.model_copy(update=stamped | {"content": text, "output_ref": ref})
+        return result.model_copy(update={"content": text, "output_ref": ref})
 
 
 __all__ = ["Calls"]

@@ -65,6 +65,7 @@ class Executor:
             content=content if code is None else f"FAILED: {code}: {content}",
             error_code=code,
             duration_ms=elapsed * 1000,
+            sandbox_level=self.sandbox_level,
             repairs=repairs,
         )
 
