@@ -1,15 +1,18 @@
 """The lease SQL of runs: renewal, takeover of orphans, the claims that resume a parked
-run (exactly one replica wins each), and hand-back. Leases use the database clock
+run (exactly one replica wins each; the winner gets the run loaded), and hand-back. Leases use the database clock
 (`now()`), so replicas need not agree on time."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from tether_brain.persistence.queries import rebuilt
 from tether_brain.persistence.tables import runs
+from tether_brain.state.run import RunState
 from tether_common.messages.runs import LIVE_STATUSES, PARKED_STATUSES, TERMINAL_STATUSES
 
 # The status sets as bound parameters of the raw SQL (one declaration, in messages.runs).
@@ -21,9 +24,18 @@ STATUS_SETS = {"terminal": sorted(TERMINAL_STATUSES), "parked": sorted(PARKED_ST
 _OWN_LAPSE = "lease_owner = CAST(:me AS text) AND run_id <> ALL(CAST(:stalling AS text[]))"
 
 
+# Every claim of a parked run: running, leased to `:owner`, the fence moved on.
+_CLAIM = (
+    "UPDATE runs SET status = 'running', lease_owner = :owner, "
+    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1"
+)
+
+
 class RunLeases:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # The same pool; a connection taken through this one runs each statement alone.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def renew(self, owner: str, lease_s: float, held: list[str]) -> list[str]:
         """Renew the leases of the runs this replica is still advancing (a run whose task
@@ -94,28 +106,46 @@ class RunLeases:
             )
         return None if left is None else float(left)
 
-    async def _claim(self, run_id: str, owner: str, lease_s: float, condition: str) -> bool:
+    async def _claim(self, run_id: str, owner: str, lease_s: float, condition: str) -> Any:
         """Take a parked run for this replica (status running, a new lease, the fence moved
-        on) if `condition` still holds; exactly one replica wins."""
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                text(
-                    "UPDATE runs SET status = 'running', lease_owner = :owner, "
-                    "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1 "
-                    f"WHERE run_id = :run_id AND {condition}"
-                ),
-                {"owner": owner, "s": lease_s, "run_id": run_id} | STATUS_SETS,
-            )
-        return bool(result.rowcount == 1)
+        on) if `condition` still holds; exactly one replica wins. One statement in
+        autocommit: one round trip, durable when it answers. Returns the claimed row as
+        it now stands, or None."""
+        async with self._autocommit.connect() as conn:
+            return await self._claim_on(conn, run_id, owner, lease_s, condition)
 
-    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> bool:
-        """Take a run parked for approval to resume it; False if it is not parked (already
-        resumed by another replica, or a replayed decision)."""
-        return await self._claim(run_id, owner, lease_s, "status = 'awaiting_approval'")
+    async def _claim_on(
+        self, conn: AsyncConnection, run_id: str, owner: str, lease_s: float, condition: str
+    ) -> Any:
+        claim = text(f"{_CLAIM} WHERE run_id = :run_id AND {condition} RETURNING *")
+        result = await conn.execute(
+            claim.columns(*runs.c),
+            {"owner": owner, "s": lease_s, "run_id": run_id} | STATUS_SETS,
+        )
+        return result.first()
 
-    async def claim_waiting(self, run_id: str, owner: str, lease_s: float) -> bool:
-        """Take a parent parked for its sub-agents once none of them is live any more."""
-        return await self._claim(
+    async def _claim_state(
+        self, run_id: str, owner: str, lease_s: float, condition: str
+    ) -> RunState | None:
+        """Claim (as `_claim`) and load the run on one connection: the claim's answer is
+        the run row, so only its journal is read after it, two round trips in all
+        (instead of a transaction for the claim and another for the load). The journal is
+        read once the claim has committed, never in the claim's own statement: that one
+        would see the journal from before any commit the claim had to wait for; and with
+        the run ours, nothing is written to it meanwhile."""
+        async with self._autocommit.connect() as conn:
+            row = await self._claim_on(conn, run_id, owner, lease_s, condition)
+            return None if row is None else await rebuilt(conn, row)
+
+    async def claim_parked(self, run_id: str, owner: str, lease_s: float) -> RunState | None:
+        """Take a run parked for approval to resume it, loaded; None if it is not parked
+        (already resumed by another replica, or a replayed decision)."""
+        return await self._claim_state(run_id, owner, lease_s, "status = 'awaiting_approval'")
+
+    async def claim_waiting(self, run_id: str, owner: str, lease_s: float) -> RunState | None:
+        """Take a parent parked for its sub-agents once none of them is live any more,
+        loaded (None: not parked so, or a helper still live)."""
+        return await self._claim_state(
             run_id,
             owner,
             lease_s,
@@ -125,7 +155,7 @@ class RunLeases:
 
     async def claim_parked_to_stop(self, run_id: str, owner: str, lease_s: float) -> bool:
         """Take a parked run (approval or sub-agents) so it can be ended as stopped."""
-        return await self._claim(run_id, owner, lease_s, "status = ANY(:parked)")
+        return await self._claim(run_id, owner, lease_s, "status = ANY(:parked)") is not None
 
     async def release(self, run_id: str, owner: str) -> None:
         """Hand a run back (graceful shutdown): another replica may claim it at once."""

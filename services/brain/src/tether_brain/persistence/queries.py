@@ -1,5 +1,6 @@
 """Reading runs without holding them: listings within a caller's reach, who a run
-belongs to, its status, its children and parents ready to resume, its stored events."""
+belongs to, its status, its children and parents ready to resume, its stored events; and
+a run's state rebuilt from its row and journal."""
 
 from __future__ import annotations
 
@@ -8,16 +9,30 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, or_, select, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_brain.persistence.tables import journal, runs
-from tether_brain.state.run import DEFAULT_AGENT
+from tether_brain.persistence.tables import journal, runs, state_of
+from tether_brain.state.run import DEFAULT_AGENT, RunState
 from tether_common.errors import NotFoundError
 from tether_common.identity import RowFilter
 from tether_common.messages.runs import TERMINAL_STATUSES
 
 EVERY_RUN = RowFilter(None, None)
 LISTED_PROMPT_CHARS = 200
+
+
+async def rebuilt(conn: AsyncConnection, row: Any) -> RunState:
+    """A run's state from its row and its journal (every entry but events, which history
+    does not need), read on `conn`."""
+    entries = await conn.execute(
+        select(journal.c.kind, journal.c.data)
+        .where(journal.c.run_id == row.run_id, journal.c.kind != "event")
+        .order_by(journal.c.seq)
+    )
+    state = state_of(row)
+    for kind, data in entries:
+        state.replay(kind, data)
+    return state
 
 
 class RunQueries:

@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_brain.persistence.commits import COMMIT_STEP, execute_step, step_write
 from tether_brain.persistence.leases import RunLeases
-from tether_brain.persistence.queries import RunQueries
-from tether_brain.persistence.tables import inbox, journal, row_values, runs, state_of
+from tether_brain.persistence.queries import RunQueries, rebuilt
+from tether_brain.persistence.tables import inbox, row_values, runs
 from tether_brain.state.run import RunState
 from tether_common.errors import ConflictError, ErrorCode, NotFoundError
 from tether_common.messages.runs import TERMINAL_STATUSES
@@ -134,15 +134,7 @@ class RunStore:
             row = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).first()
             if row is None:
                 raise NotFoundError(f"no run '{run_id}'")
-            entries = await conn.execute(
-                select(journal.c.kind, journal.c.data)
-                .where(journal.c.run_id == run_id, journal.c.kind != "event")
-                .order_by(journal.c.seq)
-            )
-            state = state_of(row)
-            for kind, data in entries:
-                state.replay(kind, data)
-        return state
+            return await rebuilt(conn, row)
 
     async def request_stop(self, run_id: str) -> str:
         async with self.engine.begin() as conn:

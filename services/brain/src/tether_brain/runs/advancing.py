@@ -113,17 +113,18 @@ class Runner:
         """Resume a parent parked for its sub-agents, if they have all ended (exactly one
         replica wins the claim)."""
         sent = self.tasks.leases.clock()
-        if await self.store.leases.claim_waiting(parent_id, self.tasks.owner, self.lease_s):
-            self.advance(await self.store.load(parent_id), leased_at=sent, helpers_done=True)
+        state = await self.store.leases.claim_waiting(parent_id, self.tasks.owner, self.lease_s)
+        if state is not None:
+            self.advance(state, leased_at=sent, helpers_done=True)
 
     async def on_decision(self, decided: ApprovalDecided) -> None:
         """A decision arrived (any replica may get it): resume the parked run here, but
         only with a decision the approvals service signed for the approval the run waits
         on (`approval.decision_problem`); any other is refused and the run stays parked."""
         sent = self.tasks.leases.clock()
-        if not await self.store.leases.claim_parked(decided.run_id, self.tasks.owner, self.lease_s):
+        state = await self.store.leases.claim_parked(decided.run_id, self.tasks.owner, self.lease_s)
+        if state is None:
             return
-        state = await self.store.load(decided.run_id)
         problem = decision_problem(self.decision_key, state, decided)
         if problem is not None:
             await self._refuse_decision(state, decided, problem)
