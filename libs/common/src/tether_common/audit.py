@@ -32,7 +32,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    func,
     select,
     text,
 )
@@ -136,7 +135,10 @@ async def _append(
     conn: AsyncConnection, run_id: str, event: str, data: Mapping[str, Any]
 ) -> dict[str, Any]:
     # Serialises appends per trail for this transaction; other trails go on in parallel.
-    await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(run_id)})
+    # The record's time is read with it: `now()` is the transaction's start, the same in
+    # every statement of it, so it costs no round trip of its own.
+    locked = text("SELECT now() FROM pg_advisory_xact_lock(:k)")
+    ts = (await conn.execute(locked, {"k": _lock_key(run_id)})).scalar_one()
     last = (
         await conn.execute(
             select(records.c.seq, records.c.digest)
@@ -148,7 +150,6 @@ async def _append(
     seq = 0 if last is None else last.seq + 1
     prev = None if last is None else str(last.digest)
     nonce = secrets.token_hex(16) if last is None else None
-    ts = (await conn.execute(select(func.now()))).scalar_one()
     body = canonical(dict(data))
     row = {"run_id": run_id, "seq": seq, "event": event, "data": body, "prev_digest": prev}
     row |= {"nonce": nonce, "ts": ts, "digest": _digest(run_id, seq, event, body, prev, nonce, ts)}

@@ -144,6 +144,13 @@ class Lifecycle:
     ) -> ApprovalView:
         stmt = update(approvals).where(approvals.c.approval_id == approval_id)
         row = (await conn.execute(stmt.values(**values).returning(approvals))).one()
+        return await self._recorded(conn, row, kind, event, notify=notify)
+
+    async def _recorded(
+        self, conn: AsyncConnection, row: Any, kind: EventKind, event: str, *, notify: bool
+    ) -> ApprovalView:
+        """What goes with every change of a row, in its transaction: the operator event,
+        the audit record and (`notify`) the notices."""
         item = view(row)
         await add_event(conn, kind, item, datetime.now(UTC))
         await record(conn, run_trail(item.run_id), event, audit_data(item), self.sink)
@@ -353,6 +360,11 @@ class Lifecycle:
         """Spend a granted approval once, for exactly the action it was sealed to."""
         expired: ApprovalView | None = None
         async with self.engine.begin() as conn:
+            spent = await self._spend(conn, req)
+            if spent is not None:
+                return ConsumeResult(
+                    approval_id=req.approval_id, outcome="consumed", approval=spent
+                )
             row = await locked_row(conn, req.approval_id, None)
             outcome = self._consume_outcome(row, req.action_digest)
             if outcome == "consumed" and not self.verified(row):
@@ -396,6 +408,31 @@ class Lifecycle:
                 decided_by="run stopped",
                 decided_at=datetime.now(UTC),
             )
+
+    async def _spend(self, conn: AsyncConnection, req: ConsumeApproval) -> ApprovalView | None:
+        """The usual spend in one statement instead of a locked read and an update (it is on
+        the way from a decision to its tool): a granted row sealed to this very action
+        becomes consumed, the update taking the row lock. Its proof is then checked on
+        what the update returns; one that does not verify is put back, under the same
+        lock, for `consume` to refuse as before. None: not spent here."""
+        stmt = (
+            update(approvals)
+            .where(
+                approvals.c.approval_id == req.approval_id,
+                approvals.c.status == "granted",
+                approvals.c.action_digest == req.action_digest,
+            )
+            .values(status="consumed", consumed_at=datetime.now(UTC))
+            .returning(approvals)
+        )
+        row = (await conn.execute(stmt)).first()
+        if row is None:
+            return None
+        if not self.verified(row):
+            back = update(approvals).where(approvals.c.approval_id == req.approval_id)
+            await conn.execute(back.values(status="granted", consumed_at=None))
+            return None
+        return await self._recorded(conn, row, "consumed", "approval.consumed", notify=True)
 
     async def _mark_consumed(self, conn: AsyncConnection, approval_id: str) -> ApprovalView:
         return await self._transition(
