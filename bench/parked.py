@@ -135,3 +135,7 @@ async def print_phases(stack: Stack, approval_ids: list[str], stamps: list[float
     print(line("  phase: POST → decided_at (approvals commit)", phases["decided"]))
     print(line("  phase: decided_at → published_at (JetStream)", phases["published"]))
     print(line("  phase: published_at → consumed_at (brain)", phases["consumed"]))
+    # The approval is spent just before the call goes to the runner: the nearest stamp to
+    # the tool starting (`tool.approved` is stamped once it has run).
+    spent = [sum(p) for p in zip(*phases.values(), strict=True)]
+    print(line("decision POST → consumed_at (the tool starts next)", spent))
