@@ -95,19 +95,23 @@ class Runner:
             # Our own task outlived its lease (a stall): the claim moved the fence, so it
             # could not commit again anyway; start afresh from what is stored.
             self.tasks.fence(stalled, bus_usable=True)
-        # Loaded side by side: a replica that died holding many runs is taken over in one
-        # round of loads, not one after another (the last one's lease would be ticking).
-        loaded = await asyncio.gather(
-            *(self.store.load(run_id) for run_id in run_ids), return_exceptions=True
-        )
-        for run_id, state in zip(run_ids, loaded, strict=True):
-            if isinstance(state, BaseException):
-                # Its lease lapses again and a later sweep (here or elsewhere) retries it.
-                log.warning("run %s: claimed but not loaded: %s", run_id, state)
-                continue
-            log.warning("taking over run %s at step %s", run_id, state.step)  # its holder lapsed
-            self.advance(state, leased_at=sent)
+        for run_id in run_ids:
+            log.warning("taking over run %s (its holder's lease lapsed)", run_id)
+        # Each loaded and started on its own, side by side: a replica that died holding
+        # many runs is taken over in one round of loads, and one slow load holds back
+        # no other run (their new leases are ticking).
+        await asyncio.gather(*(self._take_over(run_id, sent) for run_id in run_ids))
         return len(run_ids)
+
+    async def _take_over(self, run_id: str, leased_at: float) -> None:
+        try:
+            state = await self.store.load(run_id)
+        except Exception as exc:
+            # Its lease lapses again and a later sweep (here or elsewhere) retries it.
+            log.warning("run %s: claimed but not loaded: %s", run_id, exc)
+            return
+        log.info("run %s taken over at step %s", run_id, state.step)
+        self.advance(state, leased_at=leased_at)
 
     async def resume_parent(self, parent_id: str) -> None:
         """Resume a parent parked for its sub-agents, if they have all ended (exactly one
