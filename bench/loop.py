@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.cpu import cpu_report, cpu_seconds, processes
+from bench.cpu import cpu_report, processes
 from bench.stack import Stack
 from bench.stats import line, summary
 from tether_brain.persistence.store import RunStore
@@ -184,12 +184,22 @@ SAMPLE_S = 0.01
 async def sample_cpu(
     groups: dict[str, list[psutil.Process]], into: list[tuple[datetime, dict[str, float]]]
 ) -> None:
-    """CPU seconds of each group, every SAMPLE_S, until cancelled."""
+    """CPU seconds of each group, user and system apart ("brain (system)": the kernel's
+    share, sending and receiving on its sockets), every SAMPLE_S, until cancelled."""
     while True:
-        into.append(
-            (datetime.now(UTC), {n: sum(cpu_seconds(p).values()) for n, p in groups.items()})
-        )
+        sample: dict[str, float] = {}
+        for name, procs in groups.items():
+            for part in ("user", "system"):
+                sample[f"{name} ({part})"] = sum(_cpu(p, part) for p in procs)
+        into.append((datetime.now(UTC), sample))
         await asyncio.sleep(SAMPLE_S)
+
+
+def _cpu(proc: psutil.Process, part: str) -> float:
+    try:
+        return float(getattr(proc.cpu_times(), part))
+    except psutil.NoSuchProcess:
+        return 0.0
 
 
 def print_cpu_growth(
