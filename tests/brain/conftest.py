@@ -1,4 +1,5 @@
-"""The `run_script` fixture: run a scripted model to the end through the real services."""
+"""The `run_script` fixture: run a scripted model to the end through the real services;
+the `store` fixture: the brain's run store on the test database."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runstore import migrated_store
+from tether_brain.persistence.store import RunStore
 from tether_client import TetherClient
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.supervisor import Supervisor
@@ -28,3 +32,8 @@ def run_script(stack: Supervisor, scripts_dir: Path) -> RunScript:
             return await client.get_run(accepted.run_id), events
 
     return run
+
+
+@pytest.fixture
+async def store(engine: AsyncEngine) -> RunStore:
+    return await migrated_store(engine)

@@ -5,26 +5,18 @@ PostgreSQL's clock, so a replica that wakes up past its lease writes nothing).""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import tether_brain
+from runstore import started
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.leases import Leases
 from tether_brain.runs.tasks import FORGIVEN_STALLS, RunTasks
 from tether_brain.state.control import Control
-from tether_brain.state.run import Limits, RunState
-from tether_common import identity
-from tether_common.db import migrate
 from tether_common.errors import ConflictError
 from tether_common.messages.gateway import ChatMessage
-
-MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
 
 
 class FakeClock:
@@ -57,34 +49,6 @@ def test_a_late_answer_never_moves_a_hold_back_or_revives_a_dropped_run() -> Non
     leases.forget("run_a")
     leases.renewed(["run_a"], sent_at=112.0)
     assert not leases.holds("run_a")
-
-
-@pytest.fixture
-async def store(engine: AsyncEngine) -> RunStore:
-    await identity.migrate(engine)
-    await migrate(
-        engine, MIGRATIONS, "alembic_brain"
-    )  # the version table the brain service uses (Service.start)
-    return RunStore(engine)
-
-
-async def started(store: RunStore) -> RunState:
-    now = datetime.now(UTC)
-    state = RunState(
-        run_id=f"run_{uuid.uuid4().hex}",
-        prompt="p",
-        provider="scripted",
-        model=None,
-        limits=Limits(max_steps=3),
-        created_at=now,
-        updated_at=now,
-        fence=1,
-    )
-    await store.create(state, owner="replica-a", lease_s=60.0)
-    state.status = "running"
-    state.add_message(ChatMessage(role="user", content="first"))
-    await store.commit(state)
-    return state
 
 
 async def lapse(engine: AsyncEngine, run_id: str) -> None:

@@ -5,53 +5,17 @@ claim wins, and a claim that waited for another commit loads what that commit wr
 from __future__ import annotations
 
 import asyncio
-import uuid
-from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import tether_brain
+from runstore import started
 from tether_brain.persistence.store import RunStore
-from tether_brain.state.run import Limits, RunState
-from tether_common import identity
-from tether_common.db import migrate
 from tether_common.messages.gateway import ChatMessage
-
-MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
-
-
-@pytest.fixture
-async def store(engine: AsyncEngine) -> RunStore:
-    await identity.migrate(engine)
-    await migrate(engine, MIGRATIONS, "alembic_brain")
-    return RunStore(engine)
-
-
-async def running(store: RunStore) -> RunState:
-    """A run leased to replica-a with one message committed."""
-    now = datetime.now(UTC)
-    state = RunState(
-        run_id=f"run_{uuid.uuid4().hex}",
-        prompt="p",
-        provider="scripted",
-        model=None,
-        limits=Limits(max_steps=3),
-        created_at=now,
-        updated_at=now,
-        fence=1,
-    )
-    await store.create(state, owner="replica-a", lease_s=60.0)
-    state.status = "running"
-    state.add_message(ChatMessage(role="user", content="first"))
-    await store.commit(state)
-    return state
 
 
 async def test_a_claim_of_a_parked_run_returns_it_loaded_and_only_once(store: RunStore) -> None:
-    state = await running(store)
+    state = await started(store)
     state.add_message(ChatMessage(role="assistant", content="asks"))
     state.status = "awaiting_approval"  # parking gives the lease up in the same commit
     await store.commit(state)
@@ -83,7 +47,7 @@ async def test_a_claim_that_waited_for_a_commit_loads_what_it_wrote(
     # The claim's answer is the row as the claim left it, after any commit it had to wait
     # for; the journal must then be read as of after that commit too (a read in the
     # claim's own statement would see the journal from before it).
-    state = await running(store)
+    state = await started(store)
     state.add_message(ChatMessage(role="assistant", content="asks"))
     state.status = "awaiting_approval"
     await store.commit(state)

@@ -5,50 +5,20 @@ reports a database failure and is not given back to the pool."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-from pathlib import Path
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import tether_brain
+from runstore import migrated_store, started
 from tether_brain.persistence.store import RunStore
 from tether_brain.state.events import emit
-from tether_brain.state.run import Limits, RunState
-from tether_common import audit, identity
-from tether_common.db import make_engine, migrate
+from tether_brain.state.run import RunState
+from tether_common import audit
+from tether_common.db import make_engine
 from tether_common.errors import ConflictError
 from tether_common.messages.events import Step
 from tether_common.messages.gateway import ChatMessage
-
-MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
-
-
-@pytest.fixture
-async def store(engine: AsyncEngine) -> RunStore:
-    await identity.migrate(engine)
-    await migrate(engine, MIGRATIONS, "alembic_brain")
-    return RunStore(engine)
-
-
-async def started(store: RunStore) -> RunState:
-    now = datetime.now(UTC)
-    state = RunState(
-        run_id=f"run_{uuid.uuid4().hex}",
-        prompt="p",
-        provider="scripted",
-        model=None,
-        limits=Limits(max_steps=3),
-        created_at=now,
-        updated_at=now,
-        fence=1,
-    )
-    await store.create(state, owner="replica-a", lease_s=60.0)
-    state.status = "running"
-    return state
 
 
 def a_step(state: RunState, text_: str) -> None:
@@ -70,7 +40,7 @@ async def journal(engine: AsyncEngine, run_id: str) -> list[tuple[int, str]]:
 async def test_steps_commit_their_journal_and_a_trail_that_verifies(
     store: RunStore, engine: AsyncEngine
 ) -> None:
-    state = await started(store)
+    state = await started(store, first=None)
     for n in range(3):  # the same statement again and again on pooled connections
         a_step(state, f"step {n}")
         await store.commit(state)
@@ -87,7 +57,7 @@ async def test_steps_commit_their_journal_and_a_trail_that_verifies(
 async def test_a_refused_commit_writes_nothing_and_leaves_the_state_as_it_was(
     store: RunStore, engine: AsyncEngine
 ) -> None:
-    state = await started(store)
+    state = await started(store, first=None)
     a_step(state, "kept")
     await store.commit(state)
     async with engine.begin() as conn:  # another replica claims the run: the fence moves on
@@ -107,13 +77,12 @@ async def test_a_refused_commit_writes_nothing_and_leaves_the_state_as_it_was(
 async def test_a_connection_killed_under_the_commit_is_a_database_failure_then_replaced(
     engine: AsyncEngine,
 ) -> None:
-    await identity.migrate(engine)
-    await migrate(engine, MIGRATIONS, "alembic_brain")
+    await migrated_store(engine)
     # One pooled connection: the commit after the failure must not get the dead one back.
     single = make_engine(engine.url.render_as_string(hide_password=False), pool_size=1)
     try:
         store = RunStore(single)
-        state = await started(store)
+        state = await started(store, first=None)
         a_step(state, "first")
         await store.commit(state)  # the statement is now prepared on the pooled connection
         async with single.connect() as pooled:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +16,7 @@ from tether_common.looplag import TICK_S
 from tether_common.messages.base import WireModel
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
-from tether_common.subjects import Route, Subjects
+from tether_common.subjects import Route
 
 WAIT_S = 60.0  # generous: the CI machine is slow
 BLOCK_S = 0.5
@@ -48,20 +47,6 @@ class StallsSeen(logging.Handler):
 
 
 @pytest.fixture
-async def prefix() -> str:
-    return f"lag{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def client(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
-    bus = await Bus.connect(nats_url, service="test-client", subjects=Subjects(prefix))
-    try:
-        yield bus
-    finally:
-        await bus.close()
-
-
-@pytest.fixture
 def stalls() -> Iterator[StallsSeen]:
     seen = StallsSeen()
     logger = logging.getLogger("tether_common.looplag")
@@ -73,7 +58,7 @@ def stalls() -> Iterator[StallsSeen]:
 
 
 async def test_a_handler_that_blocks_the_loop_is_reported(
-    nats_url: str, prefix: str, client: Bus, stalls: StallsSeen
+    nats_url: str, prefix: str, bus: Bus, stalls: StallsSeen
 ) -> None:
     service = Service(
         "loop-lag-test",
@@ -89,7 +74,7 @@ async def test_a_handler_that_blocks_the_loop_is_reported(
     await service.start()
     try:
         await service.bus.serve(route, block)
-        assert (await client.request(route, Ask(n=1), timeout=WAIT_S)).n == 1
+        assert (await bus.request(route, Ask(n=1), timeout=WAIT_S)).n == 1
         async with asyncio.timeout(WAIT_S):
             await stalls.long.wait()
         stall = next(r for r in stalls.records if getattr(r, "lag_s", 0.0) >= SHORTEST_STALL_S)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -18,7 +16,7 @@ from tether_common.errors import BusError, ErrorCode
 from tether_common.messages.base import WireModel
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
-from tether_common.subjects import Route, Subjects
+from tether_common.subjects import Route
 
 WAIT_S = 60.0  # generous: the CI machine is slow
 
@@ -31,20 +29,6 @@ class Answer(WireModel):
     n: int
 
 
-@pytest.fixture
-async def prefix() -> str:
-    return f"life{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-async def client(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
-    bus = await Bus.connect(nats_url, service="test-client", subjects=Subjects(prefix))
-    try:
-        yield bus
-    finally:
-        await bus.close()
-
-
 async def probe(client: Bus, route: Route[Ask, Answer], n: int) -> str:
     """ "answered" or the error code a request to `route` met."""
     try:
@@ -55,7 +39,7 @@ async def probe(client: Bus, route: Route[Ask, Answer], n: int) -> str:
 
 
 async def test_stop_answers_the_request_in_flight_and_takes_no_new_one(
-    nats_url: str, prefix: str, client: Bus
+    nats_url: str, prefix: str, bus: Bus
 ) -> None:
     service = Service(
         "lifecycle-test",
@@ -87,9 +71,9 @@ async def test_stop_answers_the_request_in_flight_and_takes_no_new_one(
     await service.start()
     await service.bus.serve(route, work)
     service.background.start("a loop", loop())
-    assert await probe(client, route, 0) == "answered"
+    assert await probe(bus, route, 0) == "answered"
 
-    first = asyncio.create_task(client.request(route, Ask(n=1), timeout=WAIT_S))
+    first = asyncio.create_task(bus.request(route, Ask(n=1), timeout=WAIT_S))
     await asyncio.wait_for(started.wait(), WAIT_S)
     stopping = asyncio.create_task(service.stop(on_stop))
     # Probes sent while the drain's UNSUB is on its way may still be answered; once one
@@ -97,11 +81,11 @@ async def test_stop_answers_the_request_in_flight_and_takes_no_new_one(
     n, outcome = 2, "answered"
     async with asyncio.timeout(WAIT_S):
         while outcome == "answered":
-            outcome = await probe(client, route, n)
+            outcome = await probe(bus, route, n)
             n += 1
     assert outcome == ErrorCode.NO_RESPONDERS
     taken = list(handled)
-    later = await asyncio.gather(*(probe(client, route, m) for m in range(n, n + 5)))
+    later = await asyncio.gather(*(probe(bus, route, m) for m in range(n, n + 5)))
     assert later == [ErrorCode.NO_RESPONDERS] * 5
     assert handled == taken
     assert not first.done()

@@ -1,0 +1,48 @@
+"""The brain's run store on a test database, and a run started in it: what the tests of
+commits, leases and claims build on (`persistence.store`, `persistence.leases`)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+import tether_brain
+from tether_brain.persistence.store import RunStore
+from tether_brain.state.run import Limits, RunState
+from tether_common import identity
+from tether_common.db import migrate
+from tether_common.messages.gateway import ChatMessage
+
+MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
+
+
+async def migrated_store(engine: AsyncEngine) -> RunStore:
+    """A `RunStore` with the brain's schema (and the version table its service uses)."""
+    await identity.migrate(engine)
+    await migrate(engine, MIGRATIONS, "alembic_brain")
+    return RunStore(engine)
+
+
+async def started(store: RunStore, first: str | None = "first") -> RunState:
+    """A run leased to replica-a (fence 1, running); with `first`, a user message
+    committed."""
+    now = datetime.now(UTC)
+    state = RunState(
+        run_id=f"run_{uuid.uuid4().hex}",
+        prompt="p",
+        provider="scripted",
+        model=None,
+        limits=Limits(max_steps=3),
+        created_at=now,
+        updated_at=now,
+        fence=1,
+    )
+    await store.create(state, owner="replica-a", lease_s=60.0)
+    state.status = "running"
+    if first is not None:
+        state.add_message(ChatMessage(role="user", content=first))
+        await store.commit(state)
+    return state
