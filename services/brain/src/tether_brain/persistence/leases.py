@@ -1,6 +1,6 @@
 """The lease SQL of runs: renewal, takeover of orphans, the claims that resume a parked
-run (exactly one replica wins each; the winner gets the run loaded), and hand-back. Leases use the database clock
-(`now()`), so replicas need not agree on time."""
+run (exactly one replica wins each; the winner gets the run loaded), and hand-back.
+Leases use the database clock (`now()`), so replicas need not agree on time."""
 
 from __future__ import annotations
 
