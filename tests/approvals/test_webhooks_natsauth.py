@@ -22,6 +22,9 @@ from tether_common.natsauth import generate_passwords, inbox_prefix, render_conf
 from tether_common.subjects import Subjects
 
 SUBJECTS = Subjects("nwebhookauth")  # fixed: test ids name it
+# How long a delivery or a refusal may take: generous, as the suite's first minutes on two
+# cores start every worker's servers at once (CI once waited out 5 s here).
+WAIT_S = 30.0
 
 
 @dataclass
@@ -32,7 +35,7 @@ class Conn:
 
     async def refused(self) -> str:
         await self.nc.flush()
-        await asyncio.wait_for(self.changed.wait(), 5)
+        await asyncio.wait_for(self.changed.wait(), WAIT_S)
         self.changed.clear()
         return self.errors[-1]
 
@@ -105,7 +108,7 @@ async def test_the_notifier_hears_what_approvals_announces(locked: Locked) -> No
         told = a_notice()
         await approvals.publish(SUBJECTS.approval_notices, told)
         await approvals._nc.flush()  # out of the client's buffer before the wait starts
-        heard = decode(ApprovalNotice, (await sub.next_msg(timeout=5)).data)
+        heard = decode(ApprovalNotice, (await sub.next_msg(timeout=WAIT_S)).data)
         assert heard == told
         assert not notifier.errors
     finally:
