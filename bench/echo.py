@@ -8,6 +8,8 @@ import sys
 import nats
 from nats.aio.msg import Msg
 
+from tether_common.bus import settle
+
 
 async def main(url: str, subject: str) -> None:
     nc = await nats.connect(url)
@@ -16,7 +18,7 @@ async def main(url: str, subject: str) -> None:
         await msg.respond(msg.data)
 
     await nc.subscribe(subject, cb=reply)
-    await nc.flush()
+    await settle(nc)
     print("ready", flush=True)
     await asyncio.Event().wait()
 

@@ -14,7 +14,7 @@ import pytest
 from nats.aio.client import Client
 
 from tether_approvals.cards import notice
-from tether_common.bus import Bus
+from tether_common.bus import Bus, settle
 from tether_common.embedded import NatsServer
 from tether_common.messages.approvals import ApprovalNotice, ApprovalView
 from tether_common.messages.base import decode
@@ -34,7 +34,7 @@ class Conn:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def refused(self) -> str:
-        await self.nc.flush()
+        await settle(self.nc)
         await asyncio.wait_for(self.changed.wait(), WAIT_S)
         self.changed.clear()
         return self.errors[-1]
@@ -104,10 +104,10 @@ async def test_the_notifier_hears_what_approvals_announces(locked: Locked) -> No
     )
     try:
         sub = await notifier.nc.subscribe(SUBJECTS.approval_notices)
-        await notifier.nc.flush()
+        await settle(notifier.nc)
         told = a_notice()
         await approvals.publish(SUBJECTS.approval_notices, told)
-        await approvals._nc.flush()  # out of the client's buffer before the wait starts
+        await approvals.settle()  # out of the client's buffer before the wait starts
         heard = decode(ApprovalNotice, (await sub.next_msg(timeout=WAIT_S)).data)
         assert heard == told
         assert not notifier.errors

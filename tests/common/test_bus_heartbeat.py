@@ -53,7 +53,7 @@ async def test_a_responder_that_stops_beating_is_given_up(
                 await asyncio.sleep(BEAT_S)
 
         await raw._nc.subscribe(bus.subjects.run_stop.subject, cb=dies)
-        await raw._nc.flush()
+        await raw.settle()
         with pytest.raises(BusTimeoutError, match="heartbeats stopped"):
             await bus.request_watched(
                 bus.subjects.run_stop, StopRun(run_id="r1"), timeout=60, heartbeat_s=BEAT_S
@@ -74,7 +74,7 @@ async def test_a_responder_without_beats_is_waited_for_up_to_the_timeout(
             await raw._nc.publish(msg.reply, encode(RunAccepted(run_id="r1", status="running")))
 
         await raw._nc.subscribe(bus.subjects.run_stop.subject, cb=old)
-        await raw._nc.flush()
+        await raw.settle()
         reply = await bus.request_watched(
             bus.subjects.run_stop, StopRun(run_id="r1"), timeout=10, heartbeat_s=BEAT_S
         )
@@ -103,7 +103,7 @@ async def test_a_strange_interval_never_breaks_the_answer(
             return RunAccepted(run_id=req.run_id, status="running")
 
         await server.serve(server.subjects.run_stop, fast)
-        await server._nc.flush()  # the subscription is at the server before the raw request
+        await server.settle()  # the subscription is at the server before the raw request
         msg = await bus._nc.request(
             bus.subjects.run_stop.subject,
             encode(StopRun(run_id="r1")),
@@ -131,7 +131,7 @@ async def test_a_heartbeat_costs_no_task_until_a_beat_is_due(
             return RunAccepted(run_id=req.run_id, status="running")
 
         await server.serve(server.subjects.run_stop, fast)
-        await server._nc.flush()  # the subscription is at the server before the raw request
+        await server.settle()  # the subscription is at the server before the raw request
         subject, data = bus.subjects.run_stop.subject, encode(StopRun(run_id="r1"))
         for headers in ({}, {HEARTBEAT_HEADER: "0.1"}, {}):
             msg = await bus._nc.request(subject, data, timeout=5, headers=headers)

@@ -20,7 +20,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from locked_stack import locked_stack as running_locked_stack
-from tether_common.bus import Bus
+from tether_common.bus import Bus, settle
 from tether_common.errors import TetherError
 from tether_common.identity import bearer_headers
 from tether_common.messages.outputs import QueryOutput
@@ -298,7 +298,7 @@ async def test_the_client_user_cannot_subscribe_to_run_events(
         for pattern in patterns:
             changed.clear()
             await nc.subscribe(pattern, cb=overheard)
-            await nc.flush()
+            await settle(nc)
             await asyncio.wait_for(changed.wait(), 10)
             assert "permissions violation for subscription" in errors[-1].lower(), pattern
         brain = locked_stack.child("brain").url
@@ -306,7 +306,7 @@ async def test_the_client_user_cannot_subscribe_to_run_events(
             client.headers.update(bearer_headers(tenants.tokens["bob"]))
             run_id = await _start(client, brain, tenants.tokens["bob"], tenants.marks["bob"])
             await wait_for_end(client, f"{brain}/v1/runs/{run_id}")
-        await nc.flush()
+        await settle(nc)
         assert heard == []
     finally:
         await nc.close()

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from tether_common.bus import Bus
+from tether_common.bus import Bus, settle
 from tether_common.messages.runs import StopRun
 from tether_common.natsauth import (
     CLIENT_LIMITS,
@@ -173,7 +173,7 @@ async def test_a_request_and_its_reply_cross_between_two_service_users(
         await msg.respond(b'{"ok": true}')
 
     await runner.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await runner.nc.flush()
+    await settle(runner.nc)
     reply = await request_until_served(brain.nc, route.subject, b"{}")
     assert reply.data == b'{"ok": true}'
     assert not runner.errors
@@ -189,7 +189,7 @@ async def test_the_gateway_streams_many_replies_to_one_request(users: dict[str, 
             await msg.respond(str(n).encode())
 
     await gateway.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await gateway.nc.flush()
+    await settle(gateway.nc)
     await request_until_served(brain.nc, route.subject, b"{}")
     inbox = brain.nc.new_inbox()
     sub = await brain.nc.subscribe(inbox)
@@ -221,7 +221,7 @@ async def test_the_client_hears_no_run_events_published_on_the_bus(
         await brain.js_publish(
             SUBJECTS.run_events("run-1"), StopRun(run_id="run-1"), msg_id="run-1:1"
         )
-        await client.nc.flush()
+        await settle(client.nc)
         assert heard == []
     finally:
         await brain.close()
@@ -238,7 +238,7 @@ async def test_the_client_follows_a_run_through_a_streamed_reply(users: dict[str
             await msg.respond(str(n).encode())
 
     await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await brain.nc.flush()
+    await settle(brain.nc)
     await request_until_served(client.nc, route.subject, b"{}")
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
@@ -257,7 +257,7 @@ async def test_the_client_calls_the_brain_across_accounts(users: dict[str, Conn]
         await msg.respond(b'{"ok": true}')
 
     await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await brain.nc.flush()
+    await settle(brain.nc)
     reply = await request_until_served(client.nc, route.subject, b"{}")
     assert reply.data == b'{"ok": true}'
     assert not brain.errors
@@ -277,7 +277,7 @@ async def test_no_user_reads_a_reply_to_another_users_request(
         await msg.respond(secret)
 
     await runner.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await runner.nc.flush()
+    await settle(runner.nc)
     eavesdroppers = {u: await connect(locked, u) for u in USERS if u != "brain"}
     heard: list[bytes] = []
 
@@ -294,7 +294,7 @@ async def test_no_user_reads_a_reply_to_another_users_request(
             reply = await request_until_served(brain.nc, route.subject, b"{}")
             assert reply.data == secret
         for conn in eavesdroppers.values():
-            await conn.nc.flush()
+            await settle(conn.nc)
         assert heard == []
     finally:
         for conn in eavesdroppers.values():
@@ -392,7 +392,7 @@ async def test_the_client_account_hits_its_subscription_limit_with_a_clear_error
     try:
         for n in range(CLIENT_LIMITS["max_subscriptions"] + 1):
             await brain.nc.subscribe(f"{inbox_prefix('brain')}.s{n}")
-        await brain.nc.flush()
+        await settle(brain.nc)
         assert brain.nc.is_connected
     finally:
         await brain.nc.close()

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from nats.aio.msg import Msg
 
+from tether_common.bus import settle
 from tether_common.natsauth import (
     TenantNameError,
     client_user,
@@ -56,7 +57,7 @@ async def echo_brain(brain: Conn) -> None:
 
     route = SUBJECTS.run_get
     await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await brain.nc.flush()
+    await settle(brain.nc)
 
 
 async def test_a_tenant_client_calls_the_brain_and_hears_its_reply(
@@ -81,7 +82,7 @@ async def test_a_tenant_client_follows_a_run_through_a_streamed_reply(
             await msg.respond(str(n).encode())
 
     await brain.nc.subscribe(route.subject, queue=route.queue, cb=answer)
-    await brain.nc.flush()
+    await settle(brain.nc)
     await request_until_served(client.nc, route.subject, b"{}")
     inbox = client.nc.new_inbox()
     assert inbox.startswith("_INBOX_client-a.")
@@ -133,13 +134,13 @@ async def test_a_tenant_client_hears_nothing_of_another_tenants_replies(
         await spy.nc.subscribe(pattern, cb=overheard)
         assert "permissions violation" in (await spy.refused()).lower(), pattern
     await spy.nc.subscribe(f"{inbox_prefix(client_user('a'))}.>", cb=overheard)
-    await spy.nc.flush()
+    await settle(spy.nc)
     for victim in (client_user("b"), "client"):
         for n in range(5):
             secret = f"{victim}-secret-{n}".encode()
             reply = await request_until_served(users[victim].nc, SUBJECTS.run_get.subject, secret)
             assert reply.data == b"reply to " + secret
-    await spy.nc.flush()
+    await settle(spy.nc)
     assert heard == []
 
 

@@ -13,7 +13,7 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from tether_common.bus import Bus
+from tether_common.bus import Bus, settle
 from tether_common.embedded import NatsServer
 from tether_common.errors import AuthError
 from tether_common.identity import Principal, RemoteVerifier, TokenCache, serve_verify
@@ -46,7 +46,7 @@ class Watched:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def refused(self) -> str:
-        await self.nc.flush()
+        await settle(self.nc)
         await asyncio.wait_for(self.changed.wait(), 5)
         return self.errors[-1].lower()
 

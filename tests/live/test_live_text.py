@@ -21,7 +21,7 @@ import pytest
 
 from live_upstream import MODEL, GatedAnswer, GatedUpstream
 from locked_stack import locked_stack
-from tether_common.bus import Bus
+from tether_common.bus import Bus, settle
 from tether_common.errors import TetherError
 from tether_common.identity import bearer_headers
 from tether_common.messages.deltas import RunDelta
@@ -288,7 +288,7 @@ async def test_nats_readers_get_the_deltas_and_the_client_user_cannot_subscribe(
         for pattern in (subjects.run_deltas(run_id), subjects.run_deltas_all):
             refused.clear()
             await nc.subscribe(pattern, cb=overheard)
-            await nc.flush()
+            await settle(nc)
             await asyncio.wait_for(refused.wait(), WAIT_S)
             assert "permissions violation for subscription" in errors[-1].lower(), pattern
         async with (
@@ -316,7 +316,7 @@ async def test_nats_readers_get_the_deltas_and_the_client_user_cannot_subscribe(
                 following.cancel()
                 await asyncio.gather(following, return_exceptions=True)
             followed = [first, *drain(frames)]
-        await nc.flush()
+        await settle(nc)
         assert heard == []
     finally:
         await nc.close()

@@ -87,6 +87,18 @@ def _heartbeat_of(headers: Mapping[str, str]) -> float | None:
     return min(max(every, HEARTBEAT_RANGE_S[0]), HEARTBEAT_RANGE_S[1])
 
 
+async def settle(nc: NatsClient) -> None:
+    """Return once the server has processed every command `nc` made before the call (a
+    SUB, a PUB): the barrier `flush()` promises but, in nats-py, does not keep. Its PING is
+    written straight to the socket while those commands still wait in the client's queue
+    for its flusher task, so the PONG can come back before the server has seen them (a
+    subscription then misses what another connection publishes next; the server's trace
+    shows the SUB after the PING). So the queue is handed to the flusher and written
+    first, and only then is the PING sent."""
+    await nc._flush_pending(force_flush=True)
+    await nc.flush()
+
+
 def _no_responders(msg: Msg) -> bool:
     headers = msg.headers or {}
     return not msg.data and headers.get("Status") == "503"
@@ -175,6 +187,10 @@ class Bus:
         except Exception as exc:
             raise BusError(f"cannot connect to NATS at {url}: {exc}") from exc
         self._js = self._conn.jetstream()
+
+    async def settle(self) -> None:
+        """Every command made before the call has reached the server (see `settle`)."""
+        await settle(self._nc)
 
     @property
     def connected(self) -> bool:
@@ -486,7 +502,7 @@ class Bus:
             self._track(asyncio.create_task(run(msg)))
 
         self._subs.append(await self._nc.subscribe(subject, cb=on_msg))
-        await self._nc.flush()
+        await settle(self._nc)
 
     async def consume(
         self,
@@ -598,7 +614,7 @@ class Bus:
             self._track(asyncio.create_task(run(msg)))
 
         self._subs.append(await self._nc.subscribe(subject, queue=queue, cb=on_msg))
-        await self._nc.flush()  # the server knows the subscription before we report ready
+        await settle(self._nc)  # the server knows the subscription before we report ready
 
     def _span(self, subject: str, headers: dict[str, str]) -> Any:
         ctx = propagate.extract(headers)

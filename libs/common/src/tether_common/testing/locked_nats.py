@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 
+from tether_common.bus import settle
 from tether_common.embedded import NatsServer
 from tether_common.natsauth import inbox_prefix, write_config
 
@@ -36,7 +37,7 @@ class Conn:
 
     async def refused(self, timeout: float = 5.0) -> str:
         """The next error the server reports after the pending operations reach it."""
-        await self.nc.flush()
+        await settle(self.nc)
         await asyncio.wait_for(self.changed.wait(), timeout)
         self.changed.clear()
         return self.errors[-1]
