@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
@@ -73,7 +74,27 @@ def chromium(profile: Path, *, downloads: Path | None = None) -> Iterator[WebDri
 def wait_until(
     driver: WebDriver, condition: Callable[[WebDriver], object], timeout: float = WAIT_S
 ) -> None:
-    WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+    """Poll `condition`; an element redrawn between finding and reading it (a live page
+    replaces a card when a vote lands) is not a failure, only a reason to look again."""
+    WebDriverWait(
+        driver,
+        timeout,
+        poll_frequency=0.1,
+        ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+    ).until(condition)
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    """The visible text of the first element matching `css`, found and read in one script
+    call, so a redraw between the two cannot leave a stale element behind."""
+    text = driver.execute_script(
+        "const e = document.querySelector(arguments[0]);"
+        " return e === null ? null : e.innerText.trim();",
+        css,
+    )
+    if text is None:
+        raise NoSuchElementException(f"nothing matches {css}")
+    return str(text)
 
 
 def wait_for(driver: WebDriver, css: str, *, gone: bool = False, timeout: float = WAIT_S) -> None:
@@ -88,7 +109,7 @@ def sign_in(driver: WebDriver, url: str, token: str) -> None:
     driver.get(url)
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.ID, "signin").click()
-    wait_until(driver, lambda d: d.find_element(By.ID, "status").text == "live")
+    wait_until(driver, lambda d: text_of(d, "#status") == "live")
 
 
 def artefacts_dir(factory: pytest.TempPathFactory) -> Path:

@@ -57,3 +57,31 @@ async def test_console_drops_cards_decided_elsewhere(
     assert [b.get_attribute("data-decision") for b in buttons] == ["allow_once", "deny"]
     await approvals.decide(created.approval_id, "deny")
     await asyncio.to_thread(wait_for, browser, card, gone=True)
+
+
+async def test_an_unchanged_card_is_not_drawn_again(
+    approvals: ApprovalsHarness, browser: WebDriver
+) -> None:
+    """The list and the live stream both bring a card at sign-in; the second copy, or any
+    repeat of a view already shown, leaves the card the operator is looking at in place
+    (typed note, focus, the element a click is aimed at). A changed view is drawn again."""
+    created = await approvals.create(agent="console-bot", args={"command": "uptime"})
+    card = f'.card[data-id="{created.approval_id}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    same, redrawn = browser.execute_script(
+        """
+        const id = arguments[0], selector = arguments[1];
+        const before = document.querySelector(selector);
+        upsert(JSON.parse(JSON.stringify(cards.get(id).view)));
+        const same = document.querySelector(selector) === before;
+        const changed = Object.assign({}, cards.get(id).view, { reason: "escalated" });
+        upsert(changed);
+        return [same, document.querySelector(selector) !== before];
+        """,
+        created.approval_id,
+        card,
+    )
+    assert same, "an unchanged view replaced the card"
+    assert redrawn, "a changed view did not redraw the card"
+    await approvals.decide(created.approval_id, "deny")
+    await asyncio.to_thread(wait_for, browser, card, gone=True)

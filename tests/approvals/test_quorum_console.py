@@ -11,7 +11,7 @@ import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
-from chromium_browser import chromium, sign_in, wait_for, wait_until
+from chromium_browser import chromium, sign_in, text_of, wait_for, wait_until
 from tether_approvals.testing import ApprovalsHarness
 
 
@@ -22,7 +22,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
 
 
 def quorum_text(driver: WebDriver, card: str) -> str:
-    return driver.find_element(By.CSS_SELECTOR, f"{card} .quorum-box").text
+    return text_of(driver, f"{card} .quorum-box")
 
 
 async def test_console_shows_one_of_two_and_who(

@@ -32,6 +32,7 @@ from chromium_browser import (
     chromium,
     screenshot,
     sign_in,
+    text_of,
     wait_for,
     wait_until,
 )
@@ -135,11 +136,7 @@ def enter(driver: WebDriver, url: str, token: str) -> None:
 
 def open_run(driver: WebDriver, run_id: str) -> None:
     driver.find_element(By.CSS_SELECTOR, f'tr[data-run-id="{run_id}"] td.id a').click()
-    wait_until(driver, lambda d: d.find_element(By.ID, "run-title").text == run_id)
-
-
-def text_of(driver: WebDriver, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+    wait_until(driver, lambda d: text_of(d, "#run-title") == run_id)
 
 
 def status_is(driver: WebDriver, status: str) -> None:
@@ -363,7 +360,7 @@ async def test_payloads_are_shown_as_text_and_never_run(
 
     await asyncio.to_thread(open_run, browser, run_id)
     await asyncio.to_thread(wait_for, browser, ".card[data-id]")
-    card_args = browser.find_element(By.CSS_SELECTOR, ".card .args").text
+    card_args = text_of(browser, ".card .args")
     assert json.loads(card_args) == {"command": f"echo '{SHELL_TEXT}'"}
     nothing_ran(browser)
     browser.find_element(By.CSS_SELECTOR, '.card button[data-decision="allow_once"]').click()
