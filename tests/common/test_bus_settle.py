@@ -70,3 +70,20 @@ async def test_a_bus_serves_once_serve_returns(nats_url: str, prefix: str, asker
             assert b"stopped" in reply.data, f"round {round_}"
         finally:
             await server.close()
+
+
+async def test_a_raw_subscription_hears_the_next_publish(
+    nats_url: str, prefix: str, asker: Client
+) -> None:
+    """`subscribe_raw` (live tails, a client waiting for notices) settles too."""
+    listener = await Bus.connect(nats_url, service="listener", subjects=Subjects(prefix))
+    try:
+        for round_ in range(ROUNDS):
+            subject = f"{prefix}.raw.{round_}"
+            sub = await listener.subscribe_raw(subject)
+            await asker.publish(subject, b"told")
+            heard = await sub.next_msg(timeout=10)
+            assert heard.data == b"told", f"round {round_}"
+            await sub.unsubscribe()
+    finally:
+        await listener.close()

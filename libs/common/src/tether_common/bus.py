@@ -474,8 +474,11 @@ class Bus:
                 await sub.unsubscribe()
 
     async def subscribe_raw(self, subject: str) -> Subscription:
-        """A plain subscription (tests, live tails); the caller unsubscribes."""
-        return await self._nc.subscribe(subject)
+        """A plain subscription (tests, live tails), at the server when this returns, so
+        it hears what any connection publishes next; the caller unsubscribes."""
+        sub = await self._nc.subscribe(subject)
+        await settle(self._nc)
+        return sub
 
     async def publish_raw(self, subject: str, data: bytes, reply: str = "") -> None:
         await self._nc.publish(subject, data, reply=reply)
