@@ -48,6 +48,7 @@ StreamHandler = Callable[[Req], AsyncIterator[Rep]]
 
 
 DEFAULT_INBOX_PREFIX = "_INBOX"
+SETTLE_TIMEOUT_S = 10  # each of `settle`'s two waits (nats-py's own flush default)
 NO_RESPONDERS_GRACE_S = 2.0
 
 # The headers of the message a `serve`/`serve_stream` handler is handling (each message
@@ -94,9 +95,11 @@ async def settle(nc: NatsClient) -> None:
     for its flusher task, so the PONG can come back before the server has seen them (a
     subscription then misses what another connection publishes next; the server's trace
     shows the SUB after the PING). So the queue is handed to the flusher and written
-    first, and only then is the PING sent."""
-    await nc._flush_pending(force_flush=True)
-    await nc.flush()
+    first, and only then is the PING sent. Both waits are bounded: nats-py's forced flush
+    would otherwise wait as long as a lost connection takes to come back."""
+    with suppress(TimeoutError):
+        await asyncio.wait_for(nc._flush_pending(force_flush=True), SETTLE_TIMEOUT_S)
+    await nc.flush(SETTLE_TIMEOUT_S)
 
 
 def _no_responders(msg: Msg) -> bool:
