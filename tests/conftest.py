@@ -97,6 +97,18 @@ def stack_env(nats_url: str, database_url: str, prefix: str, scripts: Path) -> d
     }
 
 
+@pytest.fixture
+async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
+    """A bus client on this module's stack (its subject prefix)."""
+    bus = await Bus.connect(
+        nats_url, service="test", subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
+    )
+    try:
+        yield bus
+    finally:
+        await bus.close()
+
+
 @pytest.fixture(scope="module")
 def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("scripts")

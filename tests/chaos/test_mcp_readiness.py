@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from tether_client import TetherClient
 from tether_common.bus import Bus
 from tether_common.messages.runs import RunEvent
 from tether_common.messages.tools import TOOL_NOT_READY, Catalog, CatalogRequest
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
@@ -69,16 +68,6 @@ def stack_extra_env(mcp_dir: Path) -> dict[str, str]:
         # Every tool here reaches the instance, so it needs a grant: the allowlist gives it.
         "TETHER_BRAIN_ALLOWLIST": json.dumps(tools),
     }
-
-
-@pytest.fixture
-async def runner_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
-    try:
-        yield bus
-    finally:
-        await bus.close()
 
 
 async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
@@ -159,7 +148,7 @@ async def test_a_call_of_a_server_still_starting_waits_for_it_then_runs(
 
 
 async def test_a_call_answered_not_ready_by_a_reconnecting_server_is_sent_again(
-    stack: Supervisor, scripts_dir: Path, mcp_dir: Path, runner_bus: Bus
+    stack: Supervisor, scripts_dir: Path, mcp_dir: Path, stack_bus: Bus
 ) -> None:
     """The brain knows the tools; their server dropped and is reconnecting. The runner
     answers `tool_not_ready` (not `unknown_tool`, not a final `mcp_unavailable`); the
@@ -174,7 +163,7 @@ async def test_a_call_answered_not_ready_by_a_reconnecting_server_is_sent_again(
             )
 
         await until("the flaky server's tools offered", offered)
-        reconnecting = partial(in_catalogue, runner_bus, "flaky")
+        reconnecting = partial(in_catalogue, stack_bus, "flaky")
         hold = mcp_dir / "flaky.hold"
         hold.touch()
         (mcp_dir / "flaky.hold.held").unlink(missing_ok=True)

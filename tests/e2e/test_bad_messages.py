@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +13,6 @@ from tether_common.bus import Bus
 from tether_common.identity import bearer_headers
 from tether_common.messages.base import ErrorReply, decode
 from tether_common.subjects import Route, Subjects
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 ADMIN_TOKEN = "test-operator-token"  # tests/conftest.py
@@ -34,17 +33,6 @@ CASES: list[tuple[str, Callable[[Subjects], Route[Any, Any]], dict[str, Any]]] =
     ("approvals", lambda s: s.approval_list, {"status": "pending"}),
     ("output-store", lambda s: s.output_put, {"run_id": "r", "content": "hello"}),
 ]
-
-
-@pytest.fixture
-async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    bus = await Bus.connect(
-        nats_url, service="test", subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    )
-    try:
-        yield bus
-    finally:
-        await bus.close()
 
 
 async def ask(bus: Bus, subject: str, data: bytes) -> dict[str, Any]:

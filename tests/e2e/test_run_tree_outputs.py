@@ -3,28 +3,13 @@ brain with each call), and by nobody else: another run gets `not_found`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from tether_common.bus import Bus
 from tether_common.messages.outputs import PutOutput
 from tether_common.messages.tools import ExecuteTool
-from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    bus = await Bus.connect(
-        nats_url, service="test", subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    )
-    try:
-        yield bus
-    finally:
-        await bus.close()
 
 
 async def retrieve(bus: Bus, run_id: str, ref: str, tree: list[str]) -> str:

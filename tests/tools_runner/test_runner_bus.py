@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 
 from tether_common.bus import Bus
 from tether_common.messages.tools import CatalogRequest, ExecuteTool, ToolResult
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
@@ -32,16 +30,6 @@ def stack_extra_env(runner_workspace: Path) -> dict[str, str]:
         "TETHER_RUNNER_WORKSPACE": str(runner_workspace),
         "TETHER_RUNNER_MIN_SANDBOX": json.dumps({"shell": "rlimits"}),
     }
-
-
-@pytest.fixture
-async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
-    try:
-        yield bus
-    finally:
-        await bus.close()
 
 
 async def execute(bus: Bus, name: str, args: dict[str, Any]) -> ToolResult:

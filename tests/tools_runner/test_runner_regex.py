@@ -16,7 +16,6 @@ import pytest
 
 from tether_common.bus import Bus
 from tether_common.messages.tools import ExecuteTool, ToolResult
-from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, Supervisor
 
 pytestmark = pytest.mark.e2e
@@ -68,12 +67,13 @@ def regex_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def runner(
+async def stack(
     nats_url: str,
     database_url: str,
     regex_workspace: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Supervisor]:
+    """This module's stack is the tools-runner alone."""
     env = {
         "TETHER_NATS_URL": nats_url,
         # The runner keeps read revisions and keyed effects in PostgreSQL (issue 15).
@@ -98,17 +98,6 @@ async def runner(
         await supervisor.stop()
 
 
-@pytest.fixture
-async def rbus(runner: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    bus = await Bus.connect(
-        nats_url, service="test", subjects=Subjects(runner.env["TETHER_SUBJECT_PREFIX"])
-    )
-    try:
-        yield bus
-    finally:
-        await bus.close()
-
-
 async def execute(bus: Bus, name: str, args: dict[str, Any]) -> ToolResult:
     call = ExecuteTool(run_id="run-regex", call_id=uuid.uuid4().hex[:8], name=name, args=args)
     # A generous bound: a hang detector, not a speed assertion.
@@ -119,8 +108,10 @@ def search(pattern: str, path: str = "evil.txt") -> dict[str, Any]:
     return {"pattern": pattern, "regex": True, "path": path}
 
 
-async def test_catastrophic_patterns_answer(rbus: Bus) -> None:
-    results = await asyncio.gather(*(execute(rbus, "file_search", search(p)) for p in CATASTROPHIC))
+async def test_catastrophic_patterns_answer(stack_bus: Bus) -> None:
+    results = await asyncio.gather(
+        *(execute(stack_bus, "file_search", search(p)) for p in CATASTROPHIC)
+    )
     for pattern, result in zip(CATASTROPHIC, results, strict=True):
         assert result.ok, (pattern, result.content)
     by_pattern = dict(zip(CATASTROPHIC, results, strict=True))
@@ -128,8 +119,8 @@ async def test_catastrophic_patterns_answer(rbus: Bus) -> None:
     assert by_pattern[r"(a*)*b"].content.startswith("no matches")
 
 
-async def test_unsupported_and_oversized_patterns_are_refused_with_a_reason(rbus: Bus) -> None:
-    results = await asyncio.gather(*(execute(rbus, "file_search", search(p)) for p in REFUSED))
+async def test_unsupported_and_oversized_patterns_are_refused_with_a_reason(stack_bus: Bus) -> None:
+    results = await asyncio.gather(*(execute(stack_bus, "file_search", search(p)) for p in REFUSED))
     for pattern, result in zip(REFUSED, results, strict=True):
         assert not result.ok, pattern
         assert result.error_code == "invalid_pattern", (pattern, result.content)
@@ -139,22 +130,22 @@ async def test_unsupported_and_oversized_patterns_are_refused_with_a_reason(rbus
     assert "counted repetition" in reasons["a{1000}{1000}"]
     assert "steps" in reasons["(.*){1000}"]
     # Too long for the tool's schema: refused before any pattern is compiled.
-    huge = await execute(rbus, "file_search", search("(a+)+" * 20_000))
+    huge = await execute(stack_bus, "file_search", search("(a+)+" * 20_000))
     assert not huge.ok
     assert huge.error_code
 
 
 async def test_health_and_other_calls_answer_while_a_long_search_runs(
-    rbus: Bus, runner: Supervisor
+    stack_bus: Bus, stack: Supervisor
 ) -> None:
-    slow = asyncio.create_task(execute(rbus, "file_search", search(SLOW, "slow")))
-    url = runner.child("tools-runner").url
+    slow = asyncio.create_task(execute(stack_bus, "file_search", search(SLOW, "slow")))
+    url = stack.child("tools-runner").url
     answered_during = 0
     async with httpx.AsyncClient(timeout=30) as client:
         for _ in range(5):
             health = await client.get(f"{url}/healthz")
             assert health.status_code == 200
-            clock = await execute(rbus, "current_time", {"timezone": "UTC"})
+            clock = await execute(stack_bus, "current_time", {"timezone": "UTC"})
             assert clock.ok
             answered_during += not slow.done()
     result = await slow

@@ -20,7 +20,6 @@ import stat
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
 from tether_common.messages.tools import TOOL_NOT_READY, ExecuteTool, ToolResult, effect_key
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded, request_digest
 from tether_tools_runner.sandbox import sandbox_user
@@ -64,16 +62,6 @@ def stack_extra_env(shared: Path) -> dict[str, str]:
         "TETHER_RUNNER_EFFECT_LEASE_S": str(LEASE_S),
         "TETHER_RUNNER_MCP_SERVERS": json.dumps([server]),
     }
-
-
-@pytest.fixture
-async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
-    try:
-        yield bus
-    finally:
-        await bus.close()
 
 
 async def execute(
