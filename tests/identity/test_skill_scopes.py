@@ -4,11 +4,13 @@ the skill folder."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import pytest
 
-from tether_brain.skills import FolderSkillStore
+from tether_brain.skills import FolderSkillStore, Skill
 from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_common.errors import ConflictError, MessageError, NotFoundError
 
@@ -84,3 +86,39 @@ async def test_a_runs_library_view_is_its_tenants(store: FolderSkillStore) -> No
     assert descriptor is not None
     assert "acme" not in descriptor.model_dump_json()
     assert "zeta" not in descriptor.model_dump_json()
+
+
+class ReadsWatched(FolderSkillStore):
+    """The folder store, noting the thread of each whole-folder read."""
+
+    threads: list[int]
+
+    def by_name(self, tenant: str | None = None) -> dict[str, Skill]:
+        self.threads.append(threading.get_ident())
+        return super().by_name(tenant)
+
+
+async def test_whether_any_skill_exists_is_read_again_off_the_event_loop(
+    tmp_path: Path,
+) -> None:
+    """Asked at every step: after the first answer (and after `forget`), the folders are
+    read again in a thread once the answer is stale, never on the loop's own thread,
+    while the last answer stands; a skill written here is seen at once."""
+    store = ReadsWatched([tmp_path / "user"])
+    store.threads = []
+    library = SkillLibrary(store, ttl_s=0.0)
+    loop_thread = threading.get_ident()
+    assert library.any() is False  # first answer: read here
+    skill(store, "late-one", None, "ladders")
+    store.threads.clear()
+    assert library.any() is False  # stale: the last answer stands, a re-read starts
+    for _ in range(3000):  # up to 30 s on a loaded machine; ends at the first yes
+        if library.any():
+            break
+        await asyncio.sleep(0.01)
+    assert library.any() is True
+    assert store.threads
+    assert loop_thread not in store.threads
+    store.delete("late-one")
+    library.forget()
+    assert library.any() is False  # this replica's own write is seen at once

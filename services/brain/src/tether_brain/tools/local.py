@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
 from typing import Protocol
@@ -14,6 +15,8 @@ from tether_brain.state.run import RunState
 from tether_common.messages.events import SkillUsed
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
+
+log = logging.getLogger(__name__)
 
 
 class LocalTool(Protocol):
@@ -34,11 +37,14 @@ class SkillLibrary:
         self.ttl_s = ttl_s
         self._views: dict[str, tuple[float, dict[str, Skill]]] = {}
         self._any: tuple[float, bool] | None = None
+        self._rereading: asyncio.Task[None] | None = None
+        self._forgotten = 0  # `forget` calls so far: a read begun before one is stale
 
     def forget(self) -> None:
         """Re-read on next use (this replica wrote a skill; others within `ttl_s`)."""
         self._views.clear()
         self._any = None
+        self._forgotten += 1
 
     def _fresh(self, tenant: str) -> Mapping[str, Skill] | None:
         found = self._views.get(tenant)
@@ -61,11 +67,38 @@ class SkillLibrary:
         return view
 
     def any(self) -> bool:
-        """Whether any scope holds a skill (re-read like a view)."""
-        if self._any is None or time.monotonic() - self._any[0] > self.ttl_s:
-            held = bool(self.store.by_name(None)) or bool(self.store.every_tenant())
-            self._any = (time.monotonic(), held)
+        """Whether any scope holds a skill. Asked at every step, on the event loop, so
+        reading the folders (every skill file, on a disk that may be busy) happens here
+        only the first time and after `forget`; once the answer is older than `ttl_s`
+        it is re-read in a thread and the last one stands meanwhile."""
+        if self._any is None:
+            self._any = (time.monotonic(), self._held())
+        elif time.monotonic() - self._any[0] > self.ttl_s:
+            self._reread()
         return self._any[1]
+
+    def _held(self) -> bool:
+        return bool(self.store.by_name(None)) or bool(self.store.every_tenant())
+
+    def _reread(self) -> None:
+        if self._rereading is not None and not self._rereading.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a synchronous caller): read here
+            self._any = (time.monotonic(), self._held())
+            return
+        self._rereading = loop.create_task(self._reread_in_thread())
+
+    async def _reread_in_thread(self) -> None:
+        forgotten = self._forgotten
+        try:
+            held = await asyncio.to_thread(self._held)
+        except Exception:  # the folders could not be read: the last answer stands
+            log.warning("skill folders could not be read again", exc_info=True)
+            return
+        if self._forgotten == forgotten:  # else a skill was written meanwhile: read again
+            self._any = (time.monotonic(), held)
 
 
 class SkillTool:
