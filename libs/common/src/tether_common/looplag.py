@@ -9,7 +9,14 @@ for one (the machine was busy), or neither (blocked in a system call, waiting fo
 held by another thread, stopped, or asleep in the loop's own wait). Every tick's lag goes to
 the `tether.loop.lag` histogram; the worst one is kept and said again when the monitor stops.
 
-Cheap: per tick one timer wake, one read of procfs and one histogram record.
+A stall is also caught while it lasts: a watchdog thread that sees no tick for `warn_s`
+logs where the loop's thread is at that moment (its Python stack), once per stall. That
+names the blocking call the after-the-fact warning cannot. (Python code hands the GIL over
+every few milliseconds, so a busy loop is caught too; one C call that keeps the GIL all
+along is not, and shows only in the warning after it.)
+
+Cheap: per tick one timer wake, one read of procfs and one histogram record; the watchdog
+wakes four times a tick and reads one float.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
+import threading
 import time
+import traceback
 from dataclasses import dataclass
 
 from tether_common.metrics import loop_lag
@@ -29,6 +39,7 @@ log = logging.getLogger(__name__)
 # CPU on a loaded virtual machine, procfs and the histogram a few microseconds more).
 TICK_S = 0.2
 SCHEDSTAT = "/proc/thread-self/schedstat"
+STACK_FRAMES = 12  # the innermost frames the watchdog logs
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +112,24 @@ class LoopLag:
         self.stalls = 0  # wakes at least `warn_s` late
         self._attributes = {"service": service}
         self._task: asyncio.Task[None] | None = None
+        self._beat = time.monotonic()  # the loop's last tick, read by the watchdog
+        self._watchdog: Watchdog | None = None
 
     def start(self) -> None:
-        """Start watching the running loop (in a task this monitor owns), once."""
+        """Start watching the running loop (in a task this monitor owns, and a watchdog
+        thread), once."""
         if self._task is None:
+            self._beat = time.monotonic()
+            self._watchdog = Watchdog(self, threading.get_ident())
+            self._watchdog.start()
             self._task = asyncio.create_task(self.run(), name=f"{self.service} event loop lag")
 
     async def stop(self) -> None:
         """Stop watching and wait until the task has ended (its summary said)."""
         task, self._task = self._task, None
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.stop()
         if task is None:
             return
         task.cancel()
@@ -124,6 +144,7 @@ class LoopLag:
             times, then = clock.read(), loop.time()
             while True:
                 await asyncio.sleep(self.tick_s)
+                self._beat = time.monotonic()
                 now, now_times = loop.time(), clock.read()
                 lag = max(0.0, now - then - self.tick_s)
                 loop_lag.record(lag, self._attributes)
@@ -163,4 +184,42 @@ class LoopLag:
         )
 
 
-__all__ = ["TICK_S", "LoopLag", "Stall", "ThreadClock", "ThreadTimes"]
+class Watchdog(threading.Thread):
+    """Watches a monitor's ticks from outside the loop: when none has come for the tick
+    plus `warn_s`, logs the loop thread's stack as it is now, once per stall."""
+
+    def __init__(self, monitor: LoopLag, loop_thread: int) -> None:
+        super().__init__(name=f"{monitor.service} event loop watchdog", daemon=True)
+        self.monitor = monitor
+        self.loop_thread = loop_thread
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self.is_alive() and threading.get_ident() != self.ident:
+            self.join(timeout=1.0)
+
+    def run(self) -> None:
+        monitor = self.monitor
+        caught = 0.0  # the beat of the stall already reported
+        while not self._stopped.wait(monitor.tick_s / 4):
+            beat = monitor._beat
+            stuck = time.monotonic() - beat - monitor.tick_s
+            if stuck >= monitor.warn_s and beat != caught:
+                caught = beat
+                self._report(stuck)
+
+    def _report(self, stuck_s: float) -> None:
+        frame = sys._current_frames().get(self.loop_thread)
+        if frame is None:
+            return
+        stack = traceback.format_stack(frame)[-STACK_FRAMES:]
+        log.warning(
+            "event loop stuck for %.2f s so far; its thread is at:\n%s",
+            stuck_s,
+            "".join(stack).rstrip(),
+            extra={"stuck_s": round(stuck_s, 3), "stack": stack},
+        )
+
+
+__all__ = ["TICK_S", "LoopLag", "Stall", "ThreadClock", "ThreadTimes", "Watchdog"]
