@@ -62,6 +62,14 @@ async def lapse(engine: AsyncEngine, run_id: str) -> None:
         )
 
 
+async def holder(engine: AsyncEngine, run_id: str) -> str:
+    async with engine.connect() as conn:
+        owner = await conn.scalar(
+            text("SELECT lease_owner FROM runs WHERE run_id = :r"), {"r": run_id}
+        )
+    return str(owner)
+
+
 async def test_a_commit_after_the_lease_ran_out_writes_nothing(
     store: RunStore, engine: AsyncEngine
 ) -> None:
@@ -105,10 +113,17 @@ async def test_only_a_claim_that_may_follow_a_crash_counts_as_a_takeover(
         ("replica-b", [], 2),
         ("replica-a", [], 3),
     ]
+    held_by = await holder(engine, run_id)
     for owner, stalling, counted in claims:
         await lapse(engine, run_id)
         # Every lapsed run of the session's database is claimed too (the limit leaves none).
-        assert run_id in await store.leases.claim_orphans(owner, 60.0, 100_000, stalling)
+        claimed = await store.leases.claim_orphans(owner, 60.0, 100_000, stalling)
+        (ours,) = [orphan for orphan in claimed if orphan.run_id == run_id]
+        # What the takeover says: who held it, and how long ago its lease ended.
+        assert ours.held_by == held_by
+        assert ours.lapsed_s is not None
+        assert 1.0 <= ours.lapsed_s < 30.0, ours
+        held_by = owner
         assert await takeovers(engine, run_id) == counted, (owner, stalling)
 
 
@@ -123,7 +138,7 @@ async def test_a_run_fenced_here_too_often_is_named_stalling(store: RunStore) ->
 
     for fenced in range(1, FORGIVEN_STALLS + 2):
         tasks.spawn(state, advance, leased_at=clock.now)
-        tasks.fence([state.run_id], bus_usable=True)
+        tasks.fence([state.run_id], why="a test")
         assert tasks.stalling() == ([state.run_id] if fenced > FORGIVEN_STALLS else [])
     tasks.spawn(state, advance, leased_at=clock.now)
     done.set()  # the run ends (or parks) here: its stalls are forgotten

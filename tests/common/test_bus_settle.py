@@ -9,6 +9,7 @@ the subscription answers "no responders" at once, so a broken barrier fails fast
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import nats
@@ -17,6 +18,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from tether_common.bus import Bus, settle
+from tether_common.errors import BusError
 from tether_common.messages.base import encode
 from tether_common.messages.runs import RunAccepted, StopRun
 from tether_common.subjects import Subjects
@@ -87,3 +89,62 @@ async def test_a_raw_subscription_hears_the_next_publish(
             await sub.unsubscribe()
     finally:
         await listener.close()
+
+
+async def test_a_cancelled_settle_leaves_the_connection_whole(
+    nats_url: str, prefix: str, asker: Client
+) -> None:
+    """A follower that goes away while its subscription settles (an SSE client closing)
+    cancels `settle` at any point of its two waits. The connection must go on hearing:
+    nats-py resolves each PONG's future without looking, so a cancelled one kills its
+    reader (`InvalidStateError`), and the client, still "connected", hears nothing more."""
+    nc = await nats.connect(nats_url)
+    try:
+        subject = f"{prefix}.cancel"
+        caught = 0
+        for round_ in range(ROUNDS):
+            await nc.subscribe(f"{subject}.{round_}")
+            settling = asyncio.ensure_future(settle(nc))
+            for _ in range(round_ % 10):  # cancelled before, at and after each wait
+                await asyncio.sleep(0)
+            pinging = bool(nc._pongs)
+            settling.cancel()
+            await asyncio.gather(settling, return_exceptions=True)
+            caught += pinging
+        sub = await nc.subscribe(subject)
+        await settle(nc)
+        await asker.publish(subject, b"still here")
+        heard = await sub.next_msg(timeout=10)
+        assert heard.data == b"still here"
+        assert nc._reading_task is not None
+        assert not nc._reading_task.done()
+        assert caught, "no round cancelled a settle while its PONG was awaited"
+    finally:
+        await nc.close()
+
+
+async def test_a_client_whose_reader_stopped_reconnects_at_the_next_probe(
+    nats_url: str, prefix: str
+) -> None:
+    """Whatever stops nats-py's reader, the brain's NATS probe (`round_trip`) fails once,
+    and the client reconnects with a new reader instead of staying deaf for minutes."""
+    bus = await Bus.connect(nats_url, service="deaf", subjects=Subjects(prefix))
+    try:
+        await bus.round_trip(timeout=5)
+        reader = bus._nc._reading_task
+        assert reader is not None
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        with pytest.raises(BusError):
+            await bus.round_trip(timeout=0.5)
+        for _ in range(100):  # reconnecting: a few attempts 0.25 s apart at most
+            try:
+                await bus.round_trip(timeout=1)
+                break
+            except BusError:
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the client never heard NATS again")
+        assert bus._nc._reading_task is not reader
+    finally:
+        await bus.close()

@@ -96,10 +96,29 @@ async def settle(nc: NatsClient) -> None:
     subscription then misses what another connection publishes next; the server's trace
     shows the SUB after the PING). So the queue is handed to the flusher and written
     first, and only then is the PING sent. Both waits are bounded: nats-py's forced flush
-    would otherwise wait as long as a lost connection takes to come back."""
+    would otherwise wait as long as a lost connection takes to come back.
+
+    Cancellable at any point without harm, unlike `flush()`: nats-py resolves each PONG's
+    future without looking, so one cancelled by a caller that went away (an SSE client
+    closing while its subscription settles) raised in its reader, which died, and the
+    client, still "connected", heard nothing more. The PONG's future here is shielded:
+    a caller that stops waiting leaves it for the PONG to resolve."""
     with suppress(TimeoutError):
+        # In a task of its own (`wait_for`): nats-py swallows a cancellation inside it,
+        # and the caller's must go on.
         await asyncio.wait_for(nc._flush_pending(force_flush=True), SETTLE_TIMEOUT_S)
-    await nc.flush(SETTLE_TIMEOUT_S)
+    reading = nc._reading_task
+    if not nc.is_connected or reading is None or reading.done():
+        return  # no reader to hear a PONG: the queue was written, which is all there is
+    pong: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    await nc._send_ping(pong)
+    try:
+        await asyncio.wait_for(asyncio.shield(pong), SETTLE_TIMEOUT_S)
+    except TimeoutError as exc:
+        raise BusError(
+            f"NATS did not answer a PING within {SETTLE_TIMEOUT_S} s",
+            code=ErrorCode.UNREACHABLE,
+        ) from exc
 
 
 def _no_responders(msg: Msg) -> bool:
@@ -221,7 +240,21 @@ class Bus:
         except BusError:
             raise
         except Exception as exc:
+            await self._revive_reader()
             raise BusError(f"no round trip to NATS: {exc!r}", code=ErrorCode.UNREACHABLE) from exc
+
+    async def _revive_reader(self) -> None:
+        """A client whose reader task ended while it still counts as connected hears
+        nothing until its pings go unanswered (minutes): nats-py's reader stops at the
+        first error it does not expect (a PONG for a cancelled flush was one). Such a
+        client is made to reconnect now, which starts a new reader."""
+        nc = self._conn
+        reading = None if nc is None else nc._reading_task
+        if nc is None or not nc.is_connected or reading is None or not reading.done():
+            return
+        bus_errors.add(1, {"service": self.service, "code": ErrorCode.UNREACHABLE})
+        log.error("%s: the NATS client's reader had stopped; reconnecting", self.service)
+        await nc._process_op_err(nats.errors.UnexpectedEOF())
 
     @property
     def max_payload(self) -> int:

@@ -232,13 +232,15 @@ class Turns:
         first (the stream is cancelled)."""
         generation = asyncio.ensure_future(self.model.generate(request, live=live))
         waiter = asyncio.ensure_future(control.wait_any())
-        done, _ = await asyncio.wait({generation, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        if generation in done:
-            return generation.result()
-        generation.cancel()
-        await asyncio.gather(generation, return_exceptions=True)
-        return None
+        try:
+            done, _ = await asyncio.wait({generation, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Also when this task is cancelled (a fence): neither may outlive the turn.
+            waiter.cancel()
+            if not generation.done():
+                generation.cancel()
+                await asyncio.gather(generation, return_exceptions=True)
+        return generation.result() if generation in done else None
 
 
 def _say_waiting(state: RunState, service: str, wait_s: float) -> None:

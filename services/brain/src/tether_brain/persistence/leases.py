@@ -5,6 +5,7 @@ Leases use the database clock (`now()`), so replicas need not agree on time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import text, update
@@ -29,6 +30,16 @@ _CLAIM = (
     "UPDATE runs SET status = 'running', lease_owner = :owner, "
     "lease_expires_at = now() + make_interval(secs => :s), fence = fence + 1"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Orphan:
+    """A run taken over: who held it, and how long before the claim its lease had ended
+    (None: it had none, a hand-back)."""
+
+    run_id: str
+    held_by: str | None
+    lapsed_s: float | None
 
 
 class RunLeases:
@@ -57,8 +68,11 @@ class RunLeases:
 
     async def claim_orphans(
         self, owner: str, lease_s: float, limit: int, stalling: Sequence[str] = ()
-    ) -> list[str]:
-        """Take over live runs whose lease expired (their replica died or froze).
+    ) -> list[Orphan]:
+        """Take over live runs whose lease expired (their replica died or froze); each
+        with who held it and how long before the claim its lease had ended, by the
+        database's clock (what a takeover's log says, and what tells a stall apart from
+        a clock that disagrees).
 
         `takeovers` counts the claims at one step that may follow a crash (the loop ends
         a run taken over too often `repeated_crash`): a claim from another replica, or a
@@ -75,10 +89,13 @@ class RunLeases:
                     "WHEN last_takeover_step = step THEN takeovers + 1 ELSE 1 END, "
                     f"last_takeover_step = CASE WHEN {_OWN_LAPSE} THEN last_takeover_step "
                     "ELSE step END "
-                    "WHERE run_id IN (SELECT run_id FROM runs WHERE status = ANY(:live) "
+                    "FROM (SELECT run_id AS orphan_id, lease_owner AS held_by, "
+                    "EXTRACT(EPOCH FROM now() - lease_expires_at) AS lapsed_s FROM runs "
+                    "WHERE status = ANY(:live) "
                     "AND (lease_expires_at IS NULL OR lease_expires_at < now()) "
-                    "ORDER BY lease_expires_at NULLS FIRST LIMIT :limit FOR UPDATE SKIP LOCKED) "
-                    "RETURNING run_id"
+                    "ORDER BY lease_expires_at NULLS FIRST LIMIT :limit FOR UPDATE SKIP LOCKED"
+                    ") AS was WHERE runs.run_id = was.orphan_id "
+                    "RETURNING runs.run_id, was.held_by, was.lapsed_s"
                 ),
                 {
                     "owner": owner,
@@ -89,7 +106,10 @@ class RunLeases:
                     "stalling": list(stalling),
                 },
             )
-            return [r.run_id for r in rows]
+            return [
+                Orphan(r.run_id, r.held_by, None if r.lapsed_s is None else float(r.lapsed_s))
+                for r in rows
+            ]
 
     async def next_lapse_s(self, owner: str) -> float | None:
         """Seconds until the earliest lease of another replica's live run runs out (by the

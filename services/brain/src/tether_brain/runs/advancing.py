@@ -88,15 +88,26 @@ class Runner:
     async def adopt_orphans(self, limit: int = 50) -> int:
         """Take over runs whose lease lapsed (their replica died or was fenced)."""
         sent = self.tasks.leases.clock()
-        run_ids = await self.store.leases.claim_orphans(
+        orphans = await self.store.leases.claim_orphans(
             self.tasks.owner, self.lease_s, limit=limit, stalling=self.tasks.stalling()
         )
-        if stalled := [run_id for run_id in run_ids if self.tasks.holds(run_id)]:
-            # Our own task outlived its lease (a stall): the claim moved the fence, so it
-            # could not commit again anyway; start afresh from what is stored.
-            self.tasks.fence(stalled, bus_usable=True)
-        for run_id in run_ids:
-            log.warning("taking over run %s (its holder's lease lapsed)", run_id)
+        run_ids = [orphan.run_id for orphan in orphans]
+        for orphan in orphans:
+            lapsed = "none" if orphan.lapsed_s is None else f"{orphan.lapsed_s:.2f} s before"
+            if self.tasks.holds(orphan.run_id):
+                # Our own task outlived its lease (a stall): the claim moved the fence, so
+                # it could not commit again anyway; start afresh from what is stored.
+                self.tasks.fence(
+                    [orphan.run_id],
+                    why=f"the database's lease ended {lapsed} this replica claimed it back",
+                )
+            log.warning(
+                "taking over run %s from %s (its lease ended: %s)",
+                orphan.run_id,
+                orphan.held_by or "nobody (handed back)",
+                lapsed,
+                extra={"run_id": orphan.run_id, "held_by": orphan.held_by},
+            )
         # Each loaded and started on its own, side by side: a replica that died holding
         # many runs is taken over in one round of loads, and one slow load holds back
         # no other run (their new leases are ticking).

@@ -90,7 +90,8 @@ class Maintenance:
         tick = self.lease_s * self.lease_margin / 4
         while True:
             if lapsed := self.tasks.leases.lapsed():
-                self.tasks.fence(lapsed, bus_usable=self.bus_usable())
+                nats = "reachable" if self.bus_usable() else "lost"
+                self.tasks.fence(lapsed, why=f"left to another replica (NATS {nats})")
             await asyncio.sleep(tick)
 
     async def _adoption(self) -> None:

@@ -82,7 +82,7 @@ class RunTasks:
 
         task.add_done_callback(forget)
 
-    def fence(self, run_ids: list[str], *, bus_usable: bool) -> None:
+    def fence(self, run_ids: list[str], *, why: str) -> None:
         """Stop acting on these runs at once: cancel their tasks (a commit in flight is
         refused by the database once the lease is out) and forget them, so nothing more
         is committed or published for them here."""
@@ -99,10 +99,11 @@ class RunTasks:
             task.add_done_callback(self._fenced.discard)
             runs_fenced.add(1)
             log.warning(
-                "fenced run %s: its lease was last set %.2f s ago (NATS %s); left to another replica",
+                "fenced run %s: its lease was last set %.2f s ago here; %s",
                 run_id,
                 age or 0.0,
-                "reachable" if bus_usable else "lost",
+                why,
+                extra={"run_id": run_id},
             )
 
     def stalling(self) -> list[str]:
