@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from tether_common.bus import Bus
-from tether_common.looplag import TICK_S
+from tether_common.looplag import TICK_S, LoopLag
 from tether_common.messages.base import WireModel
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -91,3 +92,38 @@ async def test_a_handler_that_blocks_the_loop_is_reported(
         assert "time.sleep(BLOCK_S)" in stack
     finally:
         await service.stop()
+
+
+def _gil_hog_size(seconds: float) -> int:
+    """How long a `sum(range(n))` must be to keep the GIL about `seconds` (one C call:
+    it never checks whether another thread asked for the GIL)."""
+    n = 2_000_000
+    while True:
+        began = time.thread_time()
+        sum(range(n))
+        took = time.thread_time() - began
+        if took >= 0.05:
+            return int(n * seconds / took)
+        n *= 4
+
+
+async def test_a_thread_that_keeps_the_gil_is_named(stalls: StallsSeen) -> None:
+    """The loop's thread waits for the GIL, off CPU, while another thread runs one long C
+    call: the watchdog cannot run either, so only the warning after it can say who it
+    was, by the threads' CPU time over the stall."""
+    monitor = LoopLag("gil-test", warn_s=0.25)
+    size = _gil_hog_size(BLOCK_S)
+    monitor.start()
+    try:
+        await asyncio.sleep(TICK_S * 2)
+        hog = threading.Thread(target=lambda: sum(range(size)), name="gil hog")
+        hog.start()
+        async with asyncio.timeout(WAIT_S):
+            await stalls.long.wait()
+        await asyncio.to_thread(hog.join)
+    finally:
+        await monitor.stop()
+    stall = next(r for r in stalls.records if getattr(r, "lag_s", 0.0) >= SHORTEST_STALL_S)
+    others: dict[str, float] = getattr(stall, "other_threads", {})
+    assert others.get("gil hog", 0.0) >= SHORTEST_STALL_S / 2, stall.getMessage()
+    assert "gil hog" in stall.getMessage()

@@ -15,8 +15,12 @@ names the blocking call the after-the-fact warning cannot. (Python code hands th
 every few milliseconds, so a busy loop is caught too; one C call that keeps the GIL all
 along is not, and shows only in the warning after it.)
 
-Cheap: per tick one timer wake, one read of procfs and one histogram record; the watchdog
-wakes four times a tick and reads one float.
+The warning also names the process's other threads that ran during the stall: a loop
+thread off CPU while another ran is the GIL held by that one (a long C call that never
+lets it go), which the watchdog cannot catch since it needs the GIL too.
+
+Cheap: per tick one timer wake, a read of procfs per thread (a service has a handful) and
+one histogram record; the watchdog wakes four times a tick and reads one float.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tether_common.metrics import loop_lag
 
@@ -75,6 +79,43 @@ class ThreadClock:
             self._fd = None
 
 
+TASKS = "/proc/self/task"
+BUSY_THREAD_S = 0.05  # another thread named in a stall's warning ran at least this long
+
+
+def thread_cpu() -> dict[int, float]:
+    """Each thread of this process: its CPU time so far (seconds), by native id; empty
+    where procfs does not say. A stall whose loop thread was off CPU while another
+    thread ran was the GIL held by that one (a long C call that never lets it go)."""
+    found: dict[int, float] = {}
+    try:
+        tids = os.listdir(TASKS)
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"{TASKS}/{tid}/schedstat", "rb") as stat:
+                found[int(tid)] = int(stat.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return found
+
+
+def busy_threads(before: dict[int, float], after: dict[int, float], skip: int) -> dict[str, float]:
+    """The threads other than `skip` that ran at least `BUSY_THREAD_S` between two
+    snapshots, by name (Python's where it has one), the busiest first."""
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    ran = {
+        tid: after[tid] - before.get(tid, 0.0)
+        for tid in after
+        if tid != skip and after[tid] - before.get(tid, 0.0) >= BUSY_THREAD_S
+    }
+    return {
+        names.get(tid, f"thread {tid}"): round(cpu_s, 3)
+        for tid, cpu_s in sorted(ran.items(), key=lambda item: -item[1])
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Stall:
     """One late wake: the loop's thread over the whole interval (the tick and the lag)."""
@@ -83,6 +124,7 @@ class Stall:
     interval_s: float
     on_cpu_s: float
     waiting_s: float | None
+    others: dict[str, float] = field(default_factory=dict)  # other threads that ran meanwhile
 
     @property
     def off_cpu_s(self) -> float:
@@ -91,14 +133,18 @@ class Stall:
 
 
 def stall_between(
-    before: ThreadTimes, after: ThreadTimes, lag_s: float, interval_s: float
+    before: ThreadTimes,
+    after: ThreadTimes,
+    lag_s: float,
+    interval_s: float,
+    others: dict[str, float] | None = None,
 ) -> Stall:
     waiting = (
         None
         if before.waiting_s is None or after.waiting_s is None
         else after.waiting_s - before.waiting_s
     )
-    return Stall(lag_s, interval_s, after.on_cpu_s - before.on_cpu_s, waiting)
+    return Stall(lag_s, interval_s, after.on_cpu_s - before.on_cpu_s, waiting, others or {})
 
 
 class LoopLag:
@@ -140,17 +186,19 @@ class LoopLag:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         clock = ThreadClock()  # opened here, on the loop's thread
+        me = threading.get_native_id()
         try:
-            times, then = clock.read(), loop.time()
+            times, then, threads = clock.read(), loop.time(), thread_cpu()
             while True:
                 await asyncio.sleep(self.tick_s)
                 self._beat = time.monotonic()
-                now, now_times = loop.time(), clock.read()
+                now, now_times, now_threads = loop.time(), clock.read(), thread_cpu()
                 lag = max(0.0, now - then - self.tick_s)
                 loop_lag.record(lag, self._attributes)
                 if lag >= self.warn_s:
-                    self._stalled(stall_between(times, now_times, lag, now - then))
-                times, then = now_times, now
+                    others = busy_threads(threads, now_threads, me)
+                    self._stalled(stall_between(times, now_times, lag, now - then, others))
+                times, then, threads = now_times, now, now_threads
         finally:
             clock.close()
             if self.stalls:
@@ -166,20 +214,23 @@ class LoopLag:
         self.stalls += 1
         self.worst_s = max(self.worst_s, stall.lag_s)
         waited = "?" if stall.waiting_s is None else f"{stall.waiting_s:.2f}"
+        others = ", ".join(f"{name} {cpu_s:.2f} s" for name, cpu_s in stall.others.items())
         log.warning(
             "event loop stalled %.2f s (worst %.2f s): over %.2f s its thread ran %.2f s, "
-            "waited %s s for a CPU, was off CPU %.2f s",
+            "waited %s s for a CPU, was off CPU %.2f s; other threads on CPU: %s",
             stall.lag_s,
             self.worst_s,
             stall.interval_s,
             stall.on_cpu_s,
             waited,
             stall.off_cpu_s,
+            others or "none",
             extra={
                 "lag_s": round(stall.lag_s, 3),
                 "on_cpu_s": round(stall.on_cpu_s, 3),
                 "waiting_s": None if stall.waiting_s is None else round(stall.waiting_s, 3),
                 "off_cpu_s": round(stall.off_cpu_s, 3),
+                "other_threads": stall.others,
             },
         )
 
@@ -222,4 +273,13 @@ class Watchdog(threading.Thread):
         )
 
 
-__all__ = ["TICK_S", "LoopLag", "Stall", "ThreadClock", "ThreadTimes", "Watchdog"]
+__all__ = [
+    "TICK_S",
+    "LoopLag",
+    "Stall",
+    "ThreadClock",
+    "ThreadTimes",
+    "Watchdog",
+    "busy_threads",
+    "thread_cpu",
+]
