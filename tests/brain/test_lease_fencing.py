@@ -145,3 +145,33 @@ async def test_a_run_fenced_here_too_often_is_named_stalling(store: RunStore) ->
     ours = [t for t in asyncio.all_tasks() if t.get_name() == f"run:{state.run_id}"]
     await asyncio.gather(*ours, return_exceptions=True)
     assert tasks.stalling() == []
+
+
+async def test_a_parked_task_winding_down_keeps_the_resumed_tasks_hold(store: RunStore) -> None:
+    """A run parks (its commit gives the lease up) and a decision resumes it in a new
+    task before the parked task has returned: the parked task letting go must not take
+    the new task's hold with it, or the new task is renewed but never fenced here."""
+    clock = FakeClock()
+    tasks = RunTasks(store, Leases(lease_s=10.0, margin=0.2, clock=clock), drain_s=1.0)
+    state = await started(store)
+    resumed, finish = asyncio.Event(), asyncio.Event()
+
+    async def parked(control: Control) -> None:
+        await resumed.wait()  # still winding down after its park commit
+        tasks.let_go(state.run_id)
+
+    async def running(control: Control) -> None:
+        await finish.wait()
+
+    tasks.spawn(state, parked, leased_at=clock.now)
+    old = tasks._tasks[state.run_id]
+    clock.now += 1.0
+    tasks.spawn(state, running, leased_at=clock.now)  # the decision's claim
+    resumed.set()
+    await old
+    assert tasks.leases.holds(state.run_id)
+    clock.now += 10.0
+    assert tasks.leases.lapsed() == [state.run_id]  # so it is fenced when it runs out
+    finish.set()
+    await asyncio.gather(tasks._tasks[state.run_id], return_exceptions=True)
+    assert not tasks.leases.holds(state.run_id)

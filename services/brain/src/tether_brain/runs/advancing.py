@@ -77,7 +77,7 @@ class Runner:
         await self.loop.run(state, control, decision, helpers_done)
         # Parked, ended or handed back: the lease went with that commit, so there is no
         # hold left to fence (what follows claims the run afresh if it needs it).
-        self.tasks.leases.forget(state.run_id)
+        self.tasks.let_go(state.run_id)
         if state.status != "awaiting_approval":
             return
         try:

@@ -82,6 +82,14 @@ class RunTasks:
 
         task.add_done_callback(forget)
 
+    def let_go(self, run_id: str) -> None:
+        """The calling run task's commit gave the lease up (parked, ended, handed back):
+        its hold is forgotten, unless a newer task of the run already holds it (a
+        decision resumed the run while this one was still winding down; forgetting then
+        would leave that task renewed but never fenced here)."""
+        if self._tasks.get(run_id) is asyncio.current_task():
+            self.leases.forget(run_id)
+
     def fence(self, run_ids: list[str], *, why: str) -> None:
         """Stop acting on these runs at once: cancel their tasks (a commit in flight is
         refused by the database once the lease is out) and forget them, so nothing more
