@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from tether_common.bus import Bus
-from tether_common.looplag import TICK_S, LoopLag
+from tether_common.looplag import ENDED, TICK_S, LoopLag, Threads, busy_threads
 from tether_common.messages.base import WireModel
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
@@ -107,23 +107,47 @@ def _gil_hog_size(seconds: float) -> int:
         n *= 4
 
 
-async def test_a_thread_that_keeps_the_gil_is_named(stalls: StallsSeen) -> None:
+@pytest.mark.parametrize("lingers", [True, False], ids=["a live thread", "an ended thread"])
+async def test_a_thread_that_keeps_the_gil_is_named(stalls: StallsSeen, lingers: bool) -> None:
     """The loop's thread waits for the GIL, off CPU, while another thread runs one long C
     call: the watchdog cannot run either, so only the warning after it can say who it
-    was, by the threads' CPU time over the stall."""
+    was, by the threads' CPU time over the stall: by name while the thread lives (a pool
+    worker); one gone by the next tick is still counted."""
     monitor = LoopLag("gil-test", warn_s=0.25)
-    size = _gil_hog_size(BLOCK_S)
+    size = _gil_hog_size(2 * BLOCK_S)  # well past the shortest stall, whatever the clock does
+    done = threading.Event()
+
+    def hog() -> None:
+        sum(range(size))
+        if lingers:
+            done.wait(WAIT_S)
+
     monitor.start()
     try:
         await asyncio.sleep(TICK_S * 2)
-        hog = threading.Thread(target=lambda: sum(range(size)), name="gil hog")
-        hog.start()
+        thread = threading.Thread(target=hog, name="gil hog")
+        thread.start()
         async with asyncio.timeout(WAIT_S):
             await stalls.long.wait()
-        await asyncio.to_thread(hog.join)
+        done.set()
+        await asyncio.to_thread(thread.join)
     finally:
         await monitor.stop()
     stall = next(r for r in stalls.records if getattr(r, "lag_s", 0.0) >= SHORTEST_STALL_S)
     others: dict[str, float] = getattr(stall, "other_threads", {})
-    assert others.get("gil hog", 0.0) >= SHORTEST_STALL_S / 2, stall.getMessage()
-    assert "gil hog" in stall.getMessage()
+    if lingers:
+        assert others.get("gil hog", 0.0) >= SHORTEST_STALL_S / 2, stall.getMessage()
+        assert "gil hog" in stall.getMessage()
+    else:  # by name, as a nameless thread id, or as ended: whenever the tick read it
+        assert sum(others.values()) >= SHORTEST_STALL_S / 2, stall.getMessage()
+
+
+def test_cpu_of_threads_that_ended_is_counted_apart() -> None:
+    """The process's CPU beyond what its live threads account for ran in threads that
+    ended between the two snapshots."""
+    me = threading.get_native_id()
+    before = Threads(process_s=10.0, cpu_s={me: 5.0, 1: 1.0, 2: 2.0})
+    after = Threads(process_s=12.0, cpu_s={me: 5.01, 1: 1.7, 3: 0.02})  # 2 ended; 3 is new
+    assert busy_threads(before, after, me) == {"thread 1": 0.7, ENDED: 1.27}
+    quiet = Threads(process_s=10.03, cpu_s={me: 5.01, 1: 1.0, 2: 2.01})
+    assert busy_threads(before, quiet, me) == {}

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from tether_common.metrics import loop_lag
@@ -83,37 +84,51 @@ TASKS = "/proc/self/task"
 BUSY_THREAD_S = 0.05  # another thread named in a stall's warning ran at least this long
 
 
-def thread_cpu() -> dict[int, float]:
-    """Each thread of this process: its CPU time so far (seconds), by native id; empty
-    where procfs does not say. A stall whose loop thread was off CPU while another
-    thread ran was the GIL held by that one (a long C call that never lets it go)."""
+@dataclass(frozen=True, slots=True)
+class Threads:
+    """The process's CPU time so far and each live thread's, in seconds (threads by
+    native id; empty where procfs does not say). A stall whose loop thread was off CPU
+    while another thread ran was the GIL held by that one (a long C call that never lets
+    it go)."""
+
+    process_s: float  # every thread's, those that have ended included
+    cpu_s: dict[int, float]
+
+
+ENDED = "threads that ended"
+
+
+def thread_cpu() -> Threads:
+    """A snapshot of the process's threads' CPU time."""
     found: dict[int, float] = {}
-    try:
-        tids = os.listdir(TASKS)
-    except OSError:
-        return found
-    for tid in tids:
-        try:
-            with open(f"{TASKS}/{tid}/schedstat", "rb") as stat:
-                found[int(tid)] = int(stat.read().split()[0]) / 1e9
-        except (OSError, ValueError, IndexError):
-            continue  # the thread ended meanwhile
-    return found
+    process_s = time.process_time()
+    with suppress(OSError):
+        for tid in os.listdir(TASKS):
+            try:
+                with open(f"{TASKS}/{tid}/schedstat", "rb") as stat:
+                    found[int(tid)] = int(stat.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+    return Threads(process_s, found)
 
 
-def busy_threads(before: dict[int, float], after: dict[int, float], skip: int) -> dict[str, float]:
+def busy_threads(before: Threads, after: Threads, skip: int) -> dict[str, float]:
     """The threads other than `skip` that ran at least `BUSY_THREAD_S` between two
-    snapshots, by name (Python's where it has one), the busiest first."""
+    snapshots, by name (Python's where it has one), the busiest first; CPU the process
+    spent beyond its live threads' (threads that ran and ended in between: a pool worker
+    retired, a thread started for one job) is given as `ENDED`."""
     names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
-    ran = {
-        tid: after[tid] - before.get(tid, 0.0)
-        for tid in after
-        if tid != skip and after[tid] - before.get(tid, 0.0) >= BUSY_THREAD_S
-    }
-    return {
+    ran = {tid: cpu_s - before.cpu_s.get(tid, 0.0) for tid, cpu_s in after.cpu_s.items()}
+    busy = {
         names.get(tid, f"thread {tid}"): round(cpu_s, 3)
         for tid, cpu_s in sorted(ran.items(), key=lambda item: -item[1])
+        if tid != skip and cpu_s >= BUSY_THREAD_S
     }
+    if after.cpu_s:  # procfs said: what it does not account for ran in ended threads
+        ended = (after.process_s - before.process_s) - sum(ran.values())
+        if ended >= BUSY_THREAD_S:
+            busy[ENDED] = round(ended, 3)
+    return busy
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,11 +289,13 @@ class Watchdog(threading.Thread):
 
 
 __all__ = [
+    "ENDED",
     "TICK_S",
     "LoopLag",
     "Stall",
     "ThreadClock",
     "ThreadTimes",
+    "Threads",
     "Watchdog",
     "busy_threads",
     "thread_cpu",
