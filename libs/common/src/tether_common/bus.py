@@ -42,6 +42,7 @@ tracer = trace.get_tracer(__name__)
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
+T = TypeVar("T")
 
 Handler = Callable[[Req], Awaitable[Rep]]
 StreamHandler = Callable[[Req], AsyncIterator[Rep]]
@@ -104,21 +105,31 @@ async def settle(nc: NatsClient) -> None:
     client, still "connected", heard nothing more. The PONG's future here is shielded:
     a caller that stops waiting leaves it for the PONG to resolve."""
     with suppress(TimeoutError):
-        # In a task of its own (`wait_for`): nats-py swallows a cancellation inside it,
-        # and the caller's must go on.
-        await asyncio.wait_for(nc._flush_pending(force_flush=True), SETTLE_TIMEOUT_S)
+        await _kept_cancellable(nc._flush_pending(force_flush=True))
     reading = nc._reading_task
     if not nc.is_connected or reading is None or reading.done():
         return  # no reader to hear a PONG: the queue was written, which is all there is
     pong: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-    await nc._send_ping(pong)
+    await _kept_cancellable(nc._send_ping(pong))  # it ends in the same swallowing flush
     try:
-        await asyncio.wait_for(asyncio.shield(pong), SETTLE_TIMEOUT_S)
+        await _kept_cancellable(asyncio.shield(pong))
     except TimeoutError as exc:
         raise BusError(
             f"NATS did not answer a PING within {SETTLE_TIMEOUT_S} s",
             code=ErrorCode.UNREACHABLE,
         ) from exc
+
+
+async def _kept_cancellable(step: Awaitable[T]) -> T:
+    """One of `settle`'s waits, bounded by `SETTLE_TIMEOUT_S`, in a task of its own, with
+    the caller's cancellation kept: nats-py's flush swallows one that reaches it, and
+    Python 3.11's `wait_for` drops one that arrives as its task finishes. A caller that
+    was asked to stop stops here (a pending request to cancel this task is raised)."""
+    result = await asyncio.wait_for(step, SETTLE_TIMEOUT_S)
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        raise asyncio.CancelledError
+    return result
 
 
 def _no_responders(msg: Msg) -> bool:
