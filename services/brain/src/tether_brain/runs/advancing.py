@@ -93,16 +93,20 @@ class Runner:
         )
         run_ids = [orphan.run_id for orphan in orphans]
         for orphan in orphans:
-            lapsed = "none" if orphan.lapsed_s is None else f"{orphan.lapsed_s:.2f} s before"
+            lapsed = (
+                "none, handed back"
+                if orphan.lapsed_s is None
+                else f"ended {orphan.lapsed_s:.2f} s before the claim"
+            )
             if self.tasks.holds(orphan.run_id):
                 # Our own task outlived its lease (a stall): the claim moved the fence, so
                 # it could not commit again anyway; start afresh from what is stored.
                 self.tasks.fence(
                     [orphan.run_id],
-                    why=f"the database's lease ended {lapsed} this replica claimed it back",
+                    why=f"this replica's sweep claimed it back (its lease: {lapsed})",
                 )
             log.warning(
-                "taking over run %s from %s (its lease ended: %s)",
+                "taking over run %s from %s (its lease: %s)",
                 orphan.run_id,
                 orphan.held_by or "nobody (handed back)",
                 lapsed,
