@@ -108,7 +108,7 @@ class Runner:
             log.warning(
                 "taking over run %s from %s (its lease: %s)",
                 orphan.run_id,
-                orphan.held_by or "nobody (handed back)",
+                orphan.held_by or "nobody",
                 lapsed,
                 extra={"run_id": orphan.run_id, "held_by": orphan.held_by},
             )
