@@ -7,17 +7,23 @@ beats (an older service) is waited for up to the timeout; nobody listening is
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 from nats.aio.msg import Msg
 
 from tether_common.bus import HEARTBEAT_HEADER, Bus
-from tether_common.errors import BusError, BusTimeoutError
+from tether_common.errors import BusError, BusTimeoutError, ConfigError
 from tether_common.messages.base import encode
 from tether_common.messages.runs import RunAccepted, StopRun
-from tether_common.subjects import Subjects
+from tether_common.subjects import Route, Subjects
 
 BEAT_S = 0.1  # three missed: 0.3 s of silence ends the wait
+
+
+def beating(subjects: Subjects) -> Route[StopRun, RunAccepted]:
+    """A small route declared to beat, as `tool_execute` is."""
+    return replace(subjects.run_stop, beats=True)
 
 
 async def test_a_beating_handler_is_waited_for_past_the_silence_limit(
@@ -30,9 +36,9 @@ async def test_a_beating_handler_is_waited_for_past_the_silence_limit(
             await asyncio.sleep(1.0)  # more than three beats
             return RunAccepted(run_id=req.run_id, status="completed")
 
-        await server.serve(server.subjects.run_stop, slow)
+        await server.serve(beating(server.subjects), slow)
         reply = await bus.request_watched(
-            bus.subjects.run_stop, StopRun(run_id="r1"), timeout=10, heartbeat_s=BEAT_S
+            beating(bus.subjects), StopRun(run_id="r1"), timeout=10, heartbeat_s=BEAT_S
         )
         assert reply.status == "completed"
     finally:
@@ -56,7 +62,7 @@ async def test_a_responder_that_stops_beating_is_given_up(
         await raw.settle()
         with pytest.raises(BusTimeoutError, match="heartbeats stopped"):
             await bus.request_watched(
-                bus.subjects.run_stop, StopRun(run_id="r1"), timeout=60, heartbeat_s=BEAT_S
+                beating(bus.subjects), StopRun(run_id="r1"), timeout=60, heartbeat_s=BEAT_S
             )
     finally:
         await raw.close()
@@ -76,7 +82,7 @@ async def test_a_responder_without_beats_is_waited_for_up_to_the_timeout(
         await raw._nc.subscribe(bus.subjects.run_stop.subject, cb=old)
         await raw.settle()
         reply = await bus.request_watched(
-            bus.subjects.run_stop, StopRun(run_id="r1"), timeout=10, heartbeat_s=BEAT_S
+            beating(bus.subjects), StopRun(run_id="r1"), timeout=10, heartbeat_s=BEAT_S
         )
         assert reply.status == "running"
     finally:
@@ -86,7 +92,7 @@ async def test_a_responder_without_beats_is_waited_for_up_to_the_timeout(
 async def test_nobody_listening_is_no_responders(bus: Bus) -> None:
     with pytest.raises(BusError) as info:
         await bus.request_watched(
-            bus.subjects.run_stop, StopRun(run_id="r"), timeout=30, heartbeat_s=BEAT_S
+            beating(bus.subjects), StopRun(run_id="r"), timeout=30, heartbeat_s=BEAT_S
         )
     assert info.value.code == "no_responders"
     assert not isinstance(info.value, BusTimeoutError)
@@ -102,7 +108,7 @@ async def test_a_strange_interval_never_breaks_the_answer(
         async def fast(req: StopRun) -> RunAccepted:
             return RunAccepted(run_id=req.run_id, status="running")
 
-        await server.serve(server.subjects.run_stop, fast)
+        await server.serve(beating(server.subjects), fast)
         await server.settle()  # the subscription is at the server before the raw request
         msg = await bus._nc.request(
             bus.subjects.run_stop.subject,
@@ -130,7 +136,7 @@ async def test_a_heartbeat_costs_no_task_until_a_beat_is_due(
             seen.append(len(asyncio.all_tasks()))
             return RunAccepted(run_id=req.run_id, status="running")
 
-        await server.serve(server.subjects.run_stop, fast)
+        await server.serve(beating(server.subjects), fast)
         await server.settle()  # the subscription is at the server before the raw request
         subject, data = bus.subjects.run_stop.subject, encode(StopRun(run_id="r1"))
         for headers in ({}, {HEARTBEAT_HEADER: "0.1"}, {}):
@@ -138,5 +144,36 @@ async def test_a_heartbeat_costs_no_task_until_a_beat_is_due(
             assert b"running" in msg.data
         assert seen[0] == seen[2]
         assert seen[1] == seen[0]
+    finally:
+        await server.close()
+
+
+async def test_only_a_route_declared_to_beat_may_be_watched(bus: Bus) -> None:
+    with pytest.raises(ConfigError, match="not declared to beat"):
+        await bus.request_watched(
+            bus.subjects.run_stop, StopRun(run_id="r1"), timeout=5, heartbeat_s=BEAT_S
+        )
+
+
+async def test_a_route_that_does_not_beat_answers_with_its_one_message(
+    bus: Bus, nats_url: str, prefix: str
+) -> None:
+    """A requester asking a non-beating route for beats gets none: on a locked bus its
+    server may send one message back, and that must be the answer."""
+    server = await Bus.connect(nats_url, service="server", subjects=Subjects(prefix))
+    try:
+
+        async def slow(req: StopRun) -> RunAccepted:
+            await asyncio.sleep(5 * BEAT_S)
+            return RunAccepted(run_id=req.run_id, status="completed")
+
+        await server.serve(server.subjects.run_stop, slow)
+        msg = await bus._nc.request(
+            bus.subjects.run_stop.subject,
+            encode(StopRun(run_id="r1")),
+            timeout=5,
+            headers={HEARTBEAT_HEADER: f"{BEAT_S:g}"},
+        )
+        assert b"completed" in msg.data
     finally:
         await server.close()

@@ -31,7 +31,14 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel
 
-from tether_common.errors import BusError, BusTimeoutError, ErrorCode, MessageError, TetherError
+from tether_common.errors import (
+    BusError,
+    BusTimeoutError,
+    ConfigError,
+    ErrorCode,
+    MessageError,
+    TetherError,
+)
 from tether_common.messages.base import ErrorReply, decode, decode_reply, encode
 from tether_common.metrics import bus_errors
 from tether_common.natsauth import inbox_prefix
@@ -338,7 +345,11 @@ class Bus:
     ) -> Rep:
         """A request whose responder beats while it works (`HEARTBEAT_HEADER`): once a
         beat has come, `missed` beats of silence end the wait with `BusTimeoutError`, as
-        `timeout` does in any case. "No responders" is retried for the usual grace."""
+        `timeout` does in any case. "No responders" is retried for the usual grace. Only a
+        route declared to beat (`Route.beats`) may be watched: its servers are the ones
+        the bus permissions let answer one request with several messages."""
+        if not route.beats:
+            raise ConfigError(f"{route.subject} is not declared to beat (Route.beats)")
         target = route.subject
         with tracer.start_as_current_span(f"send {target}", kind=SpanKind.CLIENT) as span:
             span.set_attribute("messaging.system", "nats")
@@ -614,7 +625,9 @@ class Bus:
         async def run(msg: Msg) -> None:
             headers = dict(msg.headers or {})
             _message_headers.set(MappingProxyType(headers))
-            every = _heartbeat_of(headers)
+            # Only a beating route beats: on any other, the one reply its server may send
+            # (a locked bus allows one) must be the answer, whatever the request asks.
+            every = _heartbeat_of(headers) if route.beats else None
             beats = self._heartbeat(msg.reply, every) if every is not None and msg.reply else None
             with self._span(msg.subject, headers) as span:
                 try:

@@ -43,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from tether_common.messages.base import ID_PATTERN
 from tether_common.secretfiles import write_secret
 from tether_common.subjects import (
@@ -52,6 +54,7 @@ from tether_common.subjects import (
     QUEUE_IDENTITY,
     QUEUE_OUTPUTS,
     QUEUE_TOOLS,
+    Route,
     StreamSpec,
     Subjects,
 )
@@ -79,7 +82,6 @@ class Role:
     writes: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     broadcasts: tuple[str, ...] = ()  # `Subjects` attributes it both publishes and hears
-    streamed_replies: bool = False
     owns_output_bucket: bool = False  # the object store of the output-store's chunks
     # Service.start declares every stream in every service today, so all five may create
     # and update Tether's streams (never purge or delete). Narrow to the writers once
@@ -99,10 +101,9 @@ ROLES: dict[str, Role] = {
         # `run_deltas_all`: a run's live text, published by the replica running it and
         # heard by the replica serving a reader (it authorises the reader first).
         broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed", "run_deltas_all"),
-        streamed_replies=True,  # `runs.follow` answers with a run's events
     ),
     # `identity`: served where the identity tables are, called by the services without.
-    "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,), streamed_replies=True),
+    "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,)),
     "tools-runner": Role(serves=(QUEUE_TOOLS,), calls=(QUEUE_OUTPUTS, QUEUE_IDENTITY)),
     "approvals": Role(
         serves=(QUEUE_APPROVALS, QUEUE_IDENTITY),
@@ -204,6 +205,21 @@ def queue_subjects(subjects: Subjects) -> list[tuple[str, str]]:
     return [*found, (generate.subject, generate.queue)]
 
 
+def _served_routes(subjects: Subjects) -> list[Route[BaseModel, BaseModel]]:
+    return [*subjects.routes(), subjects.generate("*")]  # type: ignore[list-item]
+
+
+def many_reply_queues(subjects: Subjects) -> set[str]:
+    """The queue groups with a route answered by more than one message (streamed, or
+    beating while it works): whoever serves one needs an unbounded reply allowance."""
+    return {r.queue for r in _served_routes(subjects) if r.replies_many}
+
+
+def streamed_queues(subjects: Subjects) -> set[str]:
+    """The queue groups with a streamed route (answers that may last an hour)."""
+    return {r.queue for r in _served_routes(subjects) if r.streamed}
+
+
 def streamed_subjects(subjects: Subjects) -> set[str]:
     """The request subjects answered by a streamed reply (many messages)."""
     found = {r.subject for r in subjects.routes() if r.streamed}
@@ -302,11 +318,12 @@ def permissions(subjects: Subjects, user: str) -> dict[str, object]:
         "subscribe": {"allow": _subscribe_allow(subjects, user, role)},
     }
     if role.serves:
-        perms["allow_responses"] = (
-            {"max": -1, "expires": STREAMED_REPLY_WINDOW}
-            if role.streamed_replies
-            else {"max": 1, "expires": UNARY_REPLY_WINDOW}
-        )
+        # nats-server grants replies per user, not per subject: one route of the user's
+        # answered by several messages (a stream, heartbeats) sets the allowance for all.
+        many = not many_reply_queues(subjects).isdisjoint(role.serves)
+        streams = not streamed_queues(subjects).isdisjoint(role.serves)
+        window = STREAMED_REPLY_WINDOW if streams else UNARY_REPLY_WINDOW
+        perms["allow_responses"] = {"max": -1 if many else 1, "expires": window}
     return perms
 
 

@@ -37,6 +37,15 @@ class Route(Generic[Req, Rep]):
     reply: type[Rep]
     queue: str
     streamed: bool = False  # many replies to one request, ended by a terminal one
+    # The responder says "still working" to a watched request (`Bus.request_watched`)
+    # before its one answer: several messages to one reply inbox, so whoever serves the
+    # route needs a reply allowance of more than one (`natsauth` derives it from this).
+    beats: bool = False
+
+    @property
+    def replies_many(self) -> bool:
+        """Whether one request may get more than one message back."""
+        return self.streamed or self.beats
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +233,13 @@ class Subjects:
 
     @property
     def tool_execute(self) -> Route[tools.ExecuteTool, tools.ToolResult]:
-        return Route(self._s("tools", "execute"), tools.ExecuteTool, tools.ToolResult, QUEUE_TOOLS)
+        return Route(
+            self._s("tools", "execute"),
+            tools.ExecuteTool,
+            tools.ToolResult,
+            QUEUE_TOOLS,
+            beats=True,
+        )
 
     @property
     def tool_stage(self) -> Route[tools.ExecuteTool, staging.StagedEffect]:
