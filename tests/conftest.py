@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shipped import observe, shipped_stack
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.decisions import new_key
@@ -85,24 +86,10 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
         await client.close()
 
 
-def stack_env(nats_url: str, database_url: str, prefix: str, scripts: Path) -> dict[str, str]:
-    return {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": prefix,
-        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "TETHER_LOG_LEVEL": "INFO",
-        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-        "TETHER_DB_POOL_SIZE": "10",
-    }
-
-
 @pytest.fixture
-async def stack_bus(stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    """A bus client on this module's stack (its subject prefix)."""
-    bus = await Bus.connect(
-        nats_url, service="test", subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    )
+async def stack_bus(stack: Supervisor) -> AsyncIterator[Bus]:
+    """An all-rights bus client on this module's stack (the test's own observer)."""
+    bus = await observe(stack)
     try:
         yield bus
     finally:
@@ -122,24 +109,26 @@ def stack_extra_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 async def stack(
-    nats_url: str,
     database_url: str,
     scripts_dir: Path,
     stack_extra_env: dict[str, str],
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Supervisor]:
-    """The five services as real processes, sharing this module's subject prefix."""
-    prefix = f"s{uuid.uuid4().hex[:10]}"
-    logs = tmp_path_factory.mktemp("logs")
-    env = stack_env(nats_url, database_url, prefix, scripts_dir) | stack_extra_env
-    supervisor = Supervisor(env, restart=False, log_dir=logs)
-    await supervisor.start()
+    """The five services as real processes, as `tether up` starts them (tests/shipped.py):
+    a locked bus of their own, each service its own NATS user and secrets."""
+    # Not under pytest's basetemp (0700): under root the sandbox's user needs the workspace.
+    base = Path(tempfile.mkdtemp(prefix="tether-stack-"))
+    extra = {
+        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
+        "TETHER_DB_POOL_SIZE": "10",  # many stacks share the suite's one PostgreSQL
+    }
     try:
-        await supervisor.wait_ready(timeout=180)  # minutes on a loaded two-core machine
-        yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
+        async with shipped_stack(
+            base,
+            database_url,
+            operator_token=OPERATOR_TOKEN,
+            decision_key=os.environ["TETHER_DECISION_KEY"],
+            extra_env=extra | stack_extra_env,
+        ) as supervisor:
+            yield supervisor
     finally:
-        await supervisor.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -23,13 +23,13 @@ import asyncpg
 import httpx
 import pytest
 
+from shipped import observe
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_client import TetherClient
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
 from tether_common.messages.approvals import ApprovalDecided, ApprovalView, ConsumeApproval
 from tether_common.messages.runs import RunEvent
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
 
@@ -64,10 +64,9 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 @pytest.fixture
 async def attacker_bus(stack: Supervisor) -> AsyncIterator[Bus]:
-    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    async with await Bus.connect(
-        stack.env["TETHER_NATS_URL"], service="attacker", subjects=subjects
-    ) as bus:
+    # Every right on the bus (the observer): an attacker who holds a service's NATS
+    # credentials, short of the decision key, still cannot make a decision count.
+    async with await observe(stack, "attacker") as bus:
         yield bus
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from shipped import observe
 from tether_client.client import TetherClient
-from tether_common.bus import Bus
 from tether_common.messages.deltas import RunDelta
 from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
@@ -198,12 +198,12 @@ def test_two_turns_with_an_inline_approval_then_a_piped_question(
 
 
 async def test_a_reader_that_joins_after_the_text_was_written_is_given_it(
-    stack: Supervisor, nats_url: str
+    stack: Supervisor,
 ) -> None:
     """The race `tether chat` runs every turn (post, then follow), lost on purpose: the
     reader connects only once the model's text is out and the model is waiting."""
     subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
+    bus = await observe(stack)
     client = TetherClient(stack.child("brain").url, token=OPERATOR_TOKEN)
     run_id = ""
     try:

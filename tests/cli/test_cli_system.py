@@ -2,7 +2,8 @@
 PostgreSQL, the five services): up's progress and summary, human service logs, status,
 runs with prefixes and `last`, every output format, Ctrl-C while following, and a
 followed stream that survives a brain killed mid-run. Also draws the README's CLI
-session from real output (`TETHER_SCREENSHOTS_DIR=docs/images` writes it there)."""
+session from real output (`TETHER_SCREENSHOTS_DIR=docs/images` writes it there). Last,
+`tether up` killed outright, which must take every process it started with it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,13 +30,18 @@ import yaml
 from rich.console import Console
 from rich.text import Text
 
+from proctree import descendants, kill_all, survivors
 from tether_client.cli import main
+from tether_client.client import TetherClient
+from tether_common.messages.runs import RunEvent
 from tether_common.testing import call, say, write_script
+from tether_common.topology import SERVICES
 
 pytestmark = pytest.mark.e2e
 
 TETHER = Path(sys.executable).parent / "tether"
 UP_DEADLINE_S = 300.0  # the services import slowly on a loaded two-core machine
+RUNNER_KEY = "brave-key-of-the-runner"
 
 
 @dataclass
@@ -99,7 +106,8 @@ def system() -> Iterator[System]:
     home = Path(tempfile.mkdtemp(prefix="tether-cli-home-"))
     scripts = home / "scripts"
     scripts.mkdir()
-    env = user_env(home, scripts)
+    # A user's own credential of one service's (the runner's search key): that service's alone.
+    env = user_env(home, scripts) | {"TETHER_RUNNER_BRAVE_API_KEY": RUNNER_KEY}
     log = home / "up.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(
@@ -159,6 +167,86 @@ def test_up_shows_each_component_then_a_summary(system: System) -> None:
     assert re.search(
         r"^\[brain\] \d\d:\d\d:\d\d INFO +tether_common\.service: brain ready$", text, re.M
     )
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_each_service_holds_only_the_secrets_it_uses(system: System) -> None:
+    """Issue 28, 6: the decision key reaches brain and approvals only; the operator token
+    no service (those holding identity get its hash); the database password no gateway;
+    a service's own credential no other service; every NATS password its owner only."""
+    home = system.home
+    token = (home / "operator-token").read_text().strip()
+    key = (home / "decision-key").read_text().strip()
+    nats_conf = (home / "nats" / "nats-server.conf").read_text()
+    passwords = dict(re.findall(r'user: "([\w-]+)"\s+password: "([^"]+)"', nats_conf))
+    assert len(passwords) >= 6, nats_conf[:400]
+    uses_key = {"brain", "approvals"}
+    holds_identity = {"brain", "approvals", "output-store"}
+    for name, service in system.state()["services"].items():
+        env = environ_of(service["pid"])
+        values = set(env.values())
+        assert token not in values, name
+        assert "TETHER_OPERATOR_TOKEN" not in env, name
+        assert ("TETHER_OPERATOR_TOKEN_SHA256" in env) == (name in holds_identity), name
+        assert (key in values) == (name in uses_key), name
+        assert ("TETHER_DATABASE_URL" in env) == (name != "gateway"), name
+        assert (RUNNER_KEY in values) == (name == "tools-runner"), name
+        for user, password in passwords.items():
+            assert (password in values) == (user == name), (name, user)
+    mode = stat.S_IMODE(home.stat().st_mode)
+    assert mode in (0o700, 0o710), oct(mode)  # 0710: PostgreSQL's own group, under root
+
+
+async def test_approved_effects_are_applied_once_and_answered_ok(system: System) -> None:
+    """Issue 27: on `tether up` as shipped (locked bus, the default agent, no special
+    approvals rule) a file write and a shell command each ask; approved with
+    `allow_once` over the approvals API, each is applied and its `tool.result` is ok
+    (the runner's heartbeats no longer use the one reply a grant allowed), a read runs
+    without asking, and nats-server logged no violation."""
+    turns = [
+        [call("file_write", path="hello.txt", content="hi from the run\n")],
+        [call("shell", command="cat hello.txt && echo ran >> hello.txt")],
+        [call("file_read", path="hello.txt")],
+        say("done"),
+    ]
+    model = write_script(system.scripts, turns)
+    token = (system.home / "operator-token").read_text().strip()
+    services = system.state()["services"]
+    headers = {"Authorization": f"Bearer {token}"}
+    events: list[RunEvent] = []
+    async with (
+        TetherClient(services["brain"]["url"], token=token) as client,
+        httpx.AsyncClient(base_url=services["approvals"]["url"], timeout=10) as http,
+    ):
+        run = await client.start_run("write, run, read", provider="scripted", model=model)
+        asked = 0
+        while not events or events[-1].kind != "run.end":
+            async for event in client.events(run.run_id, after=events[-1].seq if events else 0):
+                events.append(event)
+                if event.kind == "tool.approval_needed":
+                    break
+            if events[-1].kind == "tool.approval_needed":
+                asked += 1
+                approval = events[-1].data["approval_id"]
+                decided = await http.post(
+                    f"/v1/approvals/{approval}/decision",
+                    json={"decision": "allow_once"},
+                    headers=headers,
+                )
+                assert decided.status_code == 200, decided.text
+    results = {e.data["name"]: e.data for e in events if e.kind == "tool.result"}
+    for name in ("file_write", "shell", "file_read"):
+        assert results[name]["ok"], results[name]
+    assert "hi from the run" in results["shell"]["content"]
+    assert "ran" in results["file_read"]["content"]
+    assert events[-1].data["status"] == "completed", events[-1].data
+    assert (system.home / "workspace" / "hello.txt").read_text() == "hi from the run\nran\n"
+    assert "Violation" not in (system.home / "nats" / "nats-server.log").read_text()
+    assert asked == 2, [(e.kind, e.data.get("name")) for e in events]  # the read did not ask
 
 
 def test_status_counts_replicas_and_queues(system: System) -> None:
@@ -291,3 +379,20 @@ def test_draw_the_cli_session(system: System, tmp_path: Path) -> None:
     drawn = svg.read_text().replace("&#160;", " ")
     for seen in ("$ tether status", "SERVICE", "■ completed"):
         assert seen in drawn
+
+
+# Keep this test last in the module: it ends the system the others share.
+def test_up_killed_outright_takes_everything_with_it(system: System) -> None:
+    """Issue 27, item 6: `tether up` SIGKILLed leaves nothing running: nats-server,
+    PostgreSQL (the postmaster is up's own child, its backends follow it), the five
+    services and whatever they started (the runner's file workers, their fork server and
+    resource tracker)."""
+    tree = descendants(system.proc.pid)
+    commands = " | ".join(p.command for p in tree)
+    for part in ("nats-server", "bin/postgres", *(spec.module for spec in SERVICES)):
+        assert part in commands, (part, commands)
+    system.proc.send_signal(signal.SIGKILL)
+    system.proc.wait()
+    left = survivors(tree, within_s=10.0)
+    kill_all(left)
+    assert left == [], [p.command for p in left]

@@ -3,13 +3,18 @@ all of them (edge cases and schemathesis), on a subject prefix of their own."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
+from shipped import shipped_stack
 from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "edge-operator-token"
@@ -32,32 +37,26 @@ async def edge_database_url(database_url: str) -> str:
 
 @pytest.fixture(scope="package")
 async def edge_stack(
-    nats_url: str, edge_database_url: str, tmp_path_factory: pytest.TempPathFactory
+    edge_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Supervisor]:
-    scripts = tmp_path_factory.mktemp("edge-scripts")
-    logs = tmp_path_factory.mktemp("edge-logs")
+    """As `tether up` starts it (a locked bus of its own), on a database of its own."""
+    base = Path(tempfile.mkdtemp(prefix="tether-edge-"))
     env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": edge_database_url,
-        "TETHER_SUBJECT_PREFIX": f"e{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "TETHER_LOG_LEVEL": "INFO",
-        "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
+        "TETHER_GATEWAY_SCRIPTS_DIR": str(tmp_path_factory.mktemp("edge-scripts")),
         "TETHER_DB_POOL_SIZE": "10",
-        "TETHER_RUNNER_WORKSPACE": str(tmp_path_factory.mktemp("edge-ws")),
         "TETHER_RUNNER_MIN_SANDBOX": '{"shell": "rlimits"}',
     }
-    supervisor = Supervisor(env, restart=False, log_dir=logs)
-    await supervisor.start()
     try:
-        await supervisor.wait_ready(timeout=180)
-        yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
+        async with shipped_stack(
+            base,
+            edge_database_url,
+            operator_token=OPERATOR_TOKEN,
+            decision_key=os.environ["TETHER_DECISION_KEY"],
+            extra_env=env,
+        ) as supervisor:
+            yield supervisor
     finally:
-        await supervisor.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="package")

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from shipped import observe
 from tether_common.bus import Bus
 from tether_common.http import DEFAULT_BODY_LIMIT, TEXT_BODY_LIMIT
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
@@ -271,9 +271,8 @@ async def test_a_300_mb_body_without_length_is_cut_and_memory_stays_bounded(
 
 
 @pytest.fixture
-async def ebus(edge_stack: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    subjects = Subjects(edge_stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
+async def ebus(edge_stack: Supervisor) -> AsyncIterator[Bus]:
+    bus = await observe(edge_stack)
     try:
         yield bus
     finally:

@@ -15,7 +15,8 @@ import pytest
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 
-from tether_client.up import holds_port, http_ports, port_free, start_locked_nats, wait_own_ready
+from tether_client.system import start_locked_nats
+from tether_client.up import holds_port, http_ports, port_free, wait_own_ready
 from tether_common.bus import Bus
 from tether_common.embedded import free_port
 from tether_common.errors import ConfigError
@@ -32,7 +33,8 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_up_starts_nats_that_admits_only_tether_users(tmp_path: Path) -> None:
     async with AsyncExitStack() as stack:
-        url, passwords = start_locked_nats(tmp_path, stack)
+        locked = start_locked_nats(tmp_path, stack)
+        url, passwords = locked.url, locked.passwords
         bus = await Bus.connect(
             url, service="brain", subjects=Subjects(), user="brain", password=passwords["brain"]
         )
@@ -74,7 +76,8 @@ async def test_up_serves_tls_when_a_certificate_is_configured(
     monkeypatch.setenv("TETHER_NATS_TLS_CERT", str(cert))
     monkeypatch.setenv("TETHER_NATS_TLS_KEY", str(key))
     async with AsyncExitStack() as stack:
-        url, passwords = start_locked_nats(tmp_path / "home", stack)
+        locked = start_locked_nats(tmp_path / "home", stack)
+        url, passwords = locked.url, locked.passwords
         assert url.startswith("tls://")
         nc = await nats.connect(
             url, user="client", password=passwords["client"], tls=client_tls(cert)

@@ -28,8 +28,8 @@ from tether_common.secretfiles import narrow, read_secret, secret_in, write_secr
 
 
 def new_base() -> Path:
-    # Not under pytest's basetemp (0700): under root the server runs as another user.
-    return Path(tempfile.mkdtemp(prefix="tether-cred-pg-"))
+    # As in TETHER_HOME/postgres: a private folder of ours (mkdtemp: 0700) above it.
+    return Path(tempfile.mkdtemp(prefix="tether-cred-pg-")) / "postgres"
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +94,12 @@ def test_the_server_files_and_process_are_private(cluster: EmbeddedPostgres) -> 
         assert "0" not in uids
         assert "0" not in gids, f"the server runs with group root: {status['Gid']}"
         assert "0" not in groups, f"the server has root among its groups: {status['Groups']}"
-        # Another local account (the server's own) can pass through, not read, the base.
-        assert stat.S_IMODE(cluster.base_dir.stat().st_mode) == 0o711
+        # Only the server's own group can pass through, not read, the base and the
+        # private folder above it (TETHER_HOME): nobody else gets in (issue 28, 6).
+        gid = int(gids[0])
+        for folder in (cluster.base_dir, cluster.base_dir.parent):
+            info = folder.stat()
+            assert (stat.S_IMODE(info.st_mode), info.st_gid) == (0o710, gid), folder
         assert cluster.secret_path.stat().st_uid == 0
 
 

@@ -9,9 +9,9 @@ import asyncio
 import httpx
 import pytest
 
+from shipped import as_client
 from tether_client import TetherClient
 from tether_client.cli import main
-from tether_common.bus import Bus
 from tether_common.messages.runs import ListRuns, RunAccepted
 from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
@@ -49,12 +49,12 @@ async def test_runs_are_listed_newest_first_and_page_back(stack: Supervisor) -> 
         assert set(ours) <= {r.run_id for r in done.runs}
 
 
-async def test_the_same_listing_over_nats(stack: Supervisor, nats_url: str) -> None:
+async def test_the_same_listing_over_nats(stack: Supervisor) -> None:
     subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
     async with TetherClient(stack.child("brain").url) as client:
         (run,) = await finished_runs(client, 1)
         over_http = await client.list_runs(limit=5)
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
+    bus = await as_client(stack)  # as an API client connects
     try:
         over_nats = await bus.request(subjects.run_list, ListRuns(limit=5), headers=ADMIN)
     finally:

@@ -4,6 +4,9 @@ the approvals service and verified over NATS by both (one identity for every ser
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -14,12 +17,11 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shipped import observe, shipped_stack
 from tether_client.cli import main
-from tether_common.bus import Bus
 from tether_common.errors import AuthError
 from tether_common.identity import RemoteVerifier, TokenCache
 from tether_common.identity.tables import identity_tokens
-from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES, Supervisor
 
 pytestmark = pytest.mark.e2e
@@ -28,30 +30,23 @@ BOOTSTRAP = "identity-cli-operator-token"
 
 
 @pytest.fixture(scope="module")
-async def services(
-    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Supervisor]:
-    """A brain and an approvals service, as processes, on a prefix of their own."""
-    logs = tmp_path_factory.mktemp("identity-logs")
-    env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": f"i{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": BOOTSTRAP,
-        "TETHER_DB_POOL_SIZE": "6",
-    }
+async def services(database_url: str) -> AsyncIterator[Supervisor]:
+    """A brain and an approvals service, as `tether up` starts them, on a bus of their own."""
+    base = Path(tempfile.mkdtemp(prefix="tether-identity-"))
     specs = tuple(s for s in SERVICES if s.name in ("brain", "approvals"))
-    supervisor = Supervisor(env, specs=specs, restart=False, log_dir=logs)
-    await supervisor.start()
     try:
-        await supervisor.wait_ready(timeout=60)
-        yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
+        async with shipped_stack(
+            base,
+            database_url,
+            operator_token=BOOTSTRAP,
+            decision_key=os.environ["TETHER_DECISION_KEY"],
+            extra_env={"TETHER_DB_POOL_SIZE": "6"},
+            specs=specs,
+            ready_s=60,
+        ) as supervisor:
+            yield supervisor
     finally:
-        await supervisor.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
@@ -165,7 +160,6 @@ async def test_an_expired_token_is_refused_everywhere(
     capsys: pytest.CaptureFixture[str],
     services: Supervisor,
     engine: AsyncEngine,
-    nats_url: str,
 ) -> None:
     _, out, _ = await tether(
         capsys, "tokens", "create", "--name", "brief", "--role", "approver", "--expires", "1h"
@@ -177,10 +171,9 @@ async def test_an_expired_token_is_refused_everywhere(
             .where(identity_tokens.c.token_id == token_id)
             .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
         )
-    subjects = Subjects(services.env["TETHER_SUBJECT_PREFIX"])
     async with (
         httpx.AsyncClient(timeout=15) as http,
-        await Bus.connect(nats_url, service="test", subjects=subjects) as bus,
+        await observe(services) as bus,  # as a service without the identity tables asks
     ):
         for url in (services.child("brain").url, services.child("approvals").url):
             # Either replica may hold the token in its cache for up to its TTL; the

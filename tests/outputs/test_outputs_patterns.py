@@ -9,17 +9,16 @@ import json
 import random
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from shipped import observe, one_service
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import OutputPage, PutOutput, QueryOutput
-from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
+from tether_common.supervisor import Supervisor
 from tether_tools_runner.offload import upload
 
 CATASTROPHIC = [
@@ -53,33 +52,21 @@ SLOW = "a[ab]{1000}c"  # legal, but the DFA blows up here: RE2's NFA, ~90 ms a l
 
 
 @pytest.fixture(scope="module")
-async def grep_store(
-    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Supervisor]:
+async def grep_store(database_url: str) -> AsyncIterator[Supervisor]:
     env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": f"g{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": "grep-token",
         "TETHER_LOG_LEVEL": "WARNING",
         "TETHER_DB_POOL_SIZE": "6",
         "TETHER_OUTPUTS_GREP_BUDGET_S": "4",
     }
-    spec = next(s for s in SERVICES if s.name == "output-store")
-    logs: Path = tmp_path_factory.mktemp("grep-logs")
-    supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
-    await supervisor.start()
-    try:
-        await supervisor.wait_ready(timeout=60)
+    async with one_service(
+        "output-store", database_url, operator_token="grep-token", extra_env=env
+    ) as supervisor:
         yield supervisor
-    finally:
-        await supervisor.stop()
 
 
 @pytest.fixture
-async def gbus(grep_store: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    subjects = Subjects(grep_store.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="test", subjects=subjects)
+async def gbus(grep_store: Supervisor) -> AsyncIterator[Bus]:
+    bus = await observe(grep_store)
     try:
         yield bus
     finally:

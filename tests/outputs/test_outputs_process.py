@@ -8,7 +8,6 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -17,14 +16,14 @@ import asyncpg
 import httpx
 import pytest
 
+from shipped import observe, one_service
 from tether_client.cli import main
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import BeginOutput, CommitOutput, OutputChunk, QueryOutput
 from tether_common.objects import BlobBucket
-from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
+from tether_common.supervisor import Supervisor
 from tether_output_store.retention import Collector
 from tether_tools_runner.offload import maybe_offload
 
@@ -33,33 +32,17 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-async def store_process(
-    nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory, backend: str
-) -> AsyncIterator[Supervisor]:
-    env = {
-        "TETHER_OUTPUTS_BACKEND": backend,
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": f"p{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": TOKEN,
-        "TETHER_LOG_LEVEL": "WARNING",
-        "TETHER_DB_POOL_SIZE": "10",
-    }
-    spec = next(s for s in SERVICES if s.name == "output-store")
-    logs: Path = tmp_path_factory.mktemp("output-logs")
-    supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
-    await supervisor.start()
-    try:
-        await supervisor.wait_ready(timeout=60)
+async def store_process(database_url: str, backend: str) -> AsyncIterator[Supervisor]:
+    env = {"TETHER_OUTPUTS_BACKEND": backend, "TETHER_LOG_LEVEL": "WARNING"}
+    async with one_service(
+        "output-store", database_url, operator_token=TOKEN, extra_env=env
+    ) as supervisor:
         yield supervisor
-    finally:
-        await supervisor.stop()
 
 
 @pytest.fixture(scope="module")
-async def pbus(store_process: Supervisor, nats_url: str) -> AsyncIterator[Bus]:
-    prefix = store_process.env["TETHER_SUBJECT_PREFIX"]
-    client = await Bus.connect(nats_url, service="test", subjects=Subjects(prefix))
+async def pbus(store_process: Supervisor) -> AsyncIterator[Bus]:
+    client = await observe(store_process)
     try:
         yield client
     finally:

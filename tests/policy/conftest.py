@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from shipped import OBSERVER, locked_bus
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
 from tether_brain.api.policy import policy_router
@@ -75,6 +76,8 @@ class PolicyServer:
     database_url: str
     prefix: str
     workspace: Path
+    nats_user: str | None = None  # the stack's observer on its locked bus
+    nats_password: str | None = None
     port: int = field(default_factory=free_port)
     listening: threading.Event = field(default_factory=threading.Event)
     server: _Server | None = None
@@ -102,7 +105,13 @@ class PolicyServer:
 
     async def serve(self) -> None:
         subjects = Subjects(self.prefix)
-        bus = await Bus.connect(self.nats_url, service="policy-test", subjects=subjects)
+        bus = await Bus.connect(
+            self.nats_url,
+            service="policy-test",
+            subjects=subjects,
+            user=self.nats_user,
+            password=self.nats_password,
+        )
         engine = make_engine(self.database_url, pool_size=2)
         try:
             config = uvicorn.Config(
@@ -125,12 +134,18 @@ class PolicyServer:
 
 @pytest.fixture(scope="module")
 async def policy_url(
-    stack: Supervisor, nats_url: str, database_url: str, tmp_path_factory: pytest.TempPathFactory
+    stack: Supervisor, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[str]:
     """Where the policy API listens (agents `writer`, `waivers`, `bobs`, `locked`;
     `convert_time` confirmed and `file_search` denied by the organisation)."""
+    bus = locked_bus(stack)
     server = PolicyServer(
-        nats_url, database_url, stack.env["TETHER_SUBJECT_PREFIX"], tmp_path_factory.mktemp("ws")
+        bus.url,
+        database_url,
+        stack.env["TETHER_SUBJECT_PREFIX"],
+        tmp_path_factory.mktemp("ws"),
+        nats_user=OBSERVER,
+        nats_password=bus.observers[OBSERVER],
     )
     thread = threading.Thread(target=server.run, name="policy-api", daemon=True)
     thread.start()

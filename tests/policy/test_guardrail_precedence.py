@@ -19,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from shipped import observe
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
 from tether_brain.api.policy import catalog_entry, policy_router
@@ -26,11 +27,9 @@ from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, decide, parse_grants
 from tether_brain.gates.policy import Rule, guardrail
 from tether_brain.tools.toolbox import Toolbox
-from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.http import install_error_handlers
 from tether_common.messages.tools import ToolDescriptor
-from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
@@ -166,15 +165,13 @@ def live_guardrails() -> dict[str, Rule]:
 @pytest.fixture(scope="module")
 async def policy_http(
     stack: Supervisor,
-    nats_url: str,
     database_url: str,
     live_guardrails: dict[str, Rule],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[httpx.AsyncClient]:
     """The brain's policy routes over this module's stack (its runner's catalogue, its
     approvals service, the shared PostgreSQL), served in-process."""
-    subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(nats_url, service="guardrail-test", subjects=subjects)
+    bus = await observe(stack, "guardrail-test")
     engine = make_engine(database_url, pool_size=2)
     workspace = tmp_path_factory.mktemp("ws")
     agents = Agents(dict(AGENTS), workspace=workspace, guardrails=live_guardrails, allowlist=[])

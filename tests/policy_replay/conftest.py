@@ -10,7 +10,9 @@ gateway, failed with "no script named …"), and their services swept its approv
 from __future__ import annotations
 
 import json
-import uuid
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 
 from dbkit import new_database
 from replay_desk import OPERATOR_TOKEN, Desk
+from shipped import shipped_stack
 from tether_common.supervisor import Supervisor
 
 # `guarded`: file writes are granted, but need two people of `ops` (never the requester).
@@ -40,33 +43,27 @@ def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="package")
-async def stack(
-    nats_url: str, database_url: str, scripts_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Supervisor]:
-    prefix = f"s{uuid.uuid4().hex[:10]}"
-    logs = tmp_path_factory.mktemp("logs")
-    # tests/conftest.py's `stack_env` (a fixture module cannot be imported) and our agents.
+async def stack(database_url: str, scripts_dir: Path) -> AsyncIterator[Supervisor]:
+    """As `tether up` starts it (a locked bus of its own), with the agents above."""
+    base = Path(tempfile.mkdtemp(prefix="tether-replay-"))
     env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": await new_database(database_url, "replay"),
-        "TETHER_SUBJECT_PREFIX": prefix,
-        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
         "TETHER_DB_POOL_SIZE": "10",
         "TETHER_BRAIN_AGENTS": json.dumps(AGENTS),
         "TETHER_BRAIN_GUARDRAILS": json.dumps(GUARDRAILS),
     }
-    supervisor = Supervisor(env, restart=False, log_dir=logs)
-    await supervisor.start()
     try:
-        await supervisor.wait_ready(timeout=120)
-        yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
+        async with shipped_stack(
+            base,
+            await new_database(database_url, "replay"),
+            operator_token=OPERATOR_TOKEN,
+            decision_key=os.environ["TETHER_DECISION_KEY"],
+            extra_env=env,
+            ready_s=120,
+        ) as supervisor:
+            yield supervisor
     finally:
-        await supervisor.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="package")

@@ -30,9 +30,11 @@ CALLS = {
     "time": call("current_time", timezone="UTC"),  # scope read: ran
     "report": call("file_write", path="report.md", content=BODY + "1"),  # asked: approved
     "secret": call("file_write", path="secret.txt", content=BODY + "2"),  # asked: denied
-    "convert": call("convert_time", time="09:00", from_timezone="UTC", to_timezone="Asia/Tokyo"),
+    # Not "09:00": between 09:00 and 09:59 UTC every word of it is in `time`'s result just
+    # before (09, and 00 of "+00:00"), so finish-don't-loop read it as that result fed back.
+    "convert": call("convert_time", time="9:30 pm", from_timezone="UTC", to_timezone="Asia/Tokyo"),
     "escape": call("file_write", path="../escape.txt", content="x"),  # the gates deny
-    "read": call("file_read", path="notes.txt"),  # reach instance: approved; taints the run
+    "read": call("file_read", path="notes.txt"),  # a workspace read: ran; taints the run
     "again": call("file_write", path="notes.txt", content=BODY + "3"),  # tainted: approved
 }
 # The approvals, in the order the run asks for them.
@@ -40,7 +42,6 @@ DECISIONS = {
     "report": "allow_once",
     "secret": "deny",
     "convert": "allow_once",
-    "read": "allow_once",
     "again": "allow_once",
 }
 
@@ -101,7 +102,7 @@ async def test_its_own_policy_changes_nothing(desk: Desk, day: dict[str, Any]) -
         "secret": "denied",
         "convert": "approved",
         "escape": "refused",
-        "read": "approved",
+        "read": "ran",
         "again": "approved",
     }
 
@@ -140,10 +141,7 @@ async def test_the_suggestion_is_the_narrowest_and_replays_clean(
     found = await post(desk, "suggest", {"agent": "day", "since": day["since"]})
     assert found.status_code == 200, found.text
     suggestion = found.json()
-    assert suggestion["grants"] == [
-        "file_read?path=notes.txt",
-        "file_write?path=in:notes.txt,report.md",
-    ]
+    assert suggestion["grants"] == ["file_write?path=in:notes.txt,report.md"]
     assert suggestion["added"] == suggestion["grants"]
     assert suggestion["removed"] == ["file_write?path=notes.txt", "web_fetch"]
     assert (suggestion["verified"], suggestion["problems"], suggestion["uncovered"]) == (
@@ -251,9 +249,7 @@ async def test_the_cli_replays_a_file_and_suggests(
     assert "mode_read_only" in out
     code, out = await tether(capsys, "policy", "suggest", "--agent", "day", "--since", "1h")
     assert code == 0, out
-    assert yaml.safe_load(out) == {
-        "grants": ["file_read?path=notes.txt", "file_write?path=in:notes.txt,report.md"]
-    }
+    assert yaml.safe_load(out) == {"grants": ["file_write?path=in:notes.txt,report.md"]}
     assert "# - web_fetch" in out
     code, _ = await tether(capsys, "policy", "suggest", "--agent", "day", "--since", "soon")
     assert code != 0

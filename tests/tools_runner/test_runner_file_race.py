@@ -20,12 +20,11 @@ from typing import Any
 
 import pytest
 
+from shipped import observe, one_service
 from tether_common.bus import Bus
 from tether_common.errors import PathDenied
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.safety import resolve
-from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.sandbox import hand_over, sandbox_user
 
@@ -196,7 +195,7 @@ async def test_writes_and_edits_never_land_outside(
 
 @pytest.mark.e2e
 async def test_the_swap_loop_against_the_real_runner_process(
-    nats_url: str, database_url: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    database_url: str, tmp_path: Path
 ) -> None:
     """The same race, with the calls sent over NATS to a tools-runner process running as
     root (its file workers drop to the sandbox user), as the brain would send them."""
@@ -204,27 +203,18 @@ async def test_the_swap_loop_against_the_real_runner_process(
     workspace.mkdir()
     root = build(workspace)
     before = snapshot(tmp_path)
-    prefix = f"r{uuid.uuid4().hex[:10]}"
     env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": prefix,
         "TETHER_RUNNER_WORKSPACE": str(workspace),
         "TETHER_RUNNER_MIN_SANDBOX": json.dumps({"shell": "rlimits"}),
     }
-    runner = next(spec for spec in SERVICES if spec.name == "tools-runner")
-    logs = tmp_path_factory.mktemp("race-logs")
-    supervisor = Supervisor(env, specs=(runner,), restart=False, log_dir=logs)
-    await supervisor.start()
-    try:
-        await supervisor.wait_ready(timeout=90)
-        bus = await Bus.connect(nats_url, service="test", subjects=Subjects(prefix))
+    async with one_service(
+        "tools-runner", database_url, operator_token="race-token", extra_env=env, ready_s=90
+    ) as supervisor:
+        bus = await observe(supervisor)
         try:
             tallies = await _race_over_the_bus(bus, root)
         finally:
             await bus.close()
-    finally:
-        await supervisor.stop()
     for tally in tallies:
         tally.raced_both_ways()
     assert snapshot(tmp_path) == before, "something outside the workspace changed"

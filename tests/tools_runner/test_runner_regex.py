@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
+from shipped import one_service
 from tether_common.bus import Bus
 from tether_common.messages.tools import ExecuteTool, ToolResult
-from tether_common.supervisor import SERVICES, Supervisor
+from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 
@@ -67,35 +68,17 @@ def regex_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def stack(
-    nats_url: str,
-    database_url: str,
-    regex_workspace: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[Supervisor]:
+async def stack(database_url: str, regex_workspace: Path) -> AsyncIterator[Supervisor]:
     """This module's stack is the tools-runner alone."""
     env = {
-        "TETHER_NATS_URL": nats_url,
-        # The runner keeps read revisions and keyed effects in PostgreSQL (issue 15).
-        "TETHER_DATABASE_URL": database_url,
-        "TETHER_SUBJECT_PREFIX": f"x{uuid.uuid4().hex[:10]}",
         "TETHER_RUNNER_WORKSPACE": str(regex_workspace),
         "TETHER_RUNNER_MIN_SANDBOX": '{"shell": "rlimits"}',
         "TETHER_LOG_LEVEL": "WARNING",
     }
-    spec = next(s for s in SERVICES if s.name == "tools-runner")
-    logs = tmp_path_factory.mktemp("regex-logs")
-    supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
-    await supervisor.start()
-    try:
-        await supervisor.wait_ready(timeout=60)
+    async with one_service(
+        "tools-runner", database_url, operator_token="regex-token", extra_env=env
+    ) as supervisor:
         yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
-    finally:
-        await supervisor.stop()
 
 
 async def execute(bus: Bus, name: str, args: dict[str, Any]) -> ToolResult:

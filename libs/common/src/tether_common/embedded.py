@@ -26,6 +26,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tether_common import lifeline
 from tether_common.errors import ConfigError
 from tether_common.secretfiles import private_dir, secret_in
 
@@ -90,7 +91,7 @@ class NatsServer:
         if self.config_file is not None:
             cmd += ["-c", str(self.config_file)]
         with (self.data_dir / "nats-server.log").open("ab") as log:  # the child keeps its copy
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = lifeline.popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(self.host, self.port, timeout=timeout, proc=self.proc)
         return self
 
@@ -116,11 +117,20 @@ def _pg_bin(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name
 
 
-def _open_path_to(path: Path) -> None:
-    """Let other users pass through every folder above `path` (g+x, o+x): traverse only,
-    never list, so the server's user reaches its folder and sees nothing else."""
+def _open_path_to(path: Path, gid: int | None = None) -> None:
+    """Let the server's user pass through every folder above `path`: traverse only, never
+    list, so it reaches its folder and sees nothing else. A private folder of ours (mode
+    0700, e.g. TETHER_HOME) lets only the server's own group pass (0710); any other gets
+    g+x, o+x."""
     for parent in path.parents:
-        mode = parent.stat().st_mode
+        info = parent.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        if gid is not None and info.st_uid == os.geteuid() and mode & 0o077 in (0, 0o010):
+            if info.st_gid != gid:
+                os.chown(parent, -1, gid)
+            if mode != 0o710:
+                parent.chmod(0o710)
+            continue
         wanted = mode | stat.S_IXGRP | stat.S_IXOTH
         if wanted != mode:
             parent.chmod(wanted)
@@ -163,9 +173,18 @@ def _prepare_root_user(base: Path) -> Account | None:
     install = _pg_bin("postgres").parent.parent
     _open_path_to(install)
     _open_tree(install)
-    _open_path_to(base)
+    _open_path_to(base, entry.pw_gid)
     return Account(entry.pw_uid, entry.pw_gid)
 
+
+def _server_env() -> dict[str, str]:
+    """The whole environment of PostgreSQL's programs: nothing of ours reaches them."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+
+
+# The line of `postmaster.pid` that says `ready` once connections are accepted (0-based;
+# LOCK_FILE_LINE_PM_STATUS in PostgreSQL's miscadmin.h).
+PM_STATUS = 7
 
 # Every connection, over TCP or the socket, proves the password (scram); nothing is
 # trusted for coming from this machine.
@@ -194,6 +213,8 @@ class EmbeddedPostgres:
     password_file: Path | None = None
     password: str | None = field(default=None, repr=False)
     _account: Account | None = field(default=None, repr=False)
+    # The postmaster, when this object started it.
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -219,7 +240,6 @@ class EmbeddedPostgres:
         extra_env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         account = self._account
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
         return subprocess.run(
             args,
             check=True,
@@ -229,8 +249,9 @@ class EmbeddedPostgres:
             timeout=timeout,
             capture_output=True,
             input=stdin,
-            env=env | (extra_env or {}),
+            env=_server_env() | (extra_env or {}),
             cwd="/",
+            preexec_fn=lifeline.preexec(),  # this thread waits for it: a safe parent
         )
 
     def _give(self, path: Path) -> None:
@@ -239,14 +260,15 @@ class EmbeddedPostgres:
             os.chown(path, self._account.uid, self._account.gid, follow_symlinks=False)
 
     def _prepare_dirs(self) -> None:
-        """`base_dir` stays ours (0711 under root: the server may pass, not list); the
-        data folder (0700) and the log file belong to the server's user."""
+        """`base_dir` stays ours (0710 to the server's group under root: it may pass, not
+        list); the data folder (0700) and the log file belong to the server's user."""
         private_dir(self.base_dir)
         info = os.lstat(self.base_dir)
         if self._account is not None:
-            if info.st_uid != os.geteuid():  # a folder an older version gave away
-                os.chown(self.base_dir, os.geteuid(), os.getegid(), follow_symlinks=False)
-            self.base_dir.chmod(0o711)
+            if info.st_uid != os.geteuid() or info.st_gid != self._account.gid:
+                # ours, passable by the server's group only (an older version gave it away)
+                os.chown(self.base_dir, os.geteuid(), self._account.gid, follow_symlinks=False)
+            self.base_dir.chmod(0o710)
         self.data_dir.mkdir(mode=0o700, exist_ok=True)
         self._give(self.data_dir)
         self.data_dir.chmod(0o700)
@@ -303,20 +325,72 @@ class EmbeddedPostgres:
             self._set_password()
         self._write_hba()
         self.port = self.port or free_port(self.host)
-        opts = (
-            f"-p {self.port} -h {self.host} -k {self.data_dir} -c max_connections=300 "
-            "-c password_encryption=scram-sha-256"
-        )
-        self._run(
-            [
-                str(_pg_bin("pg_ctl")),
-                *("-D", str(self.data_dir), "-o", opts, "-l", str(self.base_dir / "postgres.log")),
-                *("-w", "-t", str(int(timeout)), "start"),
-            ],
-            timeout=timeout + 5,
-        )
+        self._start_postmaster(timeout)
         self._create_database()
         return self
+
+    def _start_postmaster(self, timeout: float) -> None:
+        """The server as a child of this process, armed to die with it (`lifeline`; its
+        backends end when the postmaster does). Not `pg_ctl start`: its server is nobody's
+        child, and outlived a `tether up` or a test run killed outright."""
+        self._forget_ended()
+        command = [
+            str(_pg_bin("postgres")),
+            *("-D", str(self.data_dir), "-p", str(self.port), "-h", self.host),
+            *("-k", str(self.data_dir), "-c", "max_connections=300"),
+            *("-c", "password_encryption=scram-sha-256"),
+        ]
+        account = self._account
+        log = self.base_dir / "postgres.log"
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            self.proc = lifeline.popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=subprocess.STDOUT,
+                user=None if account is None else account.uid,
+                group=None if account is None else account.gid,
+                extra_groups=None if account is None else [],
+                env=_server_env(),
+                cwd="/",
+                start_new_session=True,  # a Ctrl-C at the terminal is `tether up`'s to handle
+            )
+        finally:
+            os.close(fd)
+        self._wait_accepting(self.proc, timeout)
+
+    def _wait_accepting(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
+        """Until the postmaster's pid file says `ready`, as `pg_ctl -w` waits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ConfigError(
+                    f"PostgreSQL exited with code {proc.returncode}: {self._log_tail()}"
+                )
+            try:
+                lines = (self.data_dir / "postmaster.pid").read_text().splitlines()
+            except OSError:  # not written yet
+                lines = []
+            ours = len(lines) > PM_STATUS and lines[0] == str(proc.pid)
+            if ours and lines[PM_STATUS].strip() == "ready":
+                return
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+        raise ConfigError(f"PostgreSQL not ready after {timeout}s: {self._log_tail()}")
+
+    def _log_tail(self, chars: int = 1000) -> str:
+        try:
+            return (self.base_dir / "postgres.log").read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _forget_ended(self) -> None:
+        """Reap a postmaster of ours that has ended (stopped, killed): a zombie keeps its
+        pid, and the next postmaster would take that for a server still running."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.proc = None
 
     def _create_database(self) -> None:
         try:
@@ -341,10 +415,15 @@ class EmbeddedPostgres:
         return int(pid_file.read_text().split("\n", 1)[0])
 
     def stop(self, *, mode: str = "fast") -> None:
-        if self.postmaster_pid() is None:
-            return
-        with suppress(subprocess.CalledProcessError):  # already stopped
-            self._run([str(_pg_bin("pg_ctl")), "-D", str(self.data_dir), "-m", mode, "-w", "stop"])
+        if self.postmaster_pid() is not None:
+            with suppress(subprocess.CalledProcessError):  # already stopped
+                self._run(
+                    [str(_pg_bin("pg_ctl")), "-D", str(self.data_dir), "-m", mode, "-w", "stop"]
+                )
+        if self.proc is not None:  # gone once its pid file is: reaped now
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(30)
+            self._forget_ended()
 
     def kill(self) -> None:
         """SIGKILL the postmaster (chaos tests); `start()` recovers the cluster."""
@@ -354,3 +433,6 @@ class EmbeddedPostgres:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 return
+        if self.proc is not None and self.proc.pid == pid:
+            self.proc.wait()  # reaped: see `_forget_ended`
+            self.proc = None

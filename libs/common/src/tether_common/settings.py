@@ -90,6 +90,13 @@ class CommonSettings(BaseSettings):
     operator_token: str | None = Field(
         default=None, description="Bearer token for the operator HTTP APIs (approvals, outputs)."
     )
+    # What `tether up` hands the services instead of the token itself: they accept the
+    # bootstrap admin's token by its hash, so no service's environment holds a credential.
+    operator_token_sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (hex) of the operator token, accepted in place of the token.",
+    )
     # Signs approval decisions (approvals service) and verifies them (brain); see
     # tether_common.decisions. Never stored in the database.
     decision_key: SecretStr | None = None

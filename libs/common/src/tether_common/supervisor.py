@@ -21,8 +21,11 @@ from typing import IO
 
 import httpx
 
+from tether_common import lifeline
 from tether_common.embedded import free_port
 from tether_common.errors import ConfigError
+from tether_common.http import hash_token
+from tether_common.topology import OPERATOR_TOKEN_ENV, OPERATOR_TOKEN_HASH_ENV, may_see
 from tether_common.topology import SERVICES as SERVICES  # the table, re-exported here
 from tether_common.topology import ServiceSpec as ServiceSpec
 
@@ -45,6 +48,17 @@ class Child:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def service_env(spec: ServiceSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """What `spec`'s process is handed of `env`: none of the secrets it does not use
+    (`topology.SECRET_ENV`), and the operator token only as its hash, to the services that
+    accept it."""
+    handed = {k: v for k, v in env.items() if may_see(spec.name, k)}
+    token = env.get(OPERATOR_TOKEN_ENV)
+    if token and may_see(spec.name, OPERATOR_TOKEN_HASH_ENV):
+        handed[OPERATOR_TOKEN_HASH_ENV] = hash_token(token)
+    return handed
 
 
 class Supervisor:
@@ -95,7 +109,8 @@ class Supervisor:
 
     async def _launch(self, child: Child) -> None:
         own = dict(self.env_for(child.spec)) if self.env_for is not None else {}
-        env = os.environ | self.env | own | {child.spec.port_env: str(child.port)}
+        env = service_env(child.spec, os.environ | self.env) | own
+        env[child.spec.port_env] = str(child.port)
         out: int | IO[bytes] = asyncio.subprocess.PIPE
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -107,6 +122,7 @@ class Supervisor:
                 env=env,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
+                preexec_fn=lifeline.preexec(),  # dies with us, however we die
             )
         finally:
             if not isinstance(out, int):

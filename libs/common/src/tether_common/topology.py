@@ -42,6 +42,40 @@ SERVICES: tuple[ServiceSpec, ...] = (
 )
 BY_NAME: dict[str, ServiceSpec] = {spec.name: spec for spec in SERVICES}
 
+# The secrets each service is handed, by environment variable: the supervisor (`tether
+# up`, the suite's stacks) passes a secret only to the services named here, whatever its
+# own environment holds. The operator token itself reaches no service; the ones holding
+# the identity tables get its hash (`OPERATOR_TOKEN_HASH_ENV`), which lets them accept the
+# bootstrap admin without holding a credential.
+OPERATOR_TOKEN_ENV = "TETHER_OPERATOR_TOKEN"
+OPERATOR_TOKEN_HASH_ENV = "TETHER_OPERATOR_TOKEN_SHA256"
+_IDENTITY_HOLDERS = frozenset({"brain", "approvals", "output-store"})
+SECRET_ENV: dict[str, frozenset[str]] = {
+    "TETHER_DECISION_KEY": frozenset({"brain", "approvals"}),
+    OPERATOR_TOKEN_ENV: frozenset(),
+    OPERATOR_TOKEN_HASH_ENV: _IDENTITY_HOLDERS,
+    "TETHER_DATABASE_URL": frozenset({"brain", "approvals", "output-store", "tools-runner"}),
+    "TETHER_TOKEN": frozenset(),  # the command line's own bearer token
+    "TETHER_NATS_PASSWORD": frozenset(),  # each service's own comes from its credentials
+}
+# Environment variables of every service's NATS user, in a server's environment
+# (`natsauth --env-passwords`): never a service's.
+NATS_SERVER_PASSWORDS_PREFIX = "NATS_PASSWORD_"
+# A variable under a service's prefix with one of these endings is a credential of that
+# service's (a provider's API key, a search key): no other service gets it.
+CREDENTIAL_SUFFIXES = ("_API_KEY", "_TOKEN", "_PASSWORD", "_SECRET", "_KEY")
+
+
+def may_see(service: str, variable: str) -> bool:
+    """Whether `service` may be handed environment variable `variable` (a secret of
+    another's, or a credential under another service's prefix, it may not)."""
+    if variable in SECRET_ENV:
+        return service in SECRET_ENV[variable]
+    if variable.startswith(NATS_SERVER_PASSWORDS_PREFIX):
+        return False
+    owner = next((s for s in SERVICES if variable.startswith(s.env_prefix)), None)
+    return owner is None or owner.name == service or not variable.endswith(CREDENTIAL_SUFFIXES)
+
 
 def port_of(name: str) -> int:
     """The usual HTTP port of service `name` (a KeyError names a service that is not)."""
@@ -50,12 +84,17 @@ def port_of(name: str) -> int:
 
 __all__ = [
     "BY_NAME",
+    "CREDENTIAL_SUFFIXES",
     "LOCAL_MODEL_PORT",
     "LOOPBACK",
     "NATS_MONITOR_PORT",
     "NATS_PORT",
+    "OPERATOR_TOKEN_ENV",
+    "OPERATOR_TOKEN_HASH_ENV",
     "POSTGRES_PORT",
+    "SECRET_ENV",
     "SERVICES",
     "ServiceSpec",
+    "may_see",
     "port_of",
 ]

@@ -145,11 +145,12 @@ class TokenStore:
         engine: AsyncEngine,
         *,
         operator_token: str | None = None,
+        operator_token_sha256: str | None = None,
         sink: audit.JsonlSink | None = None,
         cache: TokenCache | None = None,
     ) -> None:
         self.engine = engine
-        self._bootstrap = hash_token(operator_token) if operator_token else None
+        self._bootstrap = hash_token(operator_token) if operator_token else operator_token_sha256
         self.sink = sink
         self.cache = cache if cache is not None else TokenCache()
 

@@ -3,7 +3,7 @@ services, for the authorisation tests (`tests/identity/test_brain_authz.py`,
 `tests/identity/test_authz_table.py`).
 
 Tenant A holds alice's and amy's runs (clients), an operator `opa`, a skill only A's
-runs see, and an output of alice's run; tenant B holds bob (a client) and `opb`. Every
+runs see, an agent of its own, and an output of alice's run; tenant B holds bob (a client) and `opb`. Every
 resource of A carries `world.mark_a` somewhere in its content, so "nothing of the other
 tenant in the body" is one substring check.
 """
@@ -24,7 +24,7 @@ from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 
 ADMIN_TOKEN = "test-operator-token"  # tests/conftest.py: the bootstrap admin
-PRIVILEGED = "privileged"  # an agent a client's token does not list
+PRIVILEGED = "privileged"  # an agent a client's token does not list (shared: every tenant's)
 
 
 def stack_env(skills: Path, shipped: Path) -> dict[str, str]:
@@ -32,7 +32,7 @@ def stack_env(skills: Path, shipped: Path) -> dict[str, str]:
     skills), and one agent a client may not choose."""
     return {
         "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(skills), str(shipped)]),
-        "TETHER_BRAIN_AGENTS": json.dumps({PRIVILEGED: {"mode": "allow-all"}}),
+        "TETHER_BRAIN_AGENTS": json.dumps({PRIVILEGED: {"mode": "allow-all", "shared": True}}),
     }
 
 
@@ -54,6 +54,7 @@ class World:
     runs: dict[str, str] = field(default_factory=dict)  # alice amy bob opa → run id
     skill_a: str = ""  # a skill of tenant A (name carries no mark: bodies do)
     output_a: str = ""  # an output of alice's run
+    agent_a: str = ""  # an agent of tenant A (not shared), made by its operator
 
     def headers(self, who: str) -> dict[str, str]:
         return bearer(self.tokens[who]) if who != "anonymous" else {}
@@ -79,7 +80,8 @@ async def _finished_run(http: httpx.AsyncClient, token: str, prompt: str) -> str
     return run_id
 
 
-async def build_world(stack: Supervisor, nats_url: str) -> World:
+async def build_world(stack: Supervisor, bus: Bus) -> World:
+    """Tenants, people, runs, a skill and an output on `stack`; `bus` may write outputs."""
     suffix = uuid.uuid4().hex[:8]
     world = World(
         brain=stack.child("brain").url,
@@ -116,12 +118,12 @@ async def build_world(stack: Supervisor, nats_url: str) -> World:
         created = await http.post("/v1/skills", json=skill, headers=world.headers("opa"))
         assert created.status_code == 201, created.text
         assert created.json()["tenant"] == world.tenant_a
-    bus = await Bus.connect(nats_url, service="authz-test", subjects=world.subjects)
-    try:
-        put = PutOutput(run_id=world.runs["alice"], content=f"{world.mark_a} output\n" * 50)
-        world.output_a = (await bus.request(world.subjects.output_put, put)).ref
-    finally:
-        await bus.close()
+        world.agent_a = f"a-agent-{suffix}"
+        agent = {"id": world.agent_a, "tenant": world.tenant_a, "done": {"message": world.mark_a}}
+        created = await http.post("/v1/agents", json=agent, headers=world.headers("opa"))
+        assert created.status_code == 201, created.text
+    put = PutOutput(run_id=world.runs["alice"], content=f"{world.mark_a} output\n" * 50)
+    world.output_a = (await bus.request(world.subjects.output_put, put)).ref
     return world
 
 
