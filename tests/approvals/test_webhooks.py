@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -17,20 +19,19 @@ import httpx
 import pytest
 
 from dbkit import new_database
-from tether_approvals.outbox import Claimed, Sender
+from shipped import observe, shipped_stack
+from tether_approvals.outbox import Sender
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
-from tether_approvals.webhooks import DeliveryView, WebhookView, check_url
+from tether_approvals.webhooks import DeliveryView, WebhookView
 from tether_client.cli import main
-from tether_common.bus import Bus
 from tether_common.db import make_engine
-from tether_common.errors import MessageError
 from tether_common.messages.approvals import ApprovalNotice
 from tether_common.messages.base import decode
-from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
+from tether_common.supervisor import Supervisor
+from tether_common.topology import BY_NAME
 
 OPERATOR_TOKEN = "test-operator-token"
 PUBLIC_URL = "https://approvals.example.test"
@@ -47,16 +48,11 @@ async def hooks_database_url(database_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-async def hooks_service(
-    nats_url: str, hooks_database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Supervisor]:
-    """An approvals service of its own, with back-off small enough for a test."""
-    logs = tmp_path_factory.mktemp("webhook-logs")
+async def hooks_service(hooks_database_url: str) -> AsyncIterator[Supervisor]:
+    """An approvals service of its own (as `tether up` starts it), with back-off small
+    enough for a test."""
+    base = Path(tempfile.mkdtemp(prefix="tether-webhooks-"))
     env = {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": hooks_database_url,
-        "TETHER_SUBJECT_PREFIX": f"w{uuid.uuid4().hex[:10]}",
-        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
         "TETHER_DB_POOL_SIZE": "5",
         "TETHER_APPROVALS_PUBLIC_URL": PUBLIC_URL,
         "TETHER_APPROVALS_WEBHOOKS__POLL_S": "0.05",
@@ -65,29 +61,32 @@ async def hooks_service(
         "TETHER_APPROVALS_WEBHOOKS__ATTEMPTS": str(ATTEMPTS),
         "TETHER_APPROVALS_WEBHOOKS__TIMEOUT_S": "2",
         "TETHER_APPROVALS_WEBHOOKS__CLAIM_S": "3",
+        # The tests' receivers listen on loopback: the deployment names that host (and no
+        # other private one), as an admin would name an in-cluster chat bridge.
+        "TETHER_APPROVALS_WEBHOOKS__PRIVATE_HOSTS": json.dumps(["127.0.0.1"]),
     }
-    spec = next(s for s in SERVICES if s.name == "approvals")
-    supervisor = Supervisor(env, specs=(spec,), restart=False, log_dir=logs)
-    await supervisor.start()
     try:
-        await supervisor.wait_ready(timeout=60)
-        yield supervisor
-    except BaseException:
-        for log_file in sorted(logs.glob("*.log")):
-            print(f"--- {log_file.name}\n{log_file.read_text()[-4000:]}")  # noqa: T201
-        raise
+        async with shipped_stack(
+            base,
+            hooks_database_url,
+            operator_token=OPERATOR_TOKEN,
+            decision_key=os.environ["TETHER_DECISION_KEY"],
+            extra_env=env,
+            specs=(BY_NAME["approvals"],),
+            ready_s=60,
+        ) as supervisor:
+            yield supervisor
+        for log_file in (base / "logs").glob("*.log"):
+            assert "whsec_" not in log_file.read_text(), "a webhook secret reached the log"
     finally:
-        await supervisor.stop()
-    for log_file in logs.glob("*.log"):
-        assert "whsec_" not in log_file.read_text(), "a webhook secret reached the log"
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-async def hooks(hooks_service: Supervisor, nats_url: str) -> AsyncIterator[ApprovalsHarness]:
+async def hooks(hooks_service: Supervisor) -> AsyncIterator[ApprovalsHarness]:
     url = hooks_service.child("approvals").url
-    subjects = Subjects(hooks_service.env["TETHER_SUBJECT_PREFIX"])
     async with (
-        await Bus.connect(nats_url, service="test", subjects=subjects) as bus,
+        await observe(hooks_service) as bus,
         httpx.AsyncClient(base_url=url, timeout=15) as http,
     ):
         yield ApprovalsHarness(bus, http, url, OPERATOR_TOKEN)
@@ -363,7 +362,7 @@ async def test_replicas_share_the_outbox(
     async def publish(subject: str, told: ApprovalNotice) -> None:
         published.append(told.notice_id)
 
-    settings = WebhookSettings(poll_s=0.01, batch=3, timeout_s=5)
+    settings = WebhookSettings(poll_s=0.01, batch=3, timeout_s=5, private_hosts=["127.0.0.1"])
     senders = [Sender(engine, settings, publish) for _ in range(4)]
     try:
         created = [await hooks.create(step=n) for n in range(24)]
@@ -560,80 +559,85 @@ def test_no_view_has_a_secret_field() -> None:
     assert "secret" not in WebhookView.model_fields
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1/x",
-        "http://127.1.2.3:8080/x",
-        "http://localhost/x",
-        "http://chat.localhost/x",
-        "http://[::1]/x",
-        "http://10.0.0.5/x",
-        "http://172.16.3.4/x",
-        "http://192.168.1.1/x",
-        "http://169.254.169.254/latest/meta-data",
-        "http://0.0.0.0/x",
-        "http://[fd00::1]/x",
-        "http://[fe80::1]/x",
-        "http://100.64.0.1/x",
-    ],
-)
-def test_private_receivers_can_be_refused(url: str) -> None:
-    """Allowed by default (operators configure endpoints); refused when configured so."""
-    assert check_url(url, allow_private=True)
-    with pytest.raises(MessageError) as refused:
-        check_url(url, allow_private=False)
-    assert refused.value.code == "webhook_url_refused"
+def ssrf_targets(nats_url: str, approvals_url: str) -> list[str]:
+    """Receivers in the service's own network a tenant operator might try: the bus, its
+    monitoring port, this service, PostgreSQL, metadata, in the spellings that slip
+    past a naive check (127.0.0.1 itself is the deployment's named test host)."""
+    nats, service = httpx.URL(nats_url).port, httpx.URL(approvals_url).port
+    return [
+        f"http://localhost:{service}/v1/approvals",
+        f"http://127.0.0.2:{nats}/",
+        f"http://[::1]:{service}/",
+        f"http://[::ffff:127.0.0.2]:{service}/",
+        "http://127.1.2.3:8222/varz",
+        "http://0.0.0.0:5432/",
+        "http://localhost.:8222/connz",
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "http://2852039166/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://10.0.0.5/",
+        "http://0xa.1/",
+        "http://192.168.1.1:8080/",
+        "http://100.64.0.1/",
+        "http://[fe80::1]/",
+        "http://[fd12::1]/",
+        "http://db.internal:5432/",
+    ]
 
 
-def test_public_receivers_are_taken_when_private_ones_are_not() -> None:
-    for url in ("https://hooks.slack.com/services/T/B/X", "https://8.8.8.8/x", "http://a.example/"):
-        assert check_url(url, allow_private=False) == url
-
-
-async def test_a_strict_sender_refuses_private_receivers_at_delivery(
-    hooks_database_url: str,
+async def test_a_tenant_operator_cannot_aim_a_receiver_at_the_services_network(
+    hooks: ApprovalsHarness, hooks_service: Supervisor
 ) -> None:
-    """With private receivers refused, each delivery checks the address again (a name
-    may resolve elsewhere since the endpoint was made); a lenient sender delivers."""
+    """The reported break: an operator of one tenant registered receivers on loopback
+    ports and link-local addresses. Refused with a reason, whoever asks, unless the
+    deployment named the host."""
+    operator = await hooks.token("operator", tenant="acme")
+    problems: list[str] = []
+    for url in ssrf_targets(hooks_service.env["TETHER_NATS_URL"], hooks.url):
+        for token in (operator, hooks.admin_token):
+            answer = await hooks.http.post("/v1/webhooks", json={"url": url}, headers=auth(token))
+            if answer.status_code == 201:
+                await unregister(hooks, answer.json()["endpoint"]["endpoint_id"])
+            if answer.status_code != 422 or answer.json()["error"]["code"] != "webhook_url_refused":
+                problems.append(f"{url}: {answer.status_code}")  # the body holds a secret
+    assert not problems, "\n".join(problems)
 
-    async def publish(subject: str, told: ApprovalNotice) -> None:
-        raise AssertionError("no NATS notice here")
 
-    engine = make_engine(hooks_database_url)
-    strict = Sender(engine, WebhookSettings(allow_private=False), publish)
-    lenient = Sender(engine, WebhookSettings(), publish)
-    try:
-        async with receiver() as found:
-            found.secret = "the-secret"
-
-            def item(host: str) -> Claimed:
-                now = datetime.now(UTC)
-                url = f"http://{host}:{found.port}/hook"
-                body = '{"card": {"approval_id": "apr_x"}}'
-                return Claimed(
-                    "dlv_x",
-                    "ntc_x",
-                    "webhook",
-                    None,
-                    "approval.requested",
-                    "whk_x",
-                    body,
-                    1,
-                    now,
-                    url,
-                    found.secret,
-                )
-
-            for host in ("127.0.0.1", "localhost", "[::1]", "127.0.0.2"):
-                assert await strict._send(item(host)) == "private_address", host
-            assert not found.seen
-            assert await lenient._send(item("127.0.0.1")) is None
-            assert [d.verified for d in found.seen] == [True]
-    finally:
-        await strict.aclose()
-        await lenient.aclose()
-        await engine.dispose()
+async def test_an_operator_sees_only_that_a_delivery_failed(hooks: ApprovalsHarness) -> None:
+    """The status oracle: each failure's class (`ConnectError` for a closed port,
+    `http_401` for a service that wants a token) mapped the network. A tenant operator
+    now reads `failed`; an admin still reads the class."""
+    operator = await hooks.token("operator", tenant="acme")
+    async with receiver() as found:
+        found.secret = "not-the-endpoint-secret"  # so it answers every delivery 401
+        closed, _ = await register(hooks, f"http://127.0.0.1:{closed_port()}/hook", token=operator)
+        refusing, _ = await register(hooks, found.url, token=operator)
+        try:
+            created = await hooks.create(tenant="acme")
+            expected = {closed: "ConnectError", refusing: "http_401"}
+            for endpoint_id, error in expected.items():
+                dead = await delivery_of(hooks, endpoint_id, created.approval_id, "dead")
+                assert dead["last_error"] == error
+            mine = [
+                row
+                for row in await deliveries(hooks, token=operator)
+                if row["endpoint_id"] in expected
+            ]
+            assert {row["endpoint_id"] for row in mine} == set(expected)
+            assert {row["status"] for row in mine} == {"dead"}
+            assert {row["last_error"] for row in mine} == {"failed"}
+            listed = json.dumps(await deliveries(hooks, token=operator))
+            for detail in ("ConnectError", "http_", "Error"):
+                assert detail not in listed
+            retried = await hooks.http.post(
+                f"/v1/webhooks/deliveries/{mine[0]['delivery_id']}/retry", headers=auth(operator)
+            )
+            assert retried.status_code == 200, retried.text
+            assert retried.json()["last_error"] == "failed"
+        finally:
+            await unregister(hooks, closed)
+            await unregister(hooks, refusing)
 
 
 async def test_the_cli_manages_webhooks_and_dead_letters(

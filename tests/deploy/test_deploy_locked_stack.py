@@ -26,7 +26,6 @@ from tether_common.identity import bearer_headers
 from tether_common.messages.outputs import QueryOutput
 from tether_common.messages.runs import FollowRun, RunEventFrame
 from tether_common.natsauth import (
-    generate_passwords,
     inbox_prefix,
 )
 from tether_common.subjects import Subjects
@@ -49,11 +48,9 @@ async def locked_stack(
     tmp_path_factory: pytest.TempPathFactory,
     locked_passwords: dict[str, str],
 ) -> AsyncIterator[Supervisor]:
-    passwords = generate_passwords()
-    locked_passwords.update(passwords)
     extra = {"TETHER_OUTPUTS_BACKEND": "jetstream"}
     base = tmp_path_factory.mktemp("locked-stack")
-    async with running_locked_stack(database_url, base, passwords, extra) as supervisor:
+    async with running_locked_stack(database_url, base, locked_passwords, extra) as supervisor:
         yield supervisor
 
 

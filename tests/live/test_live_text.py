@@ -27,7 +27,6 @@ from tether_common.identity import bearer_headers
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.runs import FollowRun, RunEventFrame
 from tether_common.natsauth import (
-    generate_passwords,
     inbox_prefix,
 )
 from tether_common.subjects import Subjects
@@ -47,7 +46,8 @@ async def upstream() -> AsyncIterator[GatedUpstream]:
 
 @pytest.fixture(scope="module")
 def passwords() -> dict[str, str]:
-    return generate_passwords()
+    """The generated passwords of the stack's users (filled in by `locked_stack`)."""
+    return {}
 
 
 @pytest.fixture(scope="module")
