@@ -189,6 +189,9 @@ _EXECVE = re.compile(r'^(\d+)\s+(?:execve\("([^"]*)", \[(.*?)\]|<\.\.\. execve r
 # The return value, then an errno name and its text when the exec failed.
 _RESULT = re.compile(r"\) = (-?\d+)(?: [A-Z0-9]+ \([^()]*\))?$")
 TRIED = "tried "  # prefix of a failed exec of a canary in `traced_programs`
+# The runner's own git, reading the repository's config to sanitise it (outside the
+# sandbox, before it starts): not a program the command started.
+SANITISER = '"config", "--file", "-", "--no-includes", "--null", "--list"'
 
 
 def traced_programs(trace: str) -> dict[int, list[str]]:
@@ -210,12 +213,12 @@ def traced_programs(trace: str) -> dict[int, list[str]]:
                 segments[current] = []
                 continue
             if "unfinished" in line:
-                pending[pid] = path
+                pending[pid] = "" if SANITISER in (argv or "") else path
                 continue
         else:
             path = pending.pop(pid, "")
         result = _RESULT.search(line)
-        if current is None or not path or result is None:
+        if current is None or not path or result is None or SANITISER in (argv or ""):
             continue
         if result.group(1) == "0":
             segments[current].append(path)

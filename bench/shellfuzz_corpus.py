@@ -313,6 +313,96 @@ def _others(canary: str) -> Iterator[str]:
     )
 
 
+def _descriptors(canary: str) -> Iterator[str]:
+    """Writes through a reopened descriptor (bash opens `/dev/fd/N` anew, for writing),
+    here-documents, named descriptors and `exec` redirections; locale variables and
+    globs that reach protected names (issue 28)."""
+    targets = (
+        "/dev/fd/{n}",
+        "/dev/fd//{n}",
+        "/dev/./fd/{n}",
+        "/proc/self/fd/{n}",
+        "/proc/thread-self/fd/{n}",
+        "/proc/$$/fd/{n}",
+        "/proc/$BASHPID/fd/{n}",
+    )
+    opens = {
+        "3<notes.txt": 3,
+        "3<>notes.txt": 3,
+        "1<notes.txt": 1,
+        "2<notes.txt": 2,
+        "<notes.txt": 0,
+        "0<notes.txt": 0,
+        "9<src/a.py": 9,
+        "3<.gi?/config": 3,
+        "3<.git/config": 3,
+    }
+    for opened, n in opens.items():
+        for target in targets:
+            path = target.format(n=n)
+            for write in (">", ">>", ">|", "&>", "<>"):
+                yield f"echo {canary} {opened} {write}{path}"
+            yield f"cat src/b.txt {opened} >{path}"
+            yield f"{{ echo x >{path}; }} {opened}"
+            yield f"(echo x >{path}) {opened}"
+            yield f"exec {opened}; echo x >{path}"
+            yield f"exec {opened}; ls >{path}"
+        yield f"echo x {opened} >/dev/stdout" if n == 1 else f"echo x {opened} >/dev/stderr"
+        yield f"echo x {opened} 1>&{n} >/dev/stdout"
+        yield f"echo x {opened} 2>&{n} >/dev/stderr"
+    yield from (
+        "echo x {fd}<notes.txt >/dev/fd/10",
+        "echo x {fd}<notes.txt >>/dev/fd/10",
+        "echo x {fd}<notes.txt >/proc/self/fd/10",
+        "echo x {fd}<>notes.txt >&$fd",
+        "exec {fd}<notes.txt; echo x >/dev/fd/$fd",
+        "exec 3<notes.txt; exec 1>/dev/fd/3; echo x",
+        "exec 1<notes.txt; echo x >/dev/stdout",
+        "exec 2<notes.txt; ls nonexist 2>/dev/stderr",
+        "exec 3<>notes.txt; echo x >&3",
+        "cat <<EOF >/dev/fd/3 3<notes.txt\nx\nEOF",
+        "cat <<'EOF' 3<notes.txt >/dev/fd/3\nx\nEOF",
+        "cat <<<x 3<notes.txt >/dev/fd/3",
+        "cat 0<<<x >/dev/fd/0",
+        "cat <<<x >/dev/stdin",
+        "echo x >/dev/stdout",
+        "echo x >/dev/stderr",
+        "echo x 2>&1 >/dev/stderr",
+        "ls 2>/dev/null >/dev/stdout",
+        "echo x >/dev/tty",
+        "echo x >/dev/zero",
+        "echo x >/dev/full",
+        "echo x >/proc/self/cwd/notes.txt",
+        "echo x >/proc/self/root/tmp/x",
+        "cat .gi?/config",
+        "cat .gi[t]/config",
+        "cat .g*/config",
+        "cat .git/conf*",
+        "cat .git/c?nfig",
+        "cat {.git,src}/config",
+        "cat .{g,x}it/config",
+        "cat .gi{s..u}/config",
+        "head -c 100 .[g]it/config",
+        "grep -r url .gi?",
+        "ls .gi?/",
+        "cat .e?v",
+        "cat .en[v]",
+        "cat ./*/../.e*",
+        "wc -c .gitconfi?",
+        "LANGUAGE=../../../tmp/x LC_ALL=C.UTF-8 ls nonexist",
+        "LANGUAGE=x/y ls nonexist",
+        "LC_ALL=../x ls nonexist",
+        "TZ=/tmp/zone date",
+        "TZ=:../../x date",
+        "LC_MESSAGES=%n ls nonexist",
+        "LANG=C.UTF-8 ls nonexist",
+        "LC_ALL=C sort notes.txt",
+        "x=1 ls",
+        "GIT_DIR=bare.git git log -p",
+        "LANG=../../x; ls nonexist",
+    )
+
+
 def _option_sweep() -> Iterator[str]:
     """Every option spelling the allow-lists accept without a value, each run once, so
     the sandbox checks the lists' claim that none of them writes or starts a program."""
@@ -354,7 +444,7 @@ def full_corpus() -> list[str]:
     """Every command the grammar makes, in a fixed order, without duplicates."""
     commands: list[str] = list(MUST_ALLOW)
     for canary in _CANARIES:
-        for family in (_sed, _test, _find, _awk, _gits, _others):
+        for family in (_sed, _test, _find, _awk, _gits, _others, _descriptors):
             for command in family(canary):
                 commands.extend(_quoting(command))
     for command, target in itertools.product(("cat", "head -n1", "wc -l", "ls -l"), _FILES):

@@ -97,6 +97,15 @@ def text_of(driver: WebDriver, css: str) -> str:
     return str(text)
 
 
+def texts_of(driver: WebDriver, css: str) -> list[str]:
+    """What a reader sees of every element matching `css` (`innerText`: the rendered
+    text, no markup), read in one script call."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText)", css
+    )
+    return [str(text) for text in found]
+
+
 def wait_for(driver: WebDriver, css: str, *, gone: bool = False, timeout: float = WAIT_S) -> None:
     def check(d: WebDriver) -> bool:
         return bool(d.find_elements(By.CSS_SELECTOR, css)) != gone

@@ -152,6 +152,7 @@ async def test_list_filters(approvals: ApprovalsHarness) -> None:
 
 
 async def test_openapi_is_published(approvals: ApprovalsHarness) -> None:
-    paths = (await approvals.http.get("/openapi.json")).json()["paths"]
+    document = await approvals.http.get("/openapi.json", headers=auth(approvals.admin_token))
+    paths = document.json()["paths"]
     for path in ("/v1/approvals", "/v1/approvals/{approval_id}/decision", "/v1/approvals/events"):
         assert path in paths

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_approvals import quorum
 from tether_approvals.quorum import DECIDED_BY_CHARS, decided_by, required
 from tether_approvals.settings import QuorumRuleSetting
 from tether_approvals.testing import ApprovalsHarness, auth
@@ -22,6 +23,7 @@ from tether_common import audit
 from tether_common.messages.approvals import (
     ApprovalDecided,
     ApprovalNotice,
+    ApprovalView,
     ConsumeApproval,
     CreateApproval,
     QuorumRule,
@@ -287,3 +289,72 @@ async def test_votes_from_two_replicas_at_once_count_once_each(
             assert len((await approvals.decided(item.approval_id)).approvers) == 2
     finally:
         await approvals_processes.stop_child(replica)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"), [("Carol", "carol"), ("carol", "CAROL"), ("cArOl", "Carol")]
+)
+async def test_one_person_however_their_name_is_cased(
+    approvals: ApprovalsHarness, first: str, second: str
+) -> None:
+    """Two tokens whose names differ only in case are one person: the second's allow is
+    `already_voted`, and neither is a second to a requester spelt the third way."""
+    suffix = uuid.uuid4().hex[:6]
+    _, one = await person(approvals, name=f"{first}-{suffix}")
+    _, other = await person(approvals, name=f"{second}-{suffix}")
+    created = await approvals.create(quorum=TWO_OF_ANYONE)
+    assert (await approvals.decide(created.approval_id, "allow_once", one)).status_code == 200
+    refused_with(
+        await approvals.decide(created.approval_id, "allow_once", other), 409, "already_voted"
+    )
+    assert await announced(approvals, created.approval_id) is None
+
+    owned = await approvals.create(quorum=TWO_OF_ANYONE, owner=f"{second.swapcase()}-{suffix}")
+    for token in (one, other):
+        refused_with(
+            await approvals.decide(owned.approval_id, "allow_once", token),
+            403,
+            "requester_cannot_approve",
+        )
+
+
+VIEW: dict[str, Any] = {
+    "approval_id": "apr_x",
+    "run_id": "run_x",
+    "step": 1,
+    "tool": "deploy",
+    "args": {},
+    "danger": "",
+    "reason": "r",
+    "reach": "external",
+    "action_digest": "d",
+    "status": "pending",
+    "created_at": "2026-01-01T00:00:00Z",
+    "expires_at": "2026-01-01T00:03:00Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("carol", "CAROL"),
+        ("carol", "ＣＡＲＯＬ"),  # full-width letters
+        ("straße", "STRASSE"),  # case folding, not lowering
+        ("ﬁona", "FIONA"),  # a ligature
+        ("token:carol@t1", "token:Carol@t1"),
+        ("ǅemal", "Ǆemal"),  # a title-case digraph
+    ],
+)
+def test_a_person_is_their_name_folded(a: str, b: str) -> None:
+    assert quorum.person(a) == quorum.person(b)
+    at = datetime.now(UTC)
+    votes = [Vote(by=a, decision="allow_once", at=at), Vote(by=b, decision="allow_once", at=at)]
+    view = ApprovalView.model_validate(
+        {**VIEW, "needed": 2, "approvals": [v.model_dump(mode="json") for v in votes]}
+    )
+    assert not quorum.met(view)  # votes stored before the fold still count once
+
+
+def test_different_people_stay_different() -> None:
+    assert quorum.person("carol") != quorum.person("caro1")
+    assert quorum.person("carol") != quorum.person("carol@t2")

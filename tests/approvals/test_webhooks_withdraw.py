@@ -31,6 +31,8 @@ def stack_extra_env() -> dict[str, str]:
         "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
         "TETHER_APPROVALS_WEBHOOKS__POLL_S": "0.05",
         "TETHER_APPROVALS_WEBHOOKS__BACKOFF_S": "0.05",
+        # The test's receiver listens on loopback, which the deployment must name.
+        "TETHER_APPROVALS_WEBHOOKS__PRIVATE_HOSTS": json.dumps(["127.0.0.1"]),
     }
 
 

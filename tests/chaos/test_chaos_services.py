@@ -2,24 +2,36 @@
 model call has no effect outside, so it may be asked again or the run may fail with a
 clear reason; a tool call in flight is re-run only when the tool is idempotent, and a
 write whose outcome is unknown is never re-run: the model is told it was interrupted
-(issue 3, "Durable and distributed")."""
+(issue 3, "Durable and distributed"). A service killed outright leaves none of its
+helper processes running (issue 27, item 6)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proctree import Proc, descendants, kill_all, survivors
 from tether_client import TetherClient
+from tether_common.bus import Bus
+from tether_common.embedded import NatsServer
+from tether_common.errors import TetherError
+from tether_common.messages.outputs import QueryOutput
 from tether_common.messages.runs import RunEvent, RunView
+from tether_common.messages.tools import ExecuteTool, ToolResult
+from tether_common.subjects import Subjects
 from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
+from tether_tools_runner.offload import maybe_offload
 
 pytestmark = pytest.mark.e2e
 
@@ -223,3 +235,81 @@ async def test_runner_killed_during_a_write_never_reruns_it(
     # "could not be run" (it may well have run).
     assert result["ok"] is False
     assert result["error_code"] == "interrupted", result
+
+
+# ---- No orphans (issue 27, item 6) ---------------------------------------------------
+
+HELPER_FREE = ("brain", "gateway", "approvals")  # they start no process of their own
+
+
+async def bus_of(chaos_stack: Supervisor, nats_url: str) -> Bus:
+    subjects = Subjects(chaos_stack.env["TETHER_SUBJECT_PREFIX"])
+    return await Bus.connect(nats_url, service="test", subjects=subjects)
+
+
+async def execute(bus: Bus, name: str, args: dict[str, Any]) -> ToolResult:
+    call = ExecuteTool(run_id="run-orphans", call_id=uuid.uuid4().hex[:8], name=name, args=args)
+    return await bus.request(bus.subjects.tool_execute, call, timeout=60)
+
+
+async def running_below(pid: int, wanted: str, timeout: float = 30.0) -> list[Proc]:
+    """`pid`'s process tree once a process whose command line holds `wanted` is in it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tree = descendants(pid)
+        if any(wanted in p.command for p in tree):
+            return tree
+        assert time.monotonic() < deadline, f"no {wanted!r} under {pid}: {tree}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.timeout(240)
+async def test_a_killed_service_leaves_no_process_behind(
+    chaos_stack: Supervisor, chaos_nats: NatsServer
+) -> None:
+    """Each service SIGKILLed while its helpers run: the runner's sandbox (a command still
+    running), its file workers with their fork server and resource tracker, its MCP
+    server; the output-store's grep worker. None of them is left a few seconds later.
+    The other services start no process at all."""
+    await mcp_offered(chaos_stack)
+    for name in HELPER_FREE:
+        child = chaos_stack.child(name)
+        assert child.proc is not None
+        assert descendants(child.proc.pid) == [], name
+    runner, store = chaos_stack.child("tools-runner"), chaos_stack.child("output-store")
+    restarts = runner.restarts, store.restarts
+    assert runner.proc is not None
+    assert store.proc is not None
+    bus = await bus_of(chaos_stack, chaos_nats.url)
+    try:
+        wrote = await execute(bus, "file_write", {"path": "orphans.txt", "content": "x"})
+        assert wrote.ok, wrote.content
+        sleeper = asyncio.create_task(
+            execute(bus, "shell", {"command": "sleep 300", "timeout_s": 120})
+        )
+        helpers = await running_below(runner.proc.pid, "sleep 300")
+        data = b"\n".join(b"%064x" % n for n in range(400_000))  # 26 MB to search
+        _, ref = await maybe_offload(bus, "run-orphans", "shell", data, threshold=4096)
+        assert ref is not None
+        query = QueryOutput(ref=ref, run_id="run-orphans", mode="grep", pattern="absent")
+        grep = asyncio.create_task(bus.request(bus.subjects.output_query, query, timeout=60))
+        helpers += await running_below(store.proc.pid, "grep_worker")
+        chaos_stack.kill("tools-runner")
+        chaos_stack.kill("output-store")
+        left = await asyncio.to_thread(survivors, helpers)
+        for task in (sleeper, grep):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, TetherError):
+            await asyncio.gather(sleeper, grep)
+    finally:
+        await bus.close()
+    kill_all(left)
+    commands = " | ".join(p.command for p in helpers)
+    for helper in ("bwrap", "chaos_mcp_server.py", "grep_worker"):
+        assert helper in commands, (helper, commands)
+    if os.geteuid() == 0:  # file workers drop from root to the sandbox user
+        for helper in ("forkserver", "resource_tracker"):
+            assert helper in commands, (helper, commands)
+    assert left == [], [p.command for p in left]
+    await until(lambda: runner.restarts > restarts[0] and store.restarts > restarts[1], 30)
+    await chaos_stack.wait_ready(timeout=120, children=[runner, store])

@@ -174,4 +174,6 @@ def test_completion_script_and_answers(tmp_path: Path) -> None:
 
 
 def test_control_characters_are_shown_not_obeyed() -> None:
-    assert safe("ok\x1b]0;owned\x07 \x9b2J\ttab\nline") == "ok\\x1b]0;owned\\x07 \\x9b2J\ttab\nline"
+    assert safe("ok\x1b]0;owned\x07 \x9b2J\ttab\nline") == (
+        "ok⟨U+001B⟩]0;owned⟨U+0007⟩ ⟨U+009B⟩2J\ttab\nline"
+    )

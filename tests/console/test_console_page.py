@@ -1,17 +1,24 @@
 """Assembling an operator page (`tether_common.pages`): every slot filled exactly once,
-the shared kit inlined, no part able to end its element early, and a CSP that admits
-exactly the page's own inline blocks."""
+the shared kit inlined with the display class from its one definition
+(`tether_common.display`), no part able to end its element early, a CSP that admits
+exactly the page's own inline blocks, and page scripts that put text in only through the
+kit (so every piece of it is shown with invisible code points escaped)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from tether_approvals.console import PAGE as APPROVALS_PAGE
+from tether_brain.console.page import STATIC
 from tether_brain.console.page import assemble as runs_console
-from tether_common import pages
+from tether_common import display, pages
 
 SHELL = "<style>/*a.css*/</style><script>//a.js</script>"
 
@@ -53,3 +60,40 @@ def test_a_slot_is_filled_once_and_no_part_closes_its_element(
         return
     with pytest.raises(ValueError, match=problem):
         pages.assemble(SHELL, parts)
+
+
+def approvals_console() -> str:
+    return pages.assemble(APPROVALS_PAGE.read_text(encoding="utf-8"), {})
+
+
+@pytest.mark.parametrize("page", [runs_console, approvals_console])
+def test_the_kit_takes_the_display_class_from_its_one_definition(page: Callable[[], str]) -> None:
+    (script,) = re.findall(r"<script>(.*?)</script>", page(), flags=re.DOTALL)
+    assert f'new RegExp({json.dumps(display.js_pattern())}, "gu")' in script
+    assert "%INVISIBLE%" not in script
+
+
+def test_a_kit_without_its_display_slot_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "page_kit.js"
+    broken.write_text(pages.KIT.read_text().replace(pages.INVISIBLE_SLOT, '"[]"'))
+    with pytest.raises(ValueError, match="slots"):
+        pages.kit(broken)
+
+
+# Ways a script could put text on the page around the kit's `el`/`setText`.
+RAW_TEXT = re.compile(
+    r"\.(textContent|innerText|outerText|innerHTML|outerHTML|nodeValue)\s*[+]?=(?!=)"
+    r"|\.title\s*=(?!=)(?!\s*shown\()|createTextNode|insertAdjacent|document\.write"
+)
+
+
+@pytest.mark.parametrize(
+    "source", [STATIC / "console.js", APPROVALS_PAGE], ids=["runs", "approvals"]
+)
+def test_page_scripts_put_text_in_only_through_the_kit(source: Path) -> None:
+    found = [
+        f"{n}: {line.strip()}"
+        for n, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)
+        if RAW_TEXT.search(line)
+    ]
+    assert found == []

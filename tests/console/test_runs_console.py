@@ -33,10 +33,13 @@ from chromium_browser import (
     screenshot,
     sign_in,
     text_of,
+    texts_of,
     wait_for,
     wait_until,
 )
+from display_corpus import SERVICE_CORPUS
 from tether_brain.console.page import assemble
+from tether_common.display import INVISIBLE, shown
 from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
@@ -355,7 +358,7 @@ async def test_payloads_are_shown_as_text_and_never_run(
         wait_for, browser, f'{row}[data-status="awaiting_approval"]', timeout=60
     )
     listed = browser.find_element(By.CSS_SELECTOR, f"{row} td.prompt").get_attribute("title")
-    assert listed == TEXT[:200]  # the listing's first 200 characters
+    assert listed == shown(TEXT[:200])  # the listing's first 200 characters
     nothing_ran(browser)
 
     await asyncio.to_thread(open_run, browser, run_id)
@@ -367,17 +370,18 @@ async def test_payloads_are_shown_as_text_and_never_run(
     await asyncio.to_thread(status_is, browser, "completed")
     await asyncio.to_thread(wait_for, browser, '#timeline li[data-kind="run.end"]')
 
-    assert browser.find_element(By.ID, "run-prompt").get_attribute("textContent") == TEXT
-    assert browser.find_element(By.ID, "run-answer").get_attribute("textContent") == TEXT
+    # As text, with the line and paragraph separators (U+2028, U+2029) shown escaped.
+    assert browser.find_element(By.ID, "run-prompt").get_attribute("textContent") == shown(TEXT)
+    assert browser.find_element(By.ID, "run-answer").get_attribute("textContent") == shown(TEXT)
     texts = [
         e.get_attribute("textContent")
         for e in browser.find_elements(By.CSS_SELECTOR, ".model-text")
     ]
     # Two steps' text (each with the calls it made, described) and the answer.
     assert len(texts) == 3
-    assert all((t or "").startswith(TEXT) for t in texts)
+    assert all((t or "").startswith(shown(TEXT)) for t in texts)
     thinking = browser.find_element(By.CSS_SELECTOR, ".model-thinking").get_attribute("textContent")
-    assert thinking == TEXT
+    assert thinking == shown(TEXT)
     results = [
         e.get_attribute("textContent") or ""
         for e in browser.find_elements(By.CSS_SELECTOR, ".result")
@@ -385,6 +389,40 @@ async def test_payloads_are_shown_as_text_and_never_run(
     assert any(SHELL_TEXT in r for r in results)  # echo's output, as text
     nothing_ran(browser)
     screenshot(browser, tmp_path_factory, "console-escaping")
+
+
+async def test_invisible_code_points_are_shown_escaped(
+    console: Console, browser: WebDriver, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Names with bidi controls, zero-width characters, tag characters … in the prompt,
+    the model's text, a call's arguments and the answer read as what they are."""
+    names = [name for name, _ in SERVICE_CORPUS]
+    seen = [s for _, s in SERVICE_CORPUS]
+    text, text_seen = "\n".join(names), "\n".join(seen)
+    await asyncio.to_thread(enter, browser, console.url, ADMIN)
+    run_id = await console.start(
+        [
+            [{"kind": "chunk", "text": text}, call("calculate", expression=names[0])],
+            say(text),
+        ],
+        prompt=text,
+    )
+    row = f'tr[data-run-id="{run_id}"]'
+    await asyncio.to_thread(wait_for, browser, f'{row}[data-status="completed"]', timeout=60)
+    (prompt,) = texts_of(browser, f"{row} td.prompt")
+    assert prompt.startswith("invoice⟨U+202E⟩gpj.sh")
+    title = browser.find_element(By.CSS_SELECTOR, f"{row} td.prompt").get_attribute("title")
+    assert title
+    assert INVISIBLE.search(title) is None
+    await asyncio.to_thread(open_run, browser, run_id)
+    await asyncio.to_thread(wait_for, browser, '#timeline li[data-kind="run.end"]')
+    assert texts_of(browser, "#run-prompt") == [text_seen]
+    assert texts_of(browser, "#run-answer") == [text_seen]
+    assert texts_of(browser, ".model-text")[0].startswith(text_seen)
+    (args,) = texts_of(browser, '#timeline li[data-kind="tool.call"] .args')
+    assert '"expression": "invoice⟨U+202E⟩gpj.sh"' in args
+    assert INVISIBLE.search("".join(texts_of(browser, "main"))) is None
+    screenshot(browser, tmp_path_factory, "console-invisible")
 
 
 async def test_the_page_is_served_locked_down(stack: Supervisor) -> None:

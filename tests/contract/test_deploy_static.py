@@ -264,3 +264,70 @@ def test_an_empty_provider_key_leaves_the_provider_unconfigured(
     assert settings.openai_api_key is None
     assert settings.anthropic_api_key is None
     assert settings.anthropic_missing() == "TETHER_GATEWAY_ANTHROPIC_API_KEY"
+
+
+def test_images_are_named_from_one_prefix_and_tag(compose: dict[str, Any]) -> None:
+    for spec in SERVICES:
+        image = compose["services"][spec.name]["image"]
+        assert interpolate(image, {}) == f"tether/{spec.name}:dev"
+        named = {"TETHER_IMAGE_PREFIX": "registry.example:5000/t", "TETHER_IMAGE_TAG": "1.2"}
+        assert interpolate(image, named) == f"registry.example:5000/t/{spec.name}:1.2"
+    assert "ghcr.io/example" not in (ROOT / "docker-compose.yml").read_text()
+
+
+@pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
+def test_each_dockerfile_takes_its_base_images_as_build_arguments(
+    compose: dict[str, Any], spec: ServiceSpec
+) -> None:
+    """No stage names a registry itself: a build without one passes local base images."""
+    text = (ROOT / "services" / spec.name / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE)
+    assert froms == ["${UV_IMAGE}", "${PYTHON_IMAGE}", "${PYTHON_IMAGE}"], froms
+    assert "COPY --from=uv " in text
+    assert "COPY --from=ghcr.io" not in text
+    args = compose["services"][spec.name]["build"]["args"]
+    assert set(args) == {"PYTHON_IMAGE", "UV_IMAGE"}
+    local = env_file(ROOT / "deploy" / "docker" / "local.env")
+    assert interpolate(args["PYTHON_IMAGE"], local) == local["TETHER_PYTHON_IMAGE"]
+    assert interpolate(args["UV_IMAGE"], local) == local["TETHER_UV_IMAGE"]
+
+
+def env_file(path: Path) -> dict[str, str]:
+    pairs = (line.partition("=") for line in path.read_text().splitlines())
+    return {name: value for name, sep, value in pairs if sep and not name.startswith("#")}
+
+
+def test_every_container_has_cpu_and_memory_limits(compose: dict[str, Any]) -> None:
+    for name, entry in compose["services"].items():
+        assert float(entry["cpus"]) > 0, name
+        assert re.fullmatch(r"\d+[mg]", entry["mem_limit"]), name
+
+
+def test_observability_is_opt_in_and_grafana_has_no_default_login(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    for name in ("jaeger", "otel-collector", "prometheus", "grafana"):
+        assert services[name]["profiles"] == ["observability"], name
+    core = {n for n, s in services.items() if "profiles" not in s}
+    assert core == {"nats", "postgres", *TETHER_SERVICES}
+    grafana = services["grafana"]["environment"]
+    assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    assert "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana
+    with pytest.raises(MissingVariableError):
+        interpolate(grafana["GF_SECURITY_ADMIN_PASSWORD"], {})
+    assert env_example()["GRAFANA_ADMIN_PASSWORD"] == "change-me"
+    assert "change-me" in " ".join(services["grafana"]["entrypoint"])  # refused at start
+
+
+def test_the_build_context_leaves_out_environments_and_secrets() -> None:
+    """.dockerignore allows only what the Dockerfiles copy."""
+    rules = [
+        line for line in (ROOT / ".dockerignore").read_text().splitlines() if line[:1] not in "#"
+    ]
+    assert rules[0] == "**"  # everything out, then the few things the images need back
+    allowed = [r[1:] for r in rules if r.startswith("!")]
+    for needed in ("pyproject.toml", "uv.lock", "skills/"):
+        assert needed in allowed
+    for secret_or_bulk in (".venv", ".env", ".git", ".tools", "tests", "bench"):
+        assert not [a for a in allowed if a.startswith(secret_or_bulk)], secret_or_bulk

@@ -86,7 +86,9 @@ async def test_generated_requests_never_fail_the_service(
     edge_stack: Supervisor, operator_auth: dict[str, str], service: str
 ) -> None:
     base = edge_stack.child(service).url
-    schema = schemathesis.openapi.from_url(f"{base}/openapi.json", timeout=20)
+    schema = schemathesis.openapi.from_url(
+        f"{base}/openapi.json", timeout=20, headers=operator_auth
+    )
     failures: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]  # an Err (a broken operation) fails the test here
     assert operations, f"{service} documents no operation"

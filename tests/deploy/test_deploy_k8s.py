@@ -320,8 +320,10 @@ def test_overlays_pin_images_and_a_namespace(overlay: str) -> None:
             assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
     for spec in SERVICES:
         image = container_of(docs, spec)["image"]
-        assert image.rsplit(":", 1)[0].endswith(f"/tether-{spec.name}")
+        # <prefix>/<service>:<tag>, the names compose gives the images it builds.
+        assert image.rsplit(":", 1)[0].endswith(f"tether/{spec.name}")
         assert ":" in image
+        assert "example" not in image
 
 
 def test_dev_runs_one_of_each_and_prod_three_brains() -> None:

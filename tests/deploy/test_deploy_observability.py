@@ -1,7 +1,9 @@
 """Compose observability and bus configuration, checked without a Docker engine: the
 collector, Prometheus and Grafana files parse and agree with each other, every PromQL
-series the dashboard reads is an instrument declared in `tether_common.metrics`, and the
-NATS configuration compose mounts is the one generated from `subjects.py`."""
+series the dashboard reads is an instrument declared in `tether_common.metrics` that
+keeps the attributes the panel groups by (and no other), and the NATS configuration
+compose mounts is the one generated from `subjects.py`. That each panel has data after a
+workload is `tests/e2e/test_one_trace.py`'s."""
 
 from __future__ import annotations
 
@@ -10,17 +12,23 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tether_common.embedded import nats_server_binary
-from tether_common.metrics import SPECS, InstrumentSpec
+from tether_common.metrics import METER_NAME, SPECS, InstrumentSpec
 from tether_common.natsauth import USERS, EnvRef, password_env, render_config
 from tether_common.subjects import Subjects
 from tether_common.supervisor import SERVICES
+from tether_common.telemetry import attribute_views
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -182,3 +190,49 @@ def test_setup_metrics_exports_the_declared_instruments() -> None:
     for name in ("tether.runs.started", "tether.step.duration", "tether.approvals.pending"):
         assert found[name] == specs[name].unit
     assert found["tether.outputs.offloaded"] == "By"
+
+
+def test_each_panel_groups_by_attributes_its_instruments_keep(dashboard: dict[str, Any]) -> None:
+    """A panel grouping by an attribute its instrument drops would show one flat line."""
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            grouped = {
+                label.strip()
+                for labels in re.findall(r"\bby \(([^)]*)\)", expr)
+                for label in labels.split(",")
+            } - {"le"}
+            for series in re.findall(r"\btether_\w+", expr):
+                kept = set(SERIES[series].attributes)
+                assert grouped <= kept, (panel["title"], series, sorted(grouped - kept))
+
+
+def _instrument(meter: Meter, spec: InstrumentSpec) -> Callable[[dict[str, str]], None]:
+    if spec.kind == "counter":
+        return partial(meter.create_counter(spec.name).add, 1)
+    if spec.kind == "updown":
+        return partial(meter.create_up_down_counter(spec.name).add, 1)
+    return partial(meter.create_histogram(spec.name).record, 0.5)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
+@pytest.mark.parametrize("extra", ["run_id", "tenant", "owner", "principal", "arguments"])
+def test_an_instrument_keeps_only_the_attributes_its_spec_names(
+    spec: InstrumentSpec, extra: str
+) -> None:
+    """`/metrics` is served without a token: whatever a caller records with a measurement,
+    no attribute but those its spec names reaches a reader."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader], views=attribute_views()).get_meter(METER_NAME)
+    _instrument(meter, spec)(dict.fromkeys(spec.attributes, "x") | {extra: "acme/run_1"})
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    ]
+    assert points
+    assert all(set(point.attributes or {}) == set(spec.attributes) for point in points)

@@ -129,11 +129,11 @@ def test_http_ports_come_from_the_environment() -> None:
     wanted = {spec.port_env: str(free_port()) for spec in SERVICES}
     ports = http_ports(wanted)
     assert {spec.port_env: str(ports[spec.name]) for spec in SERVICES} == wanted
-    assert http_ports({"TETHER_BRAIN_HTTP_PORT": "0"})["brain"] > 0
-    defaults = http_ports({})
-    assert set(defaults) == {spec.name for spec in SERVICES}
-    for spec in SERVICES:  # the usual port, unless something here holds it
-        assert defaults[spec.name] == spec.default_port or not port_free(spec.default_port)
+    any_port = http_ports({spec.port_env: "0" for spec in SERVICES})
+    assert len(set(any_port.values())) == len(SERVICES)
+    assert all(port > 0 for port in any_port.values())
+    if all(port_free(spec.default_port) for spec in SERVICES):  # nothing here holds them
+        assert http_ports({}) == {spec.name: spec.default_port for spec in SERVICES}
 
 
 def test_a_taken_or_bad_configured_port_is_refused() -> None:
@@ -149,15 +149,84 @@ def test_a_taken_or_bad_configured_port_is_refused() -> None:
             {"TETHER_BRAIN_HTTP_PORT": free, "TETHER_GATEWAY_HTTP_PORT": free},
         ]:
             with pytest.raises(ConfigError):
-                http_ports(environ)
+                http_ports({spec.port_env: "0" for spec in SERVICES} | environ)
 
 
-def test_a_taken_usual_port_moves_to_a_free_one(tmp_path: Path) -> None:
+def test_a_taken_port_names_its_holder_and_the_variable_to_set(tmp_path: Path) -> None:
+    """Issue 29, item 1: a taken usual port is not swapped for another (a bookmarked
+    console would break); the refusal names the port, who holds it and what to set."""
     with held_port() as taken:
         port = taken.getsockname()[1]
-        moved = http_ports({}, specs=(fake_spec(tmp_path, default_port=port),))["fake"]
-        assert moved != port
-        assert port_free(moved)
+        spec = fake_spec(tmp_path, default_port=port)
+        with pytest.raises(ConfigError) as usual:
+            http_ports({}, specs=(spec,))
+        with pytest.raises(ConfigError) as configured:
+            http_ports({spec.port_env: str(port)}, specs=(spec,))
+    for refused in (usual.value.message, configured.value.message):
+        assert f"port {port}" in refused
+        assert f"by pid {os.getpid()} (" in refused
+        assert f": set {spec.port_env} to another port (0: any free one)" in refused
+        assert "\n" not in refused
+    assert "usual port" in usual.value.message
+
+
+def time_wait_port() -> int:
+    """A port whose server has stopped, leaving a connection it closed first in
+    TIME_WAIT (as a service's keep-alive connections are when it stops)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = int(server.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: it is the one that waits
+        assert client.recv(1) == b""
+    server.close()
+    assert (port, "06") in tcp_states(), "no TIME_WAIT left to test with"  # 06: TIME_WAIT
+    return port
+
+
+def tcp_states() -> set[tuple[int, str]]:
+    """(local port, state) of every IPv4 TCP socket here."""
+    lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return {(int(f[1].rsplit(":", 1)[1], 16), f[3]) for f in (line.split() for line in lines)}
+
+
+def test_a_port_left_in_time_wait_is_free_again() -> None:
+    """Issue 29, item 1: `tether up` started again within a minute of stopping found its
+    own ports "in use": the check bound without SO_REUSEADDR, as no server binds."""
+    port = time_wait_port()
+    assert port_free(port)
+    environ = {spec.port_env: "0" for spec in SERVICES} | {"TETHER_BRAIN_HTTP_PORT": str(port)}
+    assert http_ports(environ)["brain"] == port
+    with socket.socket() as again:  # and a server does get it
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen(1)
+
+
+@pytest.mark.parametrize(
+    ("family", "host", "reuse"),
+    [
+        (socket.AF_INET, "127.0.0.1", False),
+        (socket.AF_INET, "127.0.0.1", True),
+        (socket.AF_INET, "0.0.0.0", False),  # a listener on every address
+        (socket.AF_INET, "0.0.0.0", True),
+        (socket.AF_INET6, "::", True),  # dual-stack: IPv4 loopback too
+    ],
+)
+def test_a_listening_port_is_taken_however_it_was_bound(
+    family: socket.AddressFamily, host: str, reuse: bool
+) -> None:
+    with socket.socket(family) as listener:
+        if reuse:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        listener.bind((host, 0))
+        listener.listen(1)
+        assert not port_free(listener.getsockname()[1])
 
 
 def test_holds_port_tells_whose_socket_it_is() -> None:

@@ -1,16 +1,22 @@
-"""One run is one trace across brain, gateway and tools-runner: the services export
-OTLP/HTTP to a small local receiver that decodes the protobuf wire format."""
+"""Observability as shipped, on one stack whose services export OTLP/HTTP to a small local
+receiver that decodes the protobuf wire format: one run is one trace across brain,
+gateway, tools-runner, approvals and output-store, and stays one across a park for an
+approval and a takeover by another replica; requests that only read (health probes,
+`/metrics`, console pages and polls) start no trace; and every series a dashboard panel
+reads has data in the services' own `/metrics` after a workload."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -18,17 +24,28 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from shipped import observe
 from tether_client import TetherClient
 from tether_common.embedded import free_port
+from tether_common.metrics import SPECS
 from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = pytest.mark.e2e
+
+TOKEN = "test-operator-token"  # tests/conftest.py OPERATOR_TOKEN: an admin token
+CONFIRMED_TOOL = "convert_time"  # asks an operator on this stack (an organisation confirm)
+CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
+LEASE_S = 1.0
+SERVICE_NAMES = ("brain", "gateway", "tools-runner", "approvals", "output-store")
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,7 @@ class SpanRecord:
     span_id: str
     parent_id: str
     attributes: dict[str, object]
+    links: tuple[str, ...] = ()  # the linked spans' ids
 
 
 class Receiver:
@@ -60,6 +78,7 @@ class Receiver:
                             span.span_id.hex(),
                             span.parent_span_id.hex(),
                             {a.key: _value(a.value) for a in span.attributes},
+                            tuple(link.span_id.hex() for link in span.links),
                         )
                     )
         return Response(
@@ -102,6 +121,9 @@ def stack_extra_env(receiver: Receiver) -> dict[str, str]:
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver.port}",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "TETHER_BRAIN_AGENTS": json.dumps({"ops": {"grants": ["shell#noapproval"]}}),
+        "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
+        # A killed replica's run is taken over within a few seconds (the takeover test).
+        "TETHER_BRAIN_LEASE_S": str(LEASE_S),
     }
 
 
@@ -187,3 +209,252 @@ async def test_the_shell_span_carries_the_exit_code(
     assert span.attributes["process.exit.code"] == 3
     assert span.attributes["tether.shell.timed_out"] is False
     assert span.attributes["tether.tool.outcome"] == "ok"
+
+
+# ---- the shipped observability: one workload, then what the traces and scrapes show ----
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy/grafana/dashboards/tether.json"
+# What consoles, probes and scrapers ask all day, on every service (and a page that is not).
+POLLS = ("/healthz", "/readyz", "/metrics", "/", "/console", "/v1/runs", "/v1/approvals", "/nope")
+USAGE = {"kind": "usage", "input_tokens": 120, "output_tokens": 30, "cost": 0.002}
+# Series a quiet workload leaves at 0 (they exist from each service's start): nothing is
+# fenced, and the one approval asked was decided before the scrape.
+ZERO_IS_DATA = frozenset({"tether_runs_fenced_total", "tether_approvals_pending"})
+
+
+@dataclass(frozen=True)
+class Workload:
+    run_id: str
+    trace_id: str
+    scrapes: dict[str, str]  # service → its `/metrics` text after the run
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Whether `check` holds within `timeout` (spans arrive in exporters' batches)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+async def poll_everything(stack: Supervisor) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(timeout=10, headers=headers) as client:
+        for name in SERVICE_NAMES:
+            for path in POLLS:
+                for method in READ_METHODS:
+                    await client.request(method, stack.child(name).url + path)
+
+
+async def refused_on_the_bus(stack: Supervisor) -> None:
+    """A body the gateway cannot read: it answers a structured error and counts it."""
+    bus = await observe(stack)
+    try:
+        reply = await bus.request_raw(bus.subjects.generate("rules").subject, b"\xff{", timeout=10)
+    finally:
+        await bus.close()
+    assert json.loads(reply)["error"]["code"] == "not_json"
+
+
+async def parked_and_approved(stack: Supervisor, scripts_dir: Path) -> tuple[str, str]:
+    """A run that refuses an unknown tool, offloads a large shell output, parks for an
+    operator, is approved over the approvals API and ends; its id and trace id."""
+    turns: list[Turn] = [
+        [call("no_such_tool"), call("shell", command="seq 1 30000"), USAGE],
+        [call(CONFIRMED_TOOL, **CONVERT), USAGE],
+        [{"kind": "chunk", "text": "converted"}, USAGE],
+    ]
+    model = write_script(scripts_dir, turns)
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("observe", provider="scripted", model=model, agent="ops")
+        events = []
+        async for event in client.events(accepted.run_id):
+            events.append(event)
+            if event.kind == "tool.approval_needed":
+                break
+        async with httpx.AsyncClient(timeout=10) as http:
+            decided = await http.post(
+                f"{stack.child('approvals').url}/v1/approvals/{event.data['approval_id']}/decision",
+                json={"decision": "allow_once"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+        assert decided.status_code == 200, decided.text
+        events += [e async for e in client.events(accepted.run_id, after=events[-1].seq)]
+    assert events[-1].kind == "run.end"
+    assert events[-1].data["status"] == "completed", events[-1].data
+    return accepted.run_id, str(events[0].data["trace_id"])
+
+
+@pytest.fixture(scope="module")
+async def workload(receiver_server: Receiver, stack: Supervisor, scripts_dir: Path) -> Workload:
+    await poll_everything(stack)
+    await refused_on_the_bus(stack)
+    run_id, trace_id = await parked_and_approved(stack, scripts_dir)
+
+    def whole() -> bool:
+        services = {s.service for s in receiver_server.spans if s.trace_id == trace_id}
+        return {f"tether-{name}" for name in SERVICE_NAMES} <= services
+
+    # Each service exports in order of ending: its spans of the run, which came after the
+    # polls, arriving means its polls' spans (were there any) have arrived too.
+    assert await eventually(whole), "the run's trace never reached every service"
+    async with httpx.AsyncClient(timeout=10) as client:
+        scrapes = {
+            name: (await client.get(f"{stack.child(name).url}/metrics")).text
+            for name in SERVICE_NAMES
+        }
+    return Workload(run_id, trace_id, scrapes)
+
+
+def segments(spans: list[SpanRecord], run_id: str) -> list[SpanRecord]:
+    return [s for s in spans if s.name == "run" and s.attributes.get("tether.run_id") == run_id]
+
+
+def root_of(span: SpanRecord, by_id: dict[str, SpanRecord]) -> SpanRecord:
+    while span.parent_id:
+        span = by_id[span.parent_id]
+    return span
+
+
+async def test_a_run_parked_for_an_approval_stays_one_trace(
+    workload: Workload, receiver_server: Receiver
+) -> None:
+    spans = receiver_server.spans
+    assert await eventually(lambda: len(segments(spans, workload.run_id)) >= 2)
+    started, resumed = segments(spans, workload.run_id)[:2]
+    by_id = {s.span_id: s for s in spans}
+    # Both segments hang from the request that started the run, in its trace.
+    assert started.trace_id == resumed.trace_id == workload.trace_id
+    assert started.parent_id == resumed.parent_id
+    assert root_of(started, by_id).name == "POST /v1/runs"
+    # The resumption links to what caused it: the operator's decision, in its own trace.
+    (link,) = resumed.links
+    assert by_id[link].trace_id != workload.trace_id
+    in_trace = [s for s in spans if s.trace_id == workload.trace_id]
+    assert any(s.name == "approval.wait" for s in in_trace)
+    generations = [s for s in in_trace if s.service == "tether-gateway" and "generate" in s.name]
+    assert len(generations) == 3  # before the park, the parked call's turn, after it
+
+
+async def test_reads_start_no_trace(workload: Workload, receiver_server: Receiver) -> None:
+    roots = [s for s in receiver_server.spans if not s.parent_id]
+    assert any(s.name == "POST /v1/runs" for s in roots)  # server spans are exported
+    reads = sorted({f"{s.service} {s.name}" for s in roots if s.name.split()[0] in READ_METHODS})
+    assert not reads, f"reads that started a trace: {reads}"
+
+
+async def test_a_sub_agent_and_its_parents_resumption_stay_in_the_parents_trace(
+    receiver_server: Receiver, stack: Supervisor, scripts_dir: Path
+) -> None:
+    turns: list[Turn] = [[call("run_agent", task="clock", tools=["current_time"])], say("back")]
+    helpers: dict[str, list[Turn]] = {"clock": [[call("current_time")], say("noon")]}
+    model = write_script(scripts_dir, turns, helpers)
+    async with TetherClient(stack.child("brain").url) as client:
+        accepted = await client.start_run("delegate", provider="scripted", model=model)
+        events = [e async for e in client.events(accepted.run_id)]
+    assert events[-1].data["status"] == "completed"
+    (child_id,) = [e.data["child_run_id"] for e in events if e.kind == "agent.start"]
+    spans = receiver_server.spans
+    assert await eventually(
+        lambda: len(segments(spans, accepted.run_id)) >= 2 and bool(segments(spans, child_id))
+    )
+    parent_runs, child_runs = segments(spans, accepted.run_id), segments(spans, child_id)
+    by_id = {s.span_id: s for s in spans}
+    trace_id = str(events[0].data["trace_id"])
+    assert {s.trace_id for s in parent_runs + child_runs} == {trace_id}
+    for child in child_runs:
+        assert by_id[child.parent_id].name == "run_agent"  # the parent's tool call
+
+
+async def test_a_run_taken_over_by_another_replica_stays_one_trace(
+    receiver_server: Receiver, stack: Supervisor, scripts_dir: Path
+) -> None:
+    doomed = stack.add_replica("brain")
+    await stack.start_child(doomed)
+    await stack.wait_ready(children=[doomed])
+    slow_second_turn: list[Turn] = [
+        [call("current_time", timezone="Asia/Tokyo")],
+        [{"pause_s": 2.0}, {"kind": "chunk", "text": "done after the crash"}],
+    ]
+    model = write_script(scripts_dir, slow_second_turn)
+    async with TetherClient(doomed.url) as client:
+        accepted = await client.start_run("time in Tokyo", provider="scripted", model=model)
+        before = []
+        async for event in client.events(accepted.run_id):
+            before.append(event)
+            if event.kind == "tool.result":
+                break
+    trace_id = str(before[0].data["trace_id"])
+    spans = receiver_server.spans
+    # The doomed replica's first step reached the receiver; its second is under way.
+    assert await eventually(lambda: any(s.trace_id == trace_id and s.name == "step" for s in spans))
+    assert doomed.proc is not None
+    doomed.proc.kill()
+
+    async with TetherClient(stack.child("brain").url) as client:
+        after = [e async for e in client.events(accepted.run_id, after=before[-1].seq)]
+    assert after[-1].data["status"] == "completed"
+    assert await eventually(lambda: bool(segments(spans, accepted.run_id)))
+    (taken_over,) = segments(spans, accepted.run_id)  # the doomed one's never ended
+    by_id = {s.span_id: s for s in spans}
+    assert taken_over.trace_id == trace_id
+    assert root_of(taken_over, by_id).name == "POST /v1/runs"  # on the doomed replica
+    steps = [s for s in spans if s.trace_id == trace_id and s.name == "step"]
+    assert {s.parent_id == taken_over.span_id for s in steps} == {True, False}  # both replicas
+
+
+def panel_targets() -> list[tuple[str, str]]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    return [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p["targets"]]
+
+
+def scraped(workload: Workload) -> list[Sample]:
+    return [
+        sample
+        for text in workload.scrapes.values()
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+@pytest.mark.parametrize(("title", "expr"), panel_targets(), ids=lambda v: str(v)[:60])
+def test_every_dashboard_panel_has_data_in_the_services_scrapes(
+    workload: Workload, title: str, expr: str
+) -> None:
+    """Each series a panel's query reads is in some service's `/metrics`, carrying the
+    labels the query groups by and matches on, and (but for `ZERO_IS_DATA`) not zero."""
+    samples = scraped(workload)
+    grouped = {
+        label.strip()
+        for labels in re.findall(r"\bby \(([^)]*)\)", expr)
+        for label in labels.split(",")
+    }
+    for name, matchers in re.findall(r"\b(tether_\w+)(\{[^}]*\})?", expr):
+        wanted = dict(re.findall(r'(\w+)="([^"]*)"', matchers))
+        found = [
+            s
+            for s in samples
+            if s.name == name
+            and grouped <= s.labels.keys()
+            and all(s.labels.get(k) == v for k, v in wanted.items())
+        ]
+        assert found, f"{title}: no {name}{matchers} with labels {sorted(grouped)}"
+        if name not in ZERO_IS_DATA:
+            assert any(s.value > 0 for s in found), f"{title}: {name} is all zero"
+
+
+@pytest.mark.parametrize("service", SERVICE_NAMES)
+def test_metrics_carry_no_run_or_tenant_data(workload: Workload, service: str) -> None:
+    """Every label of our series is one its instrument's spec allows (no id, tenant or
+    argument), and nothing of the run shows."""
+    text = workload.scrapes[service]
+    assert workload.run_id not in text
+    assert workload.trace_id not in text
+    allowed = {series: set(spec.attributes) for spec in SPECS for series in spec.prometheus_series}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in allowed:
+                ours = {k for k in sample.labels if not k.startswith("otel_scope_") and k != "le"}
+                assert ours <= allowed[sample.name], (sample.name, sample.labels)

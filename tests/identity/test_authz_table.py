@@ -7,6 +7,10 @@ token → anything but 401/403.
 Routes come from the running services' `/openapi.json` (paths × methods), never from a
 list here, so a route added later without authorisation fails this test; only
 `PUBLIC` may answer an anonymous caller.
+
+Agents by tenant (`AGENT_TABLE`): for each caller, which agents it may start a run of,
+read, and be offered by the faces (`/v1/models`, the MCP tool list): its tenant's own,
+shared ones, the built-in default; never another tenant's (the default one's included).
 """
 
 from __future__ import annotations
@@ -22,13 +26,25 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tether_common.bus import Bus
+from shipped import as_client, observe
 from tether_common.identity import bearer_headers
 from tether_common.settings import CommonSettings
 from tether_common.subjects import QUEUE_BRAIN
+from tether_common.supervisor import SERVICES as ALL_SERVICES
 from tether_common.supervisor import Supervisor
-from tether_common.testing.authz import World, build_world, error_code, leaks, stack_env
+from tether_common.testing.authz import (
+    PRIVILEGED,
+    World,
+    bearer,
+    build_world,
+    error_code,
+    leaks,
+    stack_env,
+)
 
 pytestmark = pytest.mark.e2e
 SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills
@@ -60,8 +76,12 @@ def stack_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-async def world(stack: Supervisor, nats_url: str) -> World:
-    return await build_world(stack, nats_url)
+async def world(stack: Supervisor) -> World:
+    bus = await observe(stack)
+    try:
+        return await build_world(stack, bus)
+    finally:
+        await bus.close()
 
 
 def rows_of(service: str, document: dict[str, Any]) -> list[Row]:
@@ -78,7 +98,8 @@ async def table(world: World, stack: Supervisor) -> list[Row]:
     rows: list[Row] = []
     async with httpx.AsyncClient(timeout=30) as http:
         for service in SERVICES:
-            document = (await http.get(f"{stack.child(service).url}/openapi.json")).json()
+            url = f"{stack.child(service).url}/openapi.json"
+            document = (await http.get(url, headers=world.headers("admin"))).json()
             rows += rows_of(service, document)
     return rows
 
@@ -92,7 +113,7 @@ def concrete(row: Row, world: World, *, made_up: bool = False) -> str:
         "run_id": world.runs["alice"],
         "ref": world.output_a,
         "name": world.skill_a,
-        "agent_id": "default",
+        "agent_id": world.agent_a,
         "token_id": "tok_00000000000000000000",
         "approval_id": "apr_00000000000000000000",
     }
@@ -204,9 +225,9 @@ async def test_the_right_token_is_let_through(
     assert not problems, "\n".join(problems)
 
 
-async def test_every_client_subject_checks_its_caller(world: World, nats_url: str) -> None:
+async def test_every_client_subject_checks_its_caller(world: World, stack: Supervisor) -> None:
     """The brain's client subjects over NATS: the same three callers, the same rules."""
-    bus = await Bus.connect(nats_url, service="authz-table-nats", subjects=world.subjects)
+    bus = await as_client(stack)  # as an API client connects
     candidates = {
         "run_id": world.runs["alice"],
         "thread_id": "thr_none",  # no thread is anyone's: the caller is checked first
@@ -268,8 +289,9 @@ async def test_a_route_without_authorisation_fails_the_table(world: World) -> No
     assert len(problems) == 3
 
 
-# FastAPI's own documentation routes: public, and outside the OpenAPI document.
-DOCS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+# The OpenAPI document itself: outside the document, for any valid token
+# (`test_the_api_documents_need_a_token`).
+DOCS = {"/openapi.json"}
 # Public pages outside the document: the approvals console's and the runs console's
 # static pages (they hold no data; they ask for a token, then use the authenticated API).
 PAGES = {"approvals": {"/"}, "brain": {"/console"}}
@@ -308,3 +330,161 @@ def test_no_route_hides_from_the_table(
     documented = set(app.openapi()["paths"])
     assert route_paths(list(app.routes)) - documented <= DOCS | PAGES.get(service, set())
     assert documented - route_paths(list(app.routes)) == set()
+
+
+# FastAPI's documentation pages (their scripts come from a CDN) and the document they read.
+DOC_PATHS = ("/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
+
+
+@pytest.mark.parametrize("service", [spec.name for spec in ALL_SERVICES])
+async def test_the_api_documents_need_a_token(
+    world: World, stack: Supervisor, service: str
+) -> None:
+    """Every service: no documentation page for anyone, the OpenAPI document for a valid
+    token of any tenant or role, and for nobody else."""
+    base = stack.child(service).url
+    async with httpx.AsyncClient(timeout=30) as http:
+        for path in DOC_PATHS:
+            for headers in ({}, bearer("tth_not-a-token")):
+                answer = await http.get(base + path, headers=headers)
+                assert answer.status_code in (401, 404), (path, headers, answer.text[:200])
+                assert "<script" not in answer.text
+        for page in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+            assert (await http.get(base + page, headers=world.headers("admin"))).status_code == 404
+        for who in ("admin", "bob"):
+            document = await http.get(base + "/openapi.json", headers=world.headers(who))
+            assert document.status_code == 200, (who, document.text[:200])
+            assert "/healthz" in document.json()["paths"]
+
+
+# ---- agents per tenant: using one, `/v1/models` and the MCP tool list ----------------
+
+# The agents the table names: the built-in default, tenant A's own, the default tenant's
+# own (which writes without asking: issue 28.4's `rtw`), one an admin shared, and the
+# settings' seed `privileged` (shared by the settings).
+AGENT_KINDS = ("builtin", "own_a", "custom", "shared", "privileged")
+# For each caller and agent: (starting a run of it, reading it). A run's 201 means the
+# faces offer it too (`/v1/models`, `/v1/models/{id}`, the MCP tool list); anything else
+# means they do not. 404s are word for word those for an id nobody has.
+AGENT_TABLE: dict[str, dict[str, tuple[int, int]]] = {
+    "opa": {
+        "builtin": (201, 200),
+        "own_a": (201, 200),
+        "custom": (404, 404),
+        "shared": (201, 200),
+        "privileged": (201, 200),
+    },
+    "alice": {  # a client: the configured default agent only; reads no agents
+        "builtin": (201, 403),
+        "own_a": (403, 403),
+        "custom": (404, 403),
+        "shared": (403, 403),
+        "privileged": (403, 403),
+    },
+    "opb": {
+        "builtin": (201, 200),
+        "own_a": (404, 404),
+        "custom": (404, 404),
+        "shared": (201, 200),
+        "privileged": (201, 200),
+    },
+    "bob": {
+        "builtin": (201, 403),
+        "own_a": (404, 403),
+        "custom": (404, 403),
+        "shared": (403, 403),
+        "privileged": (403, 403),
+    },
+    "admin": {  # of the default tenant: its runs are that tenant's, as anyone's
+        "builtin": (201, 200),
+        "own_a": (404, 200),
+        "custom": (201, 200),
+        "shared": (201, 200),
+        "privileged": (201, 200),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+async def agent_names(world: World) -> dict[str, str]:
+    suffix = world.mark_a[-8:].lower()
+    names = {
+        "builtin": "default",
+        "own_a": world.agent_a,
+        "custom": f"rtw-{suffix}",
+        "shared": f"shared-{suffix}",
+        "privileged": PRIVILEGED,
+    }
+    async with httpx.AsyncClient(base_url=world.brain, timeout=30) as http:
+        for kind, body in (
+            ("custom", {"grants": ["file_write#noapproval"]}),
+            ("shared", {"shared": True}),
+        ):
+            made = await http.post(
+                "/v1/agents", json={"id": names[kind]} | body, headers=world.headers("admin")
+            )
+            assert made.status_code == 201, made.text
+    return names
+
+
+async def mcp_tools(world: World, who: str) -> set[str]:
+    """The tool names the MCP face lists for `who` (one per agent it may run)."""
+    http = create_mcp_http_client(headers=world.headers(who))
+    async with (
+        http,
+        streamable_http_client(f"{world.brain}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        return {tool.name for tool in (await session.list_tools()).tools}
+
+
+def no_oracle(response: httpx.Response, ghost: httpx.Response, name: str) -> str | None:
+    """Why a 404 for `name` differs from the one for an id nobody has (None: it does not)."""
+    said, said_ghost = response.json()["error"], ghost.json()["error"]
+    if ghost.status_code != 404 or said["code"] != said_ghost["code"]:
+        return f"{response.status_code} {said} vs {ghost.status_code} {said_ghost}"
+    if said["message"].replace(name, "?") != said_ghost["message"].replace("nobody0", "?"):
+        return f"{said['message']!r} vs {said_ghost['message']!r}"
+    return None
+
+
+@pytest.mark.parametrize("who", sorted(AGENT_TABLE))
+async def test_agents_serve_their_own_tenant_and_shared_ones_everyone(
+    world: World, agent_names: dict[str, str], who: str
+) -> None:
+    problems: list[str] = []
+    models_seen, tools_seen = set(), await mcp_tools(world, who)
+    async with httpx.AsyncClient(
+        base_url=world.brain, timeout=30, headers=world.headers(who)
+    ) as http:
+        models = await http.get("/v1/models")
+        assert models.status_code == 200, models.text
+        models_seen = {m["id"] for m in models.json()["data"]}
+        for kind in AGENT_KINDS:
+            name, (runs, reads) = agent_names[kind], AGENT_TABLE[who][kind]
+            offered = runs == 201
+            started = await http.post(
+                "/v1/runs", json={"prompt": "hi", "agent": name, "max_steps": 1}
+            )
+            read = await http.get(f"/v1/agents/{name}")
+            card = await http.get(f"/v1/models/{name}")
+            got = (started.status_code, read.status_code)
+            if got != (runs, reads):
+                problems.append(f"{who} {kind}: run, read {got}, expected {(runs, reads)}")
+            if (card.status_code == 200) != offered or (name in models_seen) != offered:
+                problems.append(
+                    f"{who} {kind}: /v1/models {card.status_code}, listed {not offered}"
+                )
+            if (name in tools_seen) != offered:
+                problems.append(f"{who} {kind}: in the MCP tool list: {not offered}")
+            for response, ghost_path, body in (
+                (started, "/v1/runs", {"prompt": "hi", "agent": "nobody0", "max_steps": 1}),
+                (read, "/v1/agents/nobody0", None),
+                (card, "/v1/models/nobody0", None),
+            ):
+                if response.status_code == 404:
+                    ghost = await http.request("POST" if body else "GET", ghost_path, json=body)
+                    if (why := no_oracle(response, ghost, name)) is not None:
+                        problems.append(f"{who} {kind} {ghost_path}: {why}")
+    assert not problems, "\n".join(problems)

@@ -6,6 +6,7 @@ tenant; the same call by the rightful principal succeeds (so every check can fai
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from shipped import as_client, observe
 from tether_client import TetherClient
-from tether_common.bus import Bus
 from tether_common.identity import bearer_headers
 from tether_common.messages.base import encode
 from tether_common.messages.runs import GetRun, ListRuns, QueueMessage, StartRun, StopRun
@@ -33,8 +34,12 @@ def stack_extra_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-async def world(stack: Supervisor, nats_url: str) -> World:
-    return await build_world(stack, nats_url)
+async def world(stack: Supervisor) -> World:
+    bus = await observe(stack)
+    try:
+        return await build_world(stack, bus)
+    finally:
+        await bus.close()
 
 
 @pytest.fixture
@@ -212,11 +217,11 @@ async def test_sub_agents_inherit_tenant_and_owner(
         assert other.status_code == 404
 
 
-async def test_over_nats_the_same_rules_hold(world: World, nats_url: str) -> None:
+async def test_over_nats_the_same_rules_hold(world: World, stack: Supervisor) -> None:
     """Each client subject: no token or a forged one is `unauthenticated`; bob (tenant
     B) gets `not_found`/`forbidden` for alice's run, a listing without it, and never a
     byte of tenant A; alice reads her own run."""
-    bus = await Bus.connect(nats_url, service="authz-nats-test", subjects=world.subjects)
+    bus = await as_client(stack)  # as an API client connects
     s, run = world.subjects, world.runs["alice"]
     requests: list[tuple[str, BaseModel]] = [
         (s.run_get.subject, GetRun(run_id=run)),
@@ -325,3 +330,182 @@ async def test_the_output_store_download_is_for_admins(world: World) -> None:
         admin = await http.get(url, headers=world.headers("admin"))
         assert admin.status_code == 200
         assert admin.text.startswith(f"{world.mark_a} output")
+
+
+# ---- agents: each tenant's own; sharing is an admin's (issue 28.4) ---------------------
+
+
+async def admin_agent(http: httpx.AsyncClient, world: World, name: str, **fields: Any) -> None:
+    """An agent of the default tenant (unless `fields` name another), made by the admin."""
+    made = await http.post("/v1/agents", json={"id": name} | fields, headers=world.headers("admin"))
+    assert made.status_code == 201, made.text
+
+
+def same_answer(response: httpx.Response, ghost: httpx.Response, name: str, never: str) -> None:
+    """404, word for word the answer for an agent nobody has."""
+    assert response.status_code == ghost.status_code == 404, (response.text, ghost.text)
+    said, said_ghost = response.json()["error"], ghost.json()["error"]
+    assert said["code"] == said_ghost["code"]
+    assert said["message"].replace(name, "?") == said_ghost["message"].replace(never, "?")
+
+
+async def until_asked(client: TetherClient, run_id: str) -> tuple[str, list[Any]]:
+    """The run's events up to its first approval request (the request's id), or its end."""
+    seen = []
+    async for event in client.events(run_id):
+        seen.append(event)
+        if event.kind == "tool.approval_needed":
+            return str(event.data["approval_id"]), seen
+    return "", seen
+
+
+async def test_another_tenants_agent_is_nobody_elses(
+    http: httpx.AsyncClient, world: World, scripts_dir: Path
+) -> None:
+    """The default tenant's own `rtw` (which writes without asking) is not tenant A's to
+    run (HTTP, the OpenAI face, a thread), read, list or learn about; A makes its own
+    `rtw` (no 409 telling it the id is taken), and that is the one A's runs use."""
+    suffix = uuid.uuid4().hex[:6]
+    rtw, never = f"rtw-{suffix}", f"nvr-{suffix}"
+    await admin_agent(http, world, rtw, grants=["file_write#noapproval"])
+    for who in ("opa", "alice", "opb"):
+        headers = world.headers(who)
+        attempts: list[tuple[str, str, dict[str, Any] | None]] = [
+            ("POST", "/v1/runs", {"prompt": "write it", "agent": rtw}),
+            ("POST", "/v1/threads", {"agent": rtw}),
+            ("GET", f"/v1/agents/{rtw}", None),
+            ("GET", f"/v1/agents/{rtw}?tenant=default", None),
+            ("PUT", f"/v1/agents/{rtw}?tenant=default", {"tenant": "default", "version": 1}),
+            ("DELETE", f"/v1/agents/{rtw}?tenant=default", None),
+            ("GET", f"/v1/agents/{rtw}/tool-catalog", None),
+            ("PUT", f"/v1/agents/{rtw}/grants", {"grants": []}),
+            ("GET", f"/v1/models/{rtw}", None),
+        ]
+        for method, path, body in attempts:
+            response = await http.request(method, path, json=body, headers=headers)
+            ghost_body = json.loads(json.dumps(body).replace(rtw, never))
+            ghost_path = path.replace(rtw, never)
+            ghost = await http.request(method, ghost_path, json=ghost_body, headers=headers)
+            if response.status_code == 403 and who == "alice":  # a client never may
+                assert ghost.status_code == 403, (path, ghost.text)
+                continue
+            same_answer(response, ghost, rtw, never)
+        chat = {"model": rtw, "messages": [{"role": "user", "content": "hi"}]}
+        completion = await http.post("/v1/chat/completions", json=chat, headers=headers)
+        assert completion.status_code in (403, 404), completion.text
+        models = await http.get("/v1/models", headers=headers)
+        assert rtw not in models.text
+        listing = await http.get("/v1/agents", headers=headers)
+        assert rtw not in listing.text
+    # Tenant A's own `rtw`: created (the id is A's to use), and A's runs use it: the
+    # write asks, as A's agent (no waiver) says.
+    own = {"id": rtw, "tenant": world.tenant_a, "grants": []}
+    made = await http.post("/v1/agents", json=own, headers=world.headers("opa"))
+    assert made.status_code == 201, made.text
+    again = await http.post("/v1/agents", json=own, headers=world.headers("opa"))
+    assert again.status_code == 409  # its own tenant's, it may know about
+    # Aiming at another tenant says nothing of what is there: the same for a taken id.
+    for name in (rtw, never):
+        aimed = await http.post(
+            "/v1/agents", json={"id": name, "tenant": "default"}, headers=world.headers("opa")
+        )
+        assert aimed.status_code == 403, aimed.text
+    model = write_script(
+        scripts_dir, [[call("file_write", path=f"{suffix}.txt", content="x")], say("done")]
+    )
+    async with TetherClient(world.brain, token=world.tokens["opa"]) as client:
+        accepted = await client.start_run("write", agent=rtw, provider="scripted", model=model)
+        asked, seen = await until_asked(client, accepted.run_id)
+        await client.stop_run(accepted.run_id)
+    assert asked, [e.kind for e in seen]
+    assert not [d for d in event_data(seen, "tool.result") if d.get("ok")]
+    # The default tenant's `rtw` is untouched, and still its own.
+    theirs = await http.get(f"/v1/agents/{rtw}", headers=world.headers("admin"))
+    assert (theirs.json()["tenant"], theirs.json()["grants"]) == (
+        "default",
+        ["file_write#noapproval"],
+    )
+
+
+async def test_only_an_admin_shares_and_a_shared_agent_is_read_only_elsewhere(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    name = f"helper-{suffix}"
+    opd = await http.post(
+        "/v1/tokens",
+        json={"name": f"opd-{suffix}", "role": "operator", "tenant": "default"},
+        headers=world.headers("admin"),
+    )
+    default_operator = {"Authorization": f"Bearer {opd.json()['token']}"}
+    # Operators share nothing, in their own tenant or the default one, and never change
+    # what the built-in default agent (every tenant's) may do.
+    for headers, tenant in ((world.headers("opa"), world.tenant_a), (default_operator, "default")):
+        shared = {"id": f"x{suffix}", "tenant": tenant, "shared": True}
+        refused = await http.post("/v1/agents", json=shared, headers=headers)
+        assert refused.status_code == 403, refused.text
+    changes: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("PUT", "/v1/agents/default", {"grants": ["file_write#noapproval"]}),
+        ("PUT", "/v1/agents/default/grants", {"grants": ["file_write#noapproval"]}),
+    ]
+    for method, path, body in changes:
+        refused = await http.request(method, path, json=body, headers=default_operator)
+        assert refused.status_code == 403, (path, refused.text)
+    await admin_agent(http, world, name, shared=True, grants=["calculate"])
+    # One shared agent per id: a second would make the id name two agents.
+    second = {"id": name, "tenant": world.tenant_b, "shared": True}
+    clash = await http.post("/v1/agents", json=second, headers=world.headers("admin"))
+    assert clash.status_code == 409, clash.text
+    for who in ("opa", "opb"):
+        headers = world.headers(who)
+        read = await http.get(f"/v1/agents/{name}", headers=headers)
+        assert (read.status_code, read.json()["shared"]) == (200, True), read.text
+        listed = (await http.get("/v1/agents", headers=headers)).json()["agents"]
+        assert [a["shared"] for a in listed if a["id"] == name] == [True]
+        writes: list[tuple[str, str, dict[str, Any] | None]] = [
+            ("PUT", f"/v1/agents/{name}", {"tenant": "default", "shared": True, "grants": []}),
+            ("PUT", f"/v1/agents/{name}?tenant=default", {"tenant": "default", "grants": []}),
+            ("DELETE", f"/v1/agents/{name}", None),
+            ("PUT", f"/v1/agents/{name}/grants", {"grants": ["file_write#noapproval"]}),
+        ]
+        for method, path, body in writes:
+            refused = await http.request(method, path, json=body, headers=headers)
+            assert refused.status_code == 404, (who, path, refused.text)
+        started = await http.post(
+            "/v1/runs", json={"prompt": "2+2?", "agent": name}, headers=headers
+        )
+        assert started.status_code == 201, started.text
+    kept = await http.get(f"/v1/agents/{name}", headers=world.headers("admin"))
+    assert (kept.json()["version"], kept.json()["grants"]) == (1, ["calculate"])
+
+
+async def test_a_run_loses_an_agent_unshared_while_it_waits(
+    http: httpx.AsyncClient, world: World, scripts_dir: Path
+) -> None:
+    """Tenant A's run of a shared agent is waiting for a decision when the admin unshares
+    the agent: the decision applies nothing; the run ends `agent_unavailable`."""
+    suffix = uuid.uuid4().hex[:6]
+    name = f"lent-{suffix}"
+    await admin_agent(http, world, name, shared=True)
+    model = write_script(
+        scripts_dir, [[call("file_write", path=f"{suffix}.txt", content="x")], say("done")]
+    )
+    async with TetherClient(world.brain, token=world.tokens["opa"]) as client:
+        accepted = await client.start_run("write", agent=name, provider="scripted", model=model)
+        asked, _ = await until_asked(client, accepted.run_id)
+        assert asked
+        unshared = await http.put(
+            f"/v1/agents/{name}", json={"tenant": "default"}, headers=world.headers("admin")
+        )
+        assert (unshared.status_code, unshared.json()["shared"]) == (200, False), unshared.text
+        decided = await http.post(
+            f"{world.approvals}/v1/approvals/{asked}/decision",
+            json={"decision": "allow_once"},
+            headers=world.headers("opa"),
+        )
+        assert decided.status_code == 200, decided.text
+        events = [e async for e in client.events(accepted.run_id)]
+    (end,) = event_data(events, "run.end")
+    assert end["status"] == "failed"
+    assert str(end["stop_reason"]).startswith("agent_unavailable"), end
+    assert not event_data(events, "tool.result")

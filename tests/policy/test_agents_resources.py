@@ -439,14 +439,16 @@ async def test_who_may_read_and_change_agents_and_policy(brains: Brains) -> None
             assert await call(method, f"/v1/agents/{mine}", stranger, **kw) == 404
         seen = (await http.get("/v1/agents", headers=operator)).json()["agents"]
         assert mine in {a["id"] for a in seen}
-        assert {a["tenant"] for a in seen} == {tenant}
+        assert {a["tenant"] for a in seen if not a["shared"]} == {tenant}  # + shared ones
         # An operator may not move an agent out of its tenant.
         moved = body | {"tenant": elsewhere}
         assert await call("PUT", f"/v1/agents/{mine}", operator, json=moved) == 403
 
         # The owner: its own agent only, and not the operators' fields.
         assert [
-            a["id"] for a in (await http.get("/v1/agents", headers=owner)).json()["agents"]
+            a["id"]
+            for a in (await http.get("/v1/agents", headers=owner)).json()["agents"]
+            if not a["shared"]
         ] == [mine]
         assert await call("GET", f"/v1/agents/{theirs}", owner) == 404
         narrowed = body | {"grants": ["calculate", "convert_time"], "mode": "read-only"}
@@ -532,6 +534,36 @@ async def test_cli_apply_show_list_delete(
     assert code == 0
     code, _ = await tether(capsys, "agents", "show", name)
     assert code == 5  # not found
+
+
+async def test_cli_one_id_in_two_tenants_and_sharing(
+    brains: Brains,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """An id is unique per tenant: the same id applied in two tenants is two agents, each
+    shown and deleted with `--tenant`; an admin's `shared: true` is listed as shared."""
+    monkeypatch.setenv("TETHER_API_URL", brains.a)
+    monkeypatch.setenv("TETHER_TOKEN", OPERATOR_TOKEN)
+    name = f"res-twice-{uuid.uuid4().hex[:6]}"
+    for tenant, extra in (("res1", "shared: true\n"), ("res2", "")):
+        document = tmp_path / f"{tenant}.yaml"
+        document.write_text(f"id: {name}\ntenant: {tenant}\n{extra}grants:\n  - calculate\n")
+        code, out = await tether(capsys, "agents", "apply", "-f", str(document))
+        assert (code, out.split(":")[0]) == (0, "created"), out
+    code, out = await tether(capsys, "agents", "list")
+    mine = sorted(line.split()[2::4] for line in out.splitlines() if line.startswith(name))
+    assert mine == [["res1", "shared"], ["res2", "-"]], out
+    code, _ = await tether(capsys, "agents", "show", name)
+    assert code == 2  # in two tenants: which one is for the admin to say
+    code, out = await tether(capsys, "agents", "show", name, "--tenant", "res2", "-o", "json")
+    assert (code, json.loads(out)["tenant"], json.loads(out)["shared"]) == (0, "res2", False)
+    for tenant in ("res1", "res2"):
+        code, _ = await tether(capsys, "agents", "delete", name, "--tenant", tenant)
+        assert code == 0
+    code, _ = await tether(capsys, "agents", "show", name, "--tenant", "res1")
+    assert code == 5
 
 
 async def stored_limits(database_url: str, run_id: str) -> dict[str, Any]:

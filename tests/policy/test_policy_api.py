@@ -63,6 +63,9 @@ async def decide(stack: Supervisor, approval_id: str, decision: str, auth: dict[
         ),
         ("shell", {"command": "rm -rf /"}, {}, "deny", "deny_listed"),
         ("file_read", {"path": ".env"}, {}, "deny", "path_denied"),
+        # The default agent reads the workspace without asking (issue 27).
+        ("file_read", {"path": "notes.txt"}, {}, "allow", None),
+        ("file_list", {}, {}, "allow", None),
         (ORG_DENIED, {"pattern": "x"}, {}, "deny", "org_denied"),
         ("calculate", {"expression": "1"}, {"agent": "locked"}, "deny", "not_granted"),
         (
@@ -125,7 +128,8 @@ async def test_tool_catalog_shows_grants_rules_and_problems(policy_url: str) -> 
     assert (tools["shell"]["granted"], tools["shell"]["rule"]) == (True, "shell")
     assert tools["calculate"]["granted_by"] == "scope"
     assert not tools["calculate"]["needs_grant"]
-    assert (tools["file_read"]["granted"], tools["file_read"]["needs_grant"]) == (False, True)
+    read = tools["file_read"]
+    assert (read["granted"], read["granted_by"], read["needs_grant"]) == (True, "scope", False)
     assert tools[ORG_DENIED]["blocked"] == "org_denied"
     assert not tools[ORG_DENIED]["granted"]
     assert tools[CONFIRMED]["confirm"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 
-from chromium_browser import chromium, sign_in, wait_for
+from chromium_browser import chromium, sign_in, texts_of, wait_for
 from tether_brain.persistence import trail
 from tether_client import TetherClient
 from tether_client.cli import main
@@ -277,7 +279,7 @@ async def test_the_cli_shows_the_change_set_escaped(
     assert code == 0
     assert "approving applies exactly these changes (1;" in out
     assert "created cli.txt" in out
-    assert "+title\\x1b[2J\\x1b[31mred" in out
+    assert "+title⟨U+001B⟩[2J⟨U+001B⟩[31mred" in out
     assert "\x1b" not in out
 
     monkeypatch.setattr(sys, "stdin", Terminal())
@@ -286,7 +288,7 @@ async def test_the_cli_shows_the_change_set_escaped(
     )
     assert sent == "deny"
     out = capsys.readouterr().out
-    assert "+title\\x1b[2J\\x1b[31mred" in out
+    assert "+title⟨U+001B⟩[2J⟨U+001B⟩[31mred" in out
     assert "\x1b" not in out
     status, _ = await finish(stack, run_id)
     assert status == "completed"
@@ -324,3 +326,72 @@ async def test_the_runs_console_shows_the_change_set_on_the_card(
     await decide(stack, card["approval_id"], "deny")
     status, _ = await finish(stack, run_id)
     assert status == "completed"
+
+
+TETHER = Path(sys.executable).parent / "tether"
+BIDI_NAME = "invoice\u202egpj.sh"  # reads "invoicehs.jpg" when the RLO is not shown
+BIDI_SHOWN = "invoice⟨U+202E⟩gpj.sh"
+
+
+def tether(stack: Supervisor, home: Path, *argv: str) -> str:
+    """The `tether` binary against the stack: its standard output (it must succeed)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_")} | {
+        "TETHER_HOME": str(home),
+        "TETHER_API_URL": stack.child("brain").url,
+        "TETHER_APPROVALS_URL": stack.child("approvals").url,
+        "TETHER_TOKEN": TOKEN,
+        "TETHER_OPERATOR_TOKEN": TOKEN,
+    }
+    done = subprocess.run(
+        [str(TETHER), *argv], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_a_name_with_a_bidi_control_reads_as_what_it_is(
+    stack: Supervisor, scripts_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 28 (8): a staged `invoice\\u202egpj.sh` read `created invoicehs.jpg` on the
+    runs console and the CLI printed the RLO raw. Both consoles, `tether approvals show`
+    (table and JSON) and `tether runs follow` show the code point escaped."""
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [[call("file_write", path=BIDI_NAME, content="#!/bin/sh\necho hi\n")], say("ok")],
+    )
+    [card] = await cards(stack, run_id, 1)
+    entry = f'.card[data-id="{card["approval_id"]}"] .changes .entry'
+
+    def look(url: str) -> str:
+        with chromium(tmp_path / "chromium") as driver:
+            sign_in(driver, url, TOKEN)
+            if url.endswith("/console"):
+                driver.get(f"{url}#/runs/{run_id}")
+            wait_for(driver, entry)
+            (text,) = texts_of(driver, entry)
+            return text
+
+    assert await asyncio.to_thread(look, stack.child("brain").url + "/console") == (
+        f"created {BIDI_SHOWN}"
+    )
+    assert await asyncio.to_thread(look, stack.child("approvals").url) == f"created {BIDI_SHOWN}"
+
+    shown = await asyncio.to_thread(
+        tether, stack, tmp_path, "approvals", "show", card["approval_id"]
+    )
+    assert f"created {BIDI_SHOWN}" in shown
+    assert "\u202e" not in shown
+    as_json = await asyncio.to_thread(
+        tether, stack, tmp_path, "approvals", "show", card["approval_id"], "-o", "json"
+    )
+    assert "\u202e" not in as_json
+    assert json.loads(as_json)["changes"]["entries"][0]["path"] == BIDI_NAME  # the data, exact
+
+    await decide(stack, card["approval_id"], "deny")
+    status, _ = await finish(stack, run_id)
+    assert status == "completed"
+    followed = await asyncio.to_thread(tether, stack, tmp_path, "runs", "follow", run_id)
+    assert f'→ file_write {{"path": "{BIDI_SHOWN}"' in followed
+    assert "\u202e" not in followed
+    assert not (stack_workspace(stack) / BIDI_NAME).exists()

@@ -1,6 +1,10 @@
 """`tether agents list|show ID|apply -f agent.yaml|delete ID`: agents as resources, through
 the brain's `/v1/agents` (the caller's token: `TETHER_TOKEN`, else the operator token).
 
+An agent's id is unique within its tenant: `show` and `delete` address the caller's
+tenant's agent (`--tenant` another, for an admin); `apply` the file's `tenant`. The
+listing says which agents are shared with every tenant (set by an admin: `shared: true`).
+
 `apply` reads one agent (`id` plus its definition) from a YAML or JSON file (`-` is
 standard input) and creates it, or replaces it as it stands: at the file's `version`
 if it has one (a stale file is refused with 409), else at the version just read.
@@ -26,6 +30,10 @@ __all__ = ["app", "apply", "read_document"]
 
 app = typer.Typer(help="Agents as resources: list, show, apply, delete.", no_args_is_help=True)
 AgentId = Annotated[str, typer.Argument(help="The agent's id.", show_default=False)]
+TenantOption = Annotated[
+    str | None,
+    typer.Option("--tenant", help="The agent's tenant (default: yours; an admin's choice)."),
+]
 
 _META = ("id", "version", "source", "changed_by", "changed_at")
 
@@ -50,10 +58,11 @@ def row(agent: AgentView) -> tuple[Any, ...]:
         agent.owner or "-",
         agent.mode,
         len(agent.grants),
+        "shared" if agent.shared else "-",
     )
 
 
-COLUMNS = ["AGENT", "VERSION", "TENANT", "OWNER", "MODE", "GRANTS"]
+COLUMNS = ["AGENT", "VERSION", "TENANT", "OWNER", "MODE", "GRANTS", "SHARED"]
 
 
 def definition(document: dict[str, Any], path: str) -> AgentConfig:
@@ -70,12 +79,13 @@ def definition(document: dict[str, Any], path: str) -> AgentConfig:
 async def apply(client: TetherClient, document: dict[str, Any], path: str) -> tuple[str, AgentView]:
     """Create or replace; returns (`created`|`changed`, the agent as stored)."""
     agent_id, wanted = document["id"], definition(document, path)
+    tenant = document.get("tenant")  # none: the one the id names for the caller
     try:
-        current = await client.get_agent(agent_id)
+        current = await client.get_agent(agent_id, tenant)
     except NotFoundError:
         return "created", await client.create_agent(agent_id, wanted)
     version = document.get("version", current.version)
-    return "changed", await client.replace_agent(agent_id, wanted, version=version)
+    return "changed", await client.replace_agent(agent_id, wanted, version=version, tenant=tenant)
 
 
 @app.command("list")
@@ -93,13 +103,15 @@ async def agents_list(output: OutputOption = Format.table) -> int:
 
 @app.command("show")
 @blocking
-async def agents_show(agent_id: AgentId, output: OutputOption = Format.yaml) -> int:
+async def agents_show(
+    agent_id: AgentId, tenant: TenantOption = None, output: OutputOption = Format.yaml
+) -> int:
     """One agent's whole definition (YAML by default: edit it and `apply` it back).
 
     Example: tether agents show writer > writer.yaml
     """
     async with connect() as client:
-        emit(await client.get_agent(agent_id), output)
+        emit(await client.get_agent(agent_id, tenant), output)
     return 0
 
 
@@ -122,12 +134,12 @@ async def agents_apply(
 
 @app.command("delete")
 @blocking
-async def agents_delete(agent_id: AgentId) -> int:
+async def agents_delete(agent_id: AgentId, tenant: TenantOption = None) -> int:
     """Delete an agent.
 
-    Example: tether agents delete writer
+    Example: tether agents delete writer --tenant team-a
     """
     async with connect() as client:
-        await client.delete_agent(agent_id)
+        await client.delete_agent(agent_id, tenant)
     say(f"deleted: {agent_id}")
     return 0

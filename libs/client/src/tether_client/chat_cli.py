@@ -3,10 +3,14 @@
 Each line you type is the thread's next message (a run with the thread's history); the
 answer is shown as the model writes it (live `delta` text), tool calls and results as
 one line each, and a call that waits for approval as the card `tether run` shows, asked
-inline (an operator token is needed to decide). `/exit` or Ctrl-D ends; Ctrl-C during a
-turn asks whether to stop the run. With standard input not a terminal (`echo question |
-tether chat`), each line is a turn, only the answers go to standard output (tool lines
-to standard error) and nothing is asked: a parked call waits for an operator elsewhere.
+inline (an operator token is needed to decide). `/exit` or Ctrl-D ends (exit 0 unless a
+turn failed; a turn you stopped did not); Ctrl-C during a turn asks whether to stop the
+run. With standard input not a terminal (`echo question | tether chat`), each line is a
+turn, only the answers go to standard output (tool lines to standard error) and nothing
+is asked: a parked call waits for an operator elsewhere (the commands that decide it are
+said). A system that goes away mid-chat (restarted, `tether up` stopped) is waited for:
+a turn posted while nothing answers is sent once it is back, and a turn's stream is
+resumed, each for `RECONNECT_FOR_S`.
 
 The terminal is read on the main thread between turns and approvals, never while a turn
 streams, so Ctrl-C has one meaning at a time; each turn runs on one event loop
@@ -30,20 +34,25 @@ from tether_client.console import err, safe, say, stdout
 from tether_client.endpoints import api_url
 from tether_client.exits import describe
 from tether_client.interrupts import interruptible
-from tether_client.ops_cli import PROMPT, card, send_decision
+from tether_client.ops_cli import PROMPT, card, decide_elsewhere, send_decision
 from tether_client.render import render, style, typed_or_none
 from tether_client.runref import short
+from tether_client.runs_cli import status_now
 from tether_client.session import connect, operator_token, report
+from tether_common.errors import MessageError
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import RunEndEvent, ToolApprovalNeededEvent
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent
-from tether_common.messages.threads import ThreadView
+from tether_common.messages.threads import ThreadTurnAccepted, ThreadView
 
 __all__ = ["chat_command"]
 
 EXIT_WORDS = frozenset({"/exit", "/quit"})
 LINE_CHARS = 200  # a tool line is cut here: the run's events hold the whole of it
-RECONNECT_FOR_S = 60.0  # a dropped stream is resumed for this long
+# How long the system is waited for when it went away (a `tether up` restarted on this
+# machine takes up to a minute or two).
+RECONNECT_FOR_S = 300.0
+RETRY_S = 1.0
 
 
 @dataclass(slots=True)
@@ -57,6 +66,14 @@ class TurnView:
     open_line: bool = False  # text written without its newline yet
     end: RunEndEvent | None = None
     asked: ToolApprovalNeededEvent | None = None
+    stopped_here: bool = False  # the person at this chat stopped it (Ctrl-C, then y)
+
+    @property
+    def failed(self) -> bool:
+        """It ended other than completed, and not because it was stopped here."""
+        assert self.end is not None
+        status = self.end.data.status
+        return status != "completed" and not (self.stopped_here and status == "stopped")
 
 
 class Chat:
@@ -73,7 +90,9 @@ class Chat:
         if not self.interactive:
             return
         thread = self.thread
-        say(f"thread {thread.thread_id} · agent {thread.agent or 'default'}", "bold")
+        model = f" · {thread.provider or 'default provider'} {thread.model or ''}".rstrip()
+        said = f"thread {thread.thread_id} · agent {thread.agent or 'default'}"
+        say(said + (model if thread.provider or thread.model else ""), "bold")
         if thread.turns:
             last = thread.turns[-1]
             say(f"{len(thread.turns)} turn(s) so far; the last: {last.text}", "dim")
@@ -82,11 +101,12 @@ class Chat:
         say("/exit or Ctrl-D ends; Ctrl-C during a turn asks whether to stop it", "dim")
 
     def loop(self) -> int:
-        """Turns until `/exit` or end of input: 0 when every turn completed, else 1."""
+        """Turns until `/exit` or end of input: 0 unless a turn failed (one stopped here
+        did not), else 1."""
         failed = False
         while (text := self.read()) is not None:
             if text:
-                failed = self.turn(text) != "completed" or failed
+                failed = self.turn(text) or failed
         if self.interactive:
             say(f"thread {self.thread.thread_id}: tether chat --thread {self.thread.thread_id}")
         return 1 if failed else 0
@@ -102,9 +122,13 @@ class Chat:
         text = line.strip()
         return None if text in EXIT_WORDS else text
 
-    def turn(self, text: str) -> str:
-        """Send one message and show its run to the end; its end status."""
-        accepted = self.runner.run(self.client.send_message(self.thread.thread_id, text))
+    def turn(self, text: str) -> bool:
+        """Send one message and show its run to the end; True when the turn failed."""
+        try:
+            accepted = self.runner.run(interruptible(self.send(text)))
+        except KeyboardInterrupt:  # while waiting for the system: this message is dropped
+            err("not sent", "dim")
+            return False
         view = TurnView(accepted.run_id)
         while view.end is None:
             try:
@@ -113,12 +137,33 @@ class Chat:
                 self.close_line(view)
                 if self.confirm(f"stop run {short(view.run_id)}? [y/N] "):
                     self.runner.run(self.client.stop_run(view.run_id))
+                    view.stopped_here = True
                 continue
             if view.asked is not None:
                 self.decide(view.asked)
                 view.asked = None
         self.close_line(view)
-        return view.end.data.status
+        return view.failed
+
+    async def send(self, text: str) -> ThreadTurnAccepted:
+        """Post the message; while nothing answers at the address (the system is down or
+        restarting) wait for it. Only a connection never made is tried again, so a
+        message the brain may have taken is never posted twice."""
+        waiting_since: float | None = None
+        while True:
+            try:
+                return await self.client.send_message(self.thread.thread_id, text)
+            except (httpx.ConnectError, httpx.ConnectTimeout):
+                if waiting_since is None:
+                    err(
+                        f"cannot reach Tether at {api_url()}: waiting for it to come back "
+                        "(Ctrl-C drops this message)",
+                        "yellow",
+                    )
+                    waiting_since = time.monotonic()
+                elif time.monotonic() - waiting_since > RECONNECT_FOR_S:
+                    raise
+            await asyncio.sleep(RETRY_S)
 
     async def follow(self, view: TurnView) -> None:
         """Show the run's events and text after `view.last`, until its end or a call that
@@ -134,7 +179,7 @@ class Chat:
                         return
             except httpx.TransportError:
                 pass
-            if (await self.client.get_run(view.run_id)).status in TERMINAL_STATUSES:
+            if await status_now(self.client, view.run_id) in TERMINAL_STATUSES:
                 continue  # its end comes from the journal on the next read
             if dropped_at is None:  # said once, so a wait never looks like a hang
                 self.close_line(view)
@@ -142,7 +187,7 @@ class Chat:
             dropped_at = dropped_at or time.monotonic()
             if time.monotonic() - dropped_at > RECONNECT_FOR_S:
                 raise httpx.ConnectError(f"the event stream of {view.run_id} stayed down")
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(RETRY_S)
 
     def write(self, view: TurnView, delta: RunDelta) -> None:
         """Live text, as it comes (a sub-agent's is not the answer: not shown); what the
@@ -174,6 +219,8 @@ class Chat:
         first = line.partition("\n")[0]
         cut = first if len(first) <= LINE_CHARS else first[:LINE_CHARS] + " …"
         (say if self.interactive else err)(cut, style(event))
+        if isinstance(read, ToolApprovalNeededEvent):  # nobody here may decide it
+            decide_elsewhere(read.data.model_dump(mode="json"), view.run_id)
         return False
 
     def finish(self, view: TurnView, end: RunEndEvent) -> None:
@@ -241,18 +288,26 @@ def chat_command(
         str | None, typer.Option(help="Resume this thread instead of starting one.")
     ] = None,
     title: Annotated[str | None, typer.Option(help="A new thread's title.")] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(help="Model provider of a new thread's turns (e.g. rules, local)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model name at that provider.")] = None,
 ) -> None:
     """Talk to an agent: each line is a turn of a thread (history kept), the answer
     streams as it is written, and calls that need approval are asked inline. `/exit`
-    or Ctrl-D ends; Ctrl-C during a turn asks whether to stop it.
+    or Ctrl-D ends; Ctrl-C during a turn asks whether to stop it. A thread keeps the
+    provider and model it was started with.
 
-    Example: tether chat --agent default; echo "what time is it in Tokyo?" | tether chat
+    Example: tether chat --agent default; tether chat --provider local --model qwen2.5:0.5b;
+    echo "what time is it in Tokyo?" | tether chat
     """
     code = 0
     with asyncio.Runner() as runner:
         client = connect()
         try:
-            view = runner.run(_thread(client, agent, thread, title))
+            start = NewThread(agent, title, provider, model)
+            view = runner.run(_thread(client, start, thread))
             chat = Chat(runner, client, view)
             chat.greet()
             code = chat.loop()
@@ -268,9 +323,31 @@ def chat_command(
     raise typer.Exit(code)
 
 
-async def _thread(
-    client: TetherClient, agent: str | None, thread_id: str | None, title: str | None
-) -> ThreadView:
-    if thread_id is not None:
-        return await client.get_thread(thread_id)
-    return await client.create_thread(agent=agent, title=title)
+@dataclass(frozen=True, slots=True)
+class NewThread:
+    """What `tether chat` was asked to start a thread with (None: the brain's choice)."""
+
+    agent: str | None
+    title: str | None
+    provider: str | None
+    model: str | None
+
+
+async def _thread(client: TetherClient, start: NewThread, thread_id: str | None) -> ThreadView:
+    if thread_id is None:
+        return await client.create_thread(
+            agent=start.agent, title=start.title, provider=start.provider, model=start.model
+        )
+    found = await client.get_thread(thread_id)
+    # A resumed thread keeps what it was started with: a different ask is refused, never
+    # silently ignored.
+    asked = {"agent": start.agent, "provider": start.provider, "model": start.model}
+    differ = [f"--{k} {v} (it has {getattr(found, k)})" for k, v in asked.items()
+              if v is not None and v != getattr(found, k)]  # fmt: skip
+    if differ:
+        raise MessageError(
+            f"thread {found.thread_id} keeps the agent, provider and model it was started "
+            f"with: {'; '.join(differ)}; start a new thread (without --thread) for them",
+            code="invalid_request",
+        )
+    return found

@@ -81,9 +81,18 @@ def up(
             help="Service logs: text for people, json for machines; auto: text on a terminal.",
         ),
     ] = "auto",
+    log_level: Annotated[
+        Literal["debug", "info", "warning", "error"] | None,
+        typer.Option(
+            help="Services' log level (default TETHER_LOG_LEVEL, else info); debug also "
+            "shows stacks and a failure's traceback.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start NATS, PostgreSQL, every service (and the local model with
-    TETHER_PROVIDER=local) on this machine; Ctrl-C stops everything it started.
+    TETHER_PROVIDER=local) on this machine; Ctrl-C stops everything it started. One per
+    TETHER_HOME: a second exits at once (code 6) naming the first.
 
     Example: tether up --log-format json > tether.log
     """
@@ -92,7 +101,7 @@ def up(
         raise typer.Exit(ExitCode.FAILED)
     from tether_client.up import run_up  # the embedded servers load only for `up`
 
-    if code := run_up(log_format):
+    if code := run_up(log_format, log_level):
         raise typer.Exit(code)
 
 

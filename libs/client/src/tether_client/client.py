@@ -134,6 +134,11 @@ def _parse(validate: Callable[[bytes], T], response: httpx.Response) -> T:
         raise error from None
 
 
+def _tenant(tenant: str | None) -> dict[str, str | int] | None:
+    """The `?tenant=` of an agent's route (an agent id is unique within its tenant)."""
+    return None if tenant is None else {"tenant": tenant}
+
+
 def _definition(agent: AgentConfig) -> dict[str, Any]:
     """What the agent was given, without a view's own fields (id, version, changed_*)."""
     own = set(AgentView.model_fields) - set(AgentConfig.model_fields)
@@ -346,8 +351,10 @@ class TetherClient:
         """The agents the caller may read."""
         return (await self._call(AgentList, "GET", "/v1/agents")).agents
 
-    async def get_agent(self, agent_id: str) -> AgentView:
-        return await self._call(AgentView, "GET", f"/v1/agents/{agent_id}")
+    async def get_agent(self, agent_id: str, tenant: str | None = None) -> AgentView:
+        """The agent `agent_id` names for the caller (its tenant's, else a shared one);
+        `tenant`: that tenant's (an admin's choice)."""
+        return await self._call(AgentView, "GET", f"/v1/agents/{agent_id}", params=_tenant(tenant))
 
     async def create_agent(self, agent_id: str, definition: AgentConfig) -> AgentView:
         """A new agent; only the fields `definition` was given are sent (the rest are the
@@ -358,20 +365,21 @@ class TetherClient:
         return _parse(AgentView.model_validate_json, response)
 
     async def replace_agent(
-        self, agent_id: str, definition: AgentConfig, *, version: int
+        self, agent_id: str, definition: AgentConfig, *, version: int, tenant: str | None = None
     ) -> AgentView:
         """The agent's whole definition replaced, if it still stands at `version` (else
         `ConflictError`)."""
         response = await self._http.put(
             f"/v1/agents/{agent_id}",
             json=_definition(definition),
+            params=_tenant(tenant),
             headers={"If-Match": f'"{version}"'},
         )
         raise_for_error(response)
         return _parse(AgentView.model_validate_json, response)
 
-    async def delete_agent(self, agent_id: str) -> None:
-        await self._send("DELETE", f"/v1/agents/{agent_id}")
+    async def delete_agent(self, agent_id: str, tenant: str | None = None) -> None:
+        await self._send("DELETE", f"/v1/agents/{agent_id}", params=_tenant(tenant))
 
     # -- tools and policy
 

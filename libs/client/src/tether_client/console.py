@@ -3,9 +3,11 @@ formats every read command takes, and server text made safe for a terminal.
 
 Everything shown comes from the system (prompts, model answers, tool output, arguments),
 so it may hold terminal control sequences that would rewrite what an operator sees (an
-approval card whose arguments hide themselves). Text is printed as Rich `Text`, never as
-markup, and control characters are shown as `\\xNN` escapes; JSON and YAML escape them
-the way those formats do.
+approval card whose arguments hide themselves) or bidi controls and zero-width characters
+that make a name read as another (`invoice\\u202egpj.sh` as `invoicehs.jpg`). Text is
+printed as Rich `Text`, never as markup, with every such code point shown as `⟨U+202E⟩`
+(`tether_common.display`, the class the operator pages use too); JSON and YAML escape
+them the way those formats do (`\\u202e`), so the data reads back unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tether_common.display import INVISIBLE, shown
+
 __all__ = [
     "Format",
     "OutputOption",
@@ -37,8 +41,6 @@ __all__ = [
     "to_data",
 ]
 
-# C0 controls but newline and tab, DEL, and the C1 range (0x9b is a CSI on some terminals).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Wide enough that a table in a pipe keeps one row per line (a terminal uses its own width).
 PIPE_WIDTH = 4096
 
@@ -61,8 +63,9 @@ OutputOption = Annotated[
 
 
 def safe(text: str) -> str:
-    """`text` with control characters (but newline and tab) shown as `\\xNN`."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """`text` with control characters (but newline and tab) and every other invisible or
+    reordering code point shown as `⟨U+XXXX⟩`."""
+    return shown(text)
 
 
 def _console(file: Any) -> Console:
@@ -102,15 +105,43 @@ def to_data(value: Any) -> Any:
     return value
 
 
+def _utf16_escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
 def _json(data: Any) -> str:
     text = json.dumps(to_data(data), indent=2, ensure_ascii=False, default=str)
-    # JSON escapes C0 itself; C1 only appears inside strings, where \\u escapes stay valid.
-    return re.sub(r"[\x7f-\x9f]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    # JSON escapes C0 itself; the rest of the class only appears inside strings (outside
+    # them there is only ASCII), where \u escapes read back as the same text.
+    return INVISIBLE.sub(_utf16_escape, text)
+
+
+class _YamlDumper(yaml.SafeDumper):
+    """Double-quotes every string holding an invisible code point, the one YAML style
+    with escapes (PyYAML writes most of them raw in any style when unicode is allowed)."""
+
+
+def _quoted_if_invisible(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if INVISIBLE.search(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_YamlDumper.add_representer(str, _quoted_if_invisible)
+
+
+def _yaml_escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def _yaml(data: Any) -> str:
-    # PyYAML double-quotes and escapes any string holding a non-printable character.
-    return yaml.safe_dump(to_data(data), sort_keys=False, allow_unicode=True)
+    text = yaml.dump(to_data(data), Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
+    # What is still raw sits in a double-quoted scalar, where \u and \U escapes are valid.
+    return INVISIBLE.sub(_yaml_escape, text)
 
 
 def cell(value: Any) -> Text:
@@ -139,8 +170,8 @@ def fields_table(data: Mapping[str, Any]) -> Table:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     for key, value in to_data(data).items():
-        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
-        table.add_row(Text(str(key)), cell(shown))
+        flat = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        table.add_row(Text(safe(str(key))), cell(flat))
     return table
 
 

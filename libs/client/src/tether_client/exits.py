@@ -32,7 +32,9 @@ from tether_common.errors import (
     TetherError,
 )
 
-__all__ = ["EXIT_CODES_HELP", "ExitCode", "Failure", "describe"]
+__all__ = ["EXIT_CODES_HELP", "RUNS_LIST", "ExitCode", "Failure", "describe"]
+
+RUNS_LIST = "tether runs list"
 
 
 class ExitCode(IntEnum):
@@ -75,13 +77,13 @@ _AUTH_HINTS = {
 }
 
 
-def _of_tether(exc: TetherError) -> Failure:
+def _of_tether(exc: TetherError, lists: str) -> Failure:
     message = f"{exc.code}: {exc.message}"
     match exc:
         case AuthError():
             return Failure(ExitCode.AUTH, message, _AUTH_HINTS.get(exc.code))
         case NotFoundError():
-            return Failure(ExitCode.NOT_FOUND, message, "check the id (`tether runs list`)")
+            return Failure(ExitCode.NOT_FOUND, message, f"check the id (`{lists}`)")
         case ConflictError():
             return Failure(ExitCode.CONFLICT, message, "read it again and retry if still wanted")
         case MessageError() | ConfigError():
@@ -102,12 +104,13 @@ def _origin(exc: httpx.RequestError, fallback: str) -> str:
     return f"{url.scheme}://{url.netloc.decode()}"
 
 
-def describe(exc: BaseException, api_url: str) -> Failure | None:
+def describe(exc: BaseException, api_url: str, *, lists: str = RUNS_LIST) -> Failure | None:
     """The failure to report for `exc`; None when it is not an expected one (a bug: let it
-    show its traceback). `api_url` names the place when the error does not."""
+    show its traceback). `api_url` names the place when the error does not; `lists`, the
+    command that lists what the command's ids name (the hint when one is not found)."""
     where = _origin(exc, api_url) if isinstance(exc, httpx.RequestError) else api_url
     if isinstance(exc, TetherError):
-        return _of_tether(exc)
+        return _of_tether(exc, lists)
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return Failure(
             ExitCode.UNREACHABLE,

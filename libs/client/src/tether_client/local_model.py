@@ -24,6 +24,7 @@ import httpx
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tether_common import lifeline
 from tether_common.errors import ConfigError
 
 __all__ = [
@@ -145,11 +146,12 @@ def start_llama_server(
 
 
 def _popen(command: list[str], log_path: Path | None) -> subprocess.Popen[bytes]:
+    """The server, tied to this process: it dies with it, however it dies (`lifeline`)."""
     if log_path is None:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        return lifeline.popen(command, stdin=subprocess.DEVNULL)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:  # the child keeps its own descriptor
-        return subprocess.Popen(
+        return lifeline.popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
 

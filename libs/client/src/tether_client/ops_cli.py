@@ -1,8 +1,9 @@
 """Operator commands of `tether`: `approvals list|show|approve|deny`, `audit verify RUN`,
-and the approval card `tether run` offers inline on a terminal.
+and the approval card `tether run` offers inline on a terminal (or, where nobody here can
+answer, the commands that decide it).
 
-The approvals API is at `TETHER_APPROVALS_URL` (else where `tether up` put it, else
-http://127.0.0.1:8701); it takes the operator token.
+An approval is named by its id or a unique prefix of one (`apr_3fa2`, `3fa2`); the
+approvals API (`tether_client.approvals_api`) takes the operator token.
 """
 
 from __future__ import annotations
@@ -10,34 +11,41 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Mapping
-from types import TracebackType
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, ParamSpec
 
 import httpx
 import typer
 
-from tether_client.client import raise_for_error
-from tether_client.console import Format, OutputOption, emit, rows_table, say, to_data
+from tether_client.approvals_api import ApprovalsClient, approvals, resolve_approval_id
+from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
 from tether_client.endpoints import approvals_url
 from tether_client.runref import RunRef, resolve_run_id
 from tether_client.session import blocking, client_token, connect, operator_token, required_token
+from tether_common.changetext import change_lines
 from tether_common.errors import TetherError
-from tether_common.messages.approvals import ApprovalList, ApprovalView
+from tether_common.excerpt import cut
+from tether_common.messages.approvals import ApprovalView
 from tether_common.messages.audit import AuditReport
-from tether_common.messages.staging import ChangeEntry, ChangeSet
+from tether_common.messages.staging import ChangeSet
 
 __all__ = [
     "ApprovalsClient",
     "approvals_app",
+    "askable",
     "audit_app",
     "card",
     "client_token",
+    "decide_elsewhere",
     "offer_approval",
     "say",
     "send_decision",
+    "view_card",
     "wait_decided",
 ]
+
+P = ParamSpec("P")
 
 CARD_ARGS_CHARS = 2000
 CHOICES = {
@@ -52,6 +60,7 @@ CHOICES = {
 }
 PROMPT = "approve? [o]nce / [r]un / [c]hat / [d]eny / anything else leaves it: "
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", "withdrawn"]
+APPROVALS_LIST = "tether approvals list"
 
 approvals_app = typer.Typer(
     help="Approval requests: list, show, approve, deny (operator token).",
@@ -61,50 +70,21 @@ approvals_app = typer.Typer(
 audit_app = typer.Typer(help="Check audit trails.", no_args_is_help=True)
 
 ApprovalId = Annotated[
-    str, typer.Argument(help="The approval's id (see `tether approvals list`).", show_default=False)
+    str,
+    typer.Argument(
+        help="An approval id or a unique prefix of one, e.g. apr_3fa2 or 3fa2 "
+        "(see `tether approvals list`).",
+        metavar="APPROVAL",
+        show_default=False,
+    ),
 ]
 Note = Annotated[str | None, typer.Option(help="Why: kept with the decision.")]
 
 
-class ApprovalsClient:
-    """The approvals service's operator API (bearer token on every call)."""
-
-    def __init__(self, base_url: str, token: str, *, timeout: float = 30.0) -> None:
-        headers = {"Authorization": f"Bearer {token}"}
-        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout)
-
-    async def __aenter__(self) -> ApprovalsClient:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._http.aclose()
-
-    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = await self._http.request(method, path, **kwargs)
-        raise_for_error(response)
-        return response.json()
-
-    async def list(self, status: str = "pending", run_id: str | None = None) -> list[ApprovalView]:
-        params = {"status": status} | ({"run_id": run_id} if run_id else {})
-        found = await self._call("GET", "/v1/approvals", params=params)
-        return ApprovalList.model_validate(found).approvals
-
-    async def get(self, approval_id: str) -> ApprovalView:
-        return ApprovalView.model_validate(await self._call("GET", f"/v1/approvals/{approval_id}"))
-
-    async def decide(self, approval_id: str, decision: str, note: str | None) -> ApprovalView:
-        body = {"decision": decision} | ({"note": note} if note else {})
-        found = await self._call("POST", f"/v1/approvals/{approval_id}/decision", json=body)
-        return ApprovalView.model_validate(found)
-
-    async def audit(self, run_id: str) -> AuditReport:
-        return AuditReport.model_validate(await self._call("GET", f"/v1/audit/{run_id}"))
-
-
-def approvals() -> ApprovalsClient:
-    return ApprovalsClient(approvals_url(), required_token())
+def on_approvals(fn: Callable[P, Coroutine[Any, Any, int | None]]) -> Callable[P, None]:
+    """`blocking`, for a command that takes an approval id: a missing one's hint names
+    `tether approvals list`."""
+    return blocking(fn, lists=APPROVALS_LIST)
 
 
 @approvals_app.command("list")
@@ -135,47 +115,82 @@ async def approvals_list(
 
 
 @approvals_app.command("show")
-@blocking
+@on_approvals
 async def approvals_show(approval_id: ApprovalId, output: OutputOption = Format.table) -> int:
-    """One request: the exact action, why it asks, its state.
+    """One request as a card: the tool and its arguments, why it asks, what approving
+    changes (the diff), when it expires and who may decide; `-o json` has every field.
 
-    Example: tether approvals show apr_1234 -o json
+    Example: tether approvals show 3fa2; tether approvals show apr_1234 -o json
     """
     async with approvals() as client:
-        view = await client.get(approval_id)
-    if output is Format.table and view.changes is not None:
-        emit(view, output)
-        say("\n".join(change_lines(view.changes)))  # said safe: paths and diffs are the call's
-        return 0
-    emit(view, output)
+        view = await client.get(await resolve_approval_id(client, approval_id))
+    # Said safe (`say`): the tool, arguments, paths and diffs are the call's own words.
+    emit(view, output, "\n".join(view_card(view)))
     return 0
 
 
-def change_lines(changes: ChangeSet) -> list[str]:
-    """A staged effect as an operator reads it: what approving applies, exactly."""
+def view_card(view: ApprovalView, now: datetime | None = None) -> list[str]:
+    """A request as an operator reads it: what, why, what it changes, until when, who."""
+    arguments = json.dumps(cut(view.args), ensure_ascii=False, indent=2)
     lines = [
-        f"── approving applies exactly these changes ({len(changes.entries)}; "
-        f"digest {changes.digest[:12]})"
+        f"── approval {view.approval_id}: {view.status}",
+        f"   tool     {view.tool}",
+        f"   why      {view.reason}",
+        f"   risk     danger {view.danger}, reach {view.reach}"
+        + (f", scope {view.scope}" if view.scope else ""),
+        f"   run      {view.run_id} step {view.step}"
+        + (f" · agent {view.agent}" if view.agent else "")
+        + (f" · asked by {view.requested_by}" if view.requested_by else ""),
+        f"   expires  {_when(view.expires_at, now)}",
+        *_deciders(view),
+        "   arguments:",
+        *(f"     {line}" for line in arguments.splitlines()),
     ]
-    for entry in changes.entries:
-        lines.append(f"   {entry.change} {entry.path}{_entry_note(entry)}")
-        lines += [f"     {line}" for line in (entry.diff or "").splitlines()]
-    if changes.output:
-        lines += [
-            "   the staged command said:",
-            *(f"     {x}" for x in changes.output.splitlines()),
-        ]
+    if view.changes is not None:
+        lines += change_lines(view.changes)
     return lines
 
 
-def _entry_note(entry: ChangeEntry) -> str:
-    if entry.type == "dir":
-        return " (folder)"
-    if entry.type == "binary":
-        before = "-" if entry.size_before is None else entry.size_before
-        after = "-" if entry.size_after is None else entry.size_after
-        return f" (binary, {before} → {after} bytes, sha256 {entry.digest or '-'})"
-    return ""
+def _when(at: datetime, now: datetime | None = None) -> str:
+    """`2025-05-01 12:03:00 UTC (in 2m 13s)`, or `… (3m 2s ago)`."""
+    left = int((at - (now or datetime.now(UTC))).total_seconds())
+    minutes, seconds = divmod(abs(left), 60)
+    span = f"{minutes}m {seconds}s" if minutes else f"{seconds}s"
+    relative = f"in {span}" if left >= 0 else f"{span} ago"
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({relative})"
+
+
+def _deciders(view: ApprovalView) -> list[str]:
+    """Who may decide (the roles that may, a quorum and its group, escalation), or who
+    did."""
+    if view.status != "pending":
+        said = f"   decided  {view.decision or view.status}"
+        said += f" by {view.decided_by}" if view.decided_by else ""
+        said += f" at {view.decided_at:%Y-%m-%d %H:%M:%S} UTC" if view.decided_at else ""
+        return [said + (f": {view.note}" if view.note else "")]
+    roles = f"an admin, or an operator or approver of tenant {view.tenant}"
+    if view.needed <= 1 and view.group is None:
+        return [f"   decides  one person: {roles}"]
+    people = f"{view.needed} different people" if view.needed > 1 else "one person"
+    group = f" of group {view.group}" if view.group else ""
+    requester = view.requested_by or view.owner
+    lines = [
+        f"   decides  {people}{group}"
+        + (f", never the requester ({requester})" if requester else "")
+        + "; any deny decides",
+        f"            each: {roles}",
+        f"            so far {progress(view)}: {_votes(view)}",
+    ]
+    if view.escalate_to and view.escalated_at is None and view.escalate_at:
+        lines.append(
+            f"            unanswered, it moves to group {view.escalate_to} "
+            f"at {view.escalate_at:%Y-%m-%d %H:%M:%S} UTC"
+        )
+    return lines
+
+
+def _votes(view: ApprovalView) -> str:
+    return ", ".join(f"{v.by} ({v.decision})" for v in view.approvals) or "nobody yet"
 
 
 def progress(view: ApprovalView) -> str:
@@ -189,6 +204,7 @@ def progress(view: ApprovalView) -> str:
 
 async def decide(approval_id: str, decision: str, note: str | None) -> int:
     async with approvals() as client:
+        approval_id = await resolve_approval_id(client, approval_id)
         view = await client.decide(approval_id, decision, note)
     if view.decision is None:  # a vote towards a quorum
         who = ", ".join(v.by for v in view.approvals)
@@ -199,7 +215,7 @@ async def decide(approval_id: str, decision: str, note: str | None) -> int:
 
 
 @approvals_app.command("approve")
-@blocking
+@on_approvals
 async def approvals_approve(
     approval_id: ApprovalId,
     scope: Annotated[
@@ -218,7 +234,7 @@ async def approvals_approve(
 
 
 @approvals_app.command("deny")
-@blocking
+@on_approvals
 async def approvals_deny(approval_id: ApprovalId, note: Note = None) -> int:
     """Deny a request; the run is told and goes on without the call.
 
@@ -283,14 +299,33 @@ def card(data: Mapping[str, Any]) -> str:
     )
 
 
+def askable() -> bool:
+    """Whether a request can be asked here: stdin is a terminal (a person) and an
+    operator token is configured."""
+    return operator_token() is not None and sys.stdin.isatty()
+
+
+def decide_elsewhere(data: Mapping[str, Any], run_id: str) -> None:
+    """For a `tool.approval_needed` event nobody here can answer (a pipe, no operator
+    token): the exact commands that decide it, on stderr."""
+    approval_id = data.get("approval_id")
+    if not approval_id:  # an event from before requests had ids on it
+        err(f"an approval is needed: see `tether approvals list --run {run_id}`", "bold yellow")
+        return
+    err(f"approval {approval_id} is needed (expires {data.get('expires_at')}); approve it with:")
+    err(f"  tether approvals approve {approval_id}", "bold yellow")
+    err(f"see it: tether approvals show {approval_id}; deny: tether approvals deny {approval_id}")
+
+
 async def offer_approval(
     data: Mapping[str, Any], *, read: Callable[[str], str] = input
 ) -> str | None:
     """`tether run`'s hook for a `tool.approval_needed` event: when stdin is a terminal and
-    an operator token is configured, show the card and send the operator's decision.
-    Returns the decision sent, or None (not offered, left for another operator, refused)."""
+    an operator token is configured (`askable`), show the card and send the operator's
+    decision. Returns the decision sent, or None (not offered, left for another operator,
+    refused)."""
     token = operator_token()
-    if token is None or not sys.stdin.isatty():
+    if token is None or not askable():
         return None
     say(card(data))
     staged = await _staged_changes(str(data.get("approval_id")), token)

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from tether_client.agents_cli import read_document
 from tether_client.client import TetherClient, raise_for_error
-from tether_client.console import Format, OutputOption, emit, rows_table
+from tether_client.console import Format, OutputOption, emit, rows_table, safe
 from tether_client.session import blocking, connect
 from tether_common.errors import MessageError
 from tether_common.messages.policy_replay import ReplayReport, Suggestion
@@ -88,8 +88,10 @@ def _arguments(args: dict[str, Any]) -> str:
 
 def replay_view(found: ReplayReport) -> Group:
     head = Text(
-        f"{found.agent}: {found.calls} calls in {found.runs} runs, {found.changed} would change"
-        + ("" if found.complete else f" (more runs: ask again --since {found.next_since})")
+        safe(
+            f"{found.agent}: {found.calls} calls in {found.runs} runs, {found.changed} would change"
+            + ("" if found.complete else f" (more runs: ask again --since {found.next_since})")
+        )
     )
     counts = rows_table(
         ["TOOL", "TRANSITION", "CALLS"],

@@ -83,7 +83,7 @@ def _line(event: TypedEvent) -> str | None:
             said = event.data.model_dump(mode="json", exclude_unset=True)
             return f"  [{event.kind}] {json.dumps(said, ensure_ascii=False)[:300]}"
         case ToolApprovalNeededEvent(data=d):
-            return f"  [{event.kind}] {d.name} {d.reason}"
+            return f"  [{event.kind}] {d.name} {d.reason} (approval {d.approval_id or '?'})"
         case ToolApprovedEvent(data=d) | ToolDeniedEvent(data=d):
             return f"  [{event.kind}] {d.name} "
         case UsageEvent():

@@ -1,6 +1,7 @@
 """Run references: a full run id, a unique prefix of one (with or without `run_`), or
 `last` (the caller's newest run), resolved against the runs the caller's token may list
-(so a prefix never reveals another tenant's runs)."""
+(so a prefix never reveals another tenant's runs); and what a prefix that matched none or
+several says (`one_of`, approval references' too)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import typer
 from tether_client.client import TetherClient
 from tether_common.errors import MessageError, NotFoundError
 
-__all__ = ["RunRef", "resolve_run_id", "short"]
+__all__ = ["REF_CHARS", "RunRef", "one_of", "resolve_run_id", "short"]
 
 FULL_RUN_ID = re.compile(r"run_[0-9a-f]{32}")
 # What can only be the start of a run id: anything else (`manual:…`, a whole id of another
@@ -22,6 +23,7 @@ REF_CHARS = re.compile(r"[A-Za-z0-9_.:-]+")
 SCAN_PAGE = 500
 SCAN_MAX = 5000  # runs looked at to resolve a prefix (newest first)
 SHORT = 12  # characters of a run id shown in hints (`run_` + 8)
+LISTED = 8  # matches named when a prefix is ambiguous
 
 RunRef = Annotated[
     str,
@@ -52,14 +54,20 @@ async def resolve_run_id(client: TetherClient, ref: str) -> str:
         return newest[0].run_id
     if not RUN_ID_PREFIX.fullmatch(ref):
         return ref
-    found = await _matching(client, ref)
-    if len(found) == 1:
+    return one_of(ref, await _matching(client, ref), "run")
+
+
+def one_of(ref: str, found: list[str], noun: str, *, more: bool = False) -> str:
+    """The one id a prefix `ref` matched among `found` (`more`: there are others past
+    them); none is `NotFoundError`, several an `ambiguous_id` naming them."""
+    if len(found) == 1 and not more:
         return found[0]
     if not found:
-        raise NotFoundError(f"no run of yours starts with {ref!r}", code="not_found")
-    listed = ", ".join(found[:8]) + (" …" if len(found) > 8 else "")
+        raise NotFoundError(f"no {noun} of yours starts with {ref!r}", code="not_found")
+    listed = ", ".join(found[:LISTED]) + (" …" if more or len(found) > LISTED else "")
+    count = f"{len(found)}{' or more' if more else ''}"
     raise MessageError(
-        f"{ref!r} matches {len(found)} runs: {listed}; type more of the id",
+        f"{ref!r} matches {count} {noun}s: {listed}; type more of the id",
         code="ambiguous_id",
     )
 

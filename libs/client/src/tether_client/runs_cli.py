@@ -4,7 +4,10 @@ Wherever a run id is taken, a unique prefix of one (with or without `run_`) or `
 (your newest run) does too; they are resolved against the runs your token may list.
 A followed event stream that drops (a brain restart, a network cut) is resumed from the
 last event seen (`Last-Event-ID`), so nothing is shown twice or lost; Ctrl-C stops
-following, never the run.
+following, never the run. A call that waits for an operator is asked inline on a
+terminal with an operator token; elsewhere (a pipe, a script) `tether run` prints the
+commands that decide it and exits 7 (`--wait-approval`: waits), while `runs follow`
+always waits.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from pydantic import ValidationError
 
 from tether_client.client import TetherClient
 from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
+from tether_client.exits import ExitCode
 from tether_client.interrupts import interruptible
-from tether_client.ops_cli import offer_approval
+from tether_client.ops_cli import askable, decide_elsewhere, offer_approval
 from tether_client.render import render, style, typed_or_none
 from tether_client.runref import RunRef, resolve_run_id, short
 from tether_client.session import blocking, connect
@@ -29,7 +33,7 @@ from tether_common.errors import MessageError, TetherError
 from tether_common.messages.events import RunEndEvent, ToolApprovalNeededEvent
 from tether_common.messages.runs import TERMINAL_STATUSES, PermissionMode, RunEvent, RunStatus
 
-__all__ = ["app", "follow", "run_command"]
+__all__ = ["app", "follow", "run_command", "status_now"]
 
 app = typer.Typer(
     help="Inspect, follow, stop and message runs.",
@@ -58,7 +62,7 @@ def show_event(event: RunEvent, fmt: Format) -> None:
             say(rest)
 
 
-async def _status(client: TetherClient, run_id: str) -> str | None:
+async def status_now(client: TetherClient, run_id: str) -> str | None:
     """The run's status now (None: the brain cannot say, e.g. it is restarting)."""
     try:
         return (await client.get_run(run_id)).status
@@ -69,10 +73,17 @@ async def _status(client: TetherClient, run_id: str) -> str | None:
 
 
 async def follow(
-    client: TetherClient, run_id: str, after: int = 0, fmt: Format = Format.table
+    client: TetherClient,
+    run_id: str,
+    after: int = 0,
+    fmt: Format = Format.table,
+    *,
+    wait_approval: bool = True,
 ) -> int:
     """Show the run's events after `after` to its end, resuming a dropped stream from the
-    last event seen; offer approval cards on a terminal. 0 when it completed, else 1."""
+    last event seen. A call that waits for an operator is asked here when it can be
+    (`askable`, table output); else its commands are said and, unless `wait_approval`,
+    the follow ends with 7. 0 when the run completed, else 1."""
     last, dropped_at = after, None
     try:
         while True:
@@ -81,8 +92,12 @@ async def follow(
                     last, dropped_at = event.seq, None
                     show_event(event, fmt)
                     read = typed_or_none(event)
-                    if isinstance(read, ToolApprovalNeededEvent) and fmt is Format.table:
-                        await offer_approval(read.data.model_dump(mode="json"))
+                    if (
+                        isinstance(read, ToolApprovalNeededEvent)
+                        and not await approval_here(read, fmt)
+                        and not wait_approval
+                    ):
+                        return parked(run_id)
                     if isinstance(read, RunEndEvent):
                         return 0 if read.data.status == "completed" else 1
                     if event.kind == "run.end":  # an end whose data is unreadable
@@ -91,7 +106,7 @@ async def follow(
                 reason = f"{type(exc).__name__}"
             else:
                 reason = "the stream closed"
-            status = await _status(client, run_id)
+            status = await status_now(client, run_id)
             if status in TERMINAL_STATUSES:  # its end was at or before `after`
                 return 0 if status == "completed" else 1
             dropped_at = dropped_at or time.monotonic()
@@ -106,6 +121,25 @@ async def follow(
             "bold",
         )
         raise
+
+
+async def approval_here(event: ToolApprovalNeededEvent, fmt: Format) -> bool:
+    """Offer the card when someone here can answer it (True: offered); else say the
+    commands that decide it."""
+    data = event.data.model_dump(mode="json")
+    if fmt is Format.table and askable():
+        await offer_approval(data)
+        return True
+    decide_elsewhere(data, event.run_id)
+    return False
+
+
+def parked(run_id: str) -> int:
+    err(
+        f"run {short(run_id)} waits for that decision; follow it again with: "
+        f"tether runs follow {short(run_id)}"
+    )
+    return ExitCode.WAITING
 
 
 def read_prompt(prompt: str) -> str:
@@ -151,6 +185,14 @@ async def run_command(
     interactive: Annotated[
         bool, typer.Option(help="An operator is here: asks wait for one (else refused).")
     ] = False,
+    wait_approval: Annotated[
+        bool,
+        typer.Option(
+            help="At a call that needs an approval nobody here can give (a pipe, no "
+            "operator token), wait for the decision; default: print the commands that "
+            "decide it and exit 7.",
+        ),
+    ] = False,
     follow_run: Annotated[
         bool,
         typer.Option(
@@ -159,7 +201,8 @@ async def run_command(
     ] = True,
     output: OutputOption = Format.table,
 ) -> int:
-    """Start a run and stream its events to the end (exit 0 when it completed).
+    """Start a run and stream its events to the end (exit 0 when it completed; 7 when it
+    waits for an approval nobody here can give, after printing how to give it).
 
     Example: tether run "what time is it in Tokyo?" --max-steps 4
     """
@@ -193,7 +236,8 @@ async def run_command(
             emit(to_data(accepted), output, accepted.run_id)
             err(f"follow it with: tether runs follow {short(accepted.run_id)}", "dim")
             return 0
-        return await interruptible(follow(client, accepted.run_id, fmt=output))
+        followed = follow(client, accepted.run_id, fmt=output, wait_approval=wait_approval)
+        return await interruptible(followed)
 
 
 @app.command("list")

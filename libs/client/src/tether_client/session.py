@@ -18,7 +18,7 @@ import typer
 from tether_client.client import TetherClient
 from tether_client.console import err
 from tether_client.endpoints import api_url
-from tether_client.exits import Failure, describe
+from tether_client.exits import RUNS_LIST, Failure, describe
 from tether_common.errors import AuthError
 from tether_common.settings import tether_home
 
@@ -74,16 +74,19 @@ def report(failure: Failure) -> NoReturn:
     raise typer.Exit(failure.code)
 
 
-def blocking(fn: Callable[P, Coroutine[Any, Any, int | None]]) -> Callable[P, None]:
+def blocking(
+    fn: Callable[P, Coroutine[Any, Any, int | None]], *, lists: str = RUNS_LIST
+) -> Callable[P, None]:
     """An async command as the plain function Typer calls: its own event loop; its exit
-    code (None: 0) and every expected failure (`exits.describe`) become `typer.Exit`."""
+    code (None: 0) and every expected failure (`exits.describe`; `lists` the command a
+    not-found id's hint names) become `typer.Exit`."""
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             code = asyncio.run(fn(*args, **kwargs)) or 0
         except Exception as exc:
-            failure = describe(exc, api_url())
+            failure = describe(exc, api_url(), lists=lists)
             if failure is None:
                 raise  # a bug: its traceback is the useful report
             report(failure)

@@ -13,7 +13,7 @@ import typer
 from pydantic import TypeAdapter
 
 from tether_client.client import raise_for_error
-from tether_client.console import Format, OutputOption, emit, rows_table
+from tether_client.console import Format, OutputOption, emit, rows_table, safe
 from tether_client.endpoints import api_url
 from tether_client.session import blocking, client_token
 from tether_common.messages.skills import SkillSummary
@@ -40,7 +40,7 @@ def validate_main(
         return 2
     problems = validate_paths(folders)
     for problem in problems:
-        out.write(f"{problem}\n")
+        out.write(safe(f"{problem}") + "\n")
     checked = sum(len(skill_folders(f)) for f in folders if f.is_dir())
     errors = sum(1 for p in problems if p.severity == "error")
     warnings = len(problems) - errors
@@ -73,7 +73,7 @@ async def list_main(
     out = out or sys.stdout
     skills = await fetch_skills(api, transport=transport, token=token)
     for skill in skills:
-        out.write(f"{skill.name:24} {skill.description[:90]}\n")
+        out.write(safe(f"{skill.name:24} {skill.description[:90]}") + "\n")
     if not skills:
         out.write("no skills\n")
     return 0

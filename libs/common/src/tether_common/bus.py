@@ -587,7 +587,9 @@ class Bus:
                 await msg.term()
                 return
             try:
-                await handler(body)
+                # A server span in the publisher's trace, as for every handled message.
+                with self._span(msg.subject, dict(msg.headers or {})):
+                    await handler(body)
             except Exception:
                 bus_errors.add(1, {"service": self.service, "code": ErrorCode.INTERNAL})
                 log.exception("consumer of %s failed; the message will be redelivered", subject)

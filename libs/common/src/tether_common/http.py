@@ -1,4 +1,4 @@
-"""What every service's HTTP side shares: `/healthz`, `/readyz`, the error body
+"""What every service's HTTP side shares: `/healthz`, `/readyz`, `/metrics`, the error body
 `{"error": {"code", "message"}}` for every failure (its status, and the retryability a
 client reads back, from `tether_common.errors.CODES`), the request body limits, the shapes
 of path ids and `Last-Event-ID`, bearer-token checks, and serving under uvicorn with
@@ -16,7 +16,8 @@ from typing import Annotated, Any
 import uvicorn
 from fastapi import APIRouter, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tether_common.errors import AuthError, ErrorCode, MessageError, TetherError, spec_for
 from tether_common.messages.base import ID_PATTERN
 from tether_common.metrics import http_errors
+from tether_common.telemetry import PROMETHEUS
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +190,19 @@ def health_router(ready: ReadinessCheck) -> APIRouter:
             {"status": "ready" if ok else "not_ready", "checks": checks},
             status_code=200 if ok else 503,
         )
+
+    return router
+
+
+def metrics_router() -> APIRouter:
+    """`/metrics` in Prometheus' text format. Not behind a token, like the health routes:
+    it holds only counts and timings whose attributes are the few each instrument's spec
+    allows (`telemetry.attribute_views`), never an id, tenant, principal or argument."""
+    router = APIRouter(tags=["health"])
+
+    @router.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(PROMETHEUS), media_type=CONTENT_TYPE_LATEST)
 
     return router
 

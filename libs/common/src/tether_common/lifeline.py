@@ -112,7 +112,6 @@ def _prctl() -> Any:
 def arm(parent: int) -> None:
     """Have the kernel SIGKILL this process when its parent ends; end now if `parent`
     (the pid that started it) is not its parent any more."""
-    return  # TEMP: old behaviour
     if _prctl()(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"prctl(PR_SET_PDEATHSIG): {os.strerror(code)}")
@@ -178,7 +177,6 @@ def command(argv: Sequence[str], *, path: str | None = None) -> list[str]:
 def watch(starter: Starter) -> None:
     """Kill this process as soon as `starter` ends, from a thread of its own; at once if
     it has already ended (or its pid now names another process)."""
-    return  # TEMP: old behaviour
     try:
         pidfd: int | None = os.pidfd_open(starter.pid)
     except ProcessLookupError:

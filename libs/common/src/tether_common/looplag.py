@@ -10,8 +10,9 @@ held by another thread, stopped, or asleep in the loop's own wait). Every tick's
 the `tether.loop.lag` histogram; the worst one is kept and said again when the monitor stops.
 
 A stall is also caught while it lasts: a watchdog thread that sees no tick for `warn_s`
-logs where the loop's thread is at that moment (its Python stack), once per stall. That
-names the blocking call the after-the-fact warning cannot. (Python code hands the GIL over
+logs where the loop's thread is at that moment, once per stall: one line naming the
+innermost frame (file, line, function, source) as a warning, and its Python stack at
+debug level. That names the blocking call the after-the-fact warning cannot. (Python code hands the GIL over
 every few milliseconds, so a busy loop is caught too; one C call that keeps the GIL all
 along is not, and shows only in the warning after it.)
 
@@ -279,16 +280,31 @@ class Watchdog(threading.Thread):
                 self._report(stuck)
 
     def _report(self, stuck_s: float) -> None:
+        """One line where the loop's thread is (a service's start stalls on imports and
+        migrations: its log stays readable); the stack only when debug is asked for."""
         frame = sys._current_frames().get(self.loop_thread)
         if frame is None:
             return
-        stack = traceback.format_stack(frame)[-STACK_FRAMES:]
+        stack = traceback.extract_stack(frame)[-STACK_FRAMES:]
+        at = where(stack[-1])
         log.warning(
-            "event loop stuck for %.2f s so far; its thread is at:\n%s",
+            "event loop stuck for %.2f s so far, at %s",
             stuck_s,
-            "".join(stack).rstrip(),
-            extra={"stuck_s": round(stuck_s, 3), "stack": stack},
+            at,
+            extra={"stuck_s": round(stuck_s, 3), "at": at},
         )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "the stuck event loop's thread (innermost last):\n%s",
+                "".join(traceback.format_list(stack)).rstrip(),
+            )
+
+
+def where(frame: traceback.FrameSummary) -> str:
+    """A frame as one line: its file's last two path parts, line, function and source."""
+    path = "/".join(frame.filename.replace("\\", "/").rsplit("/", 2)[-2:])
+    source = f": {frame.line.strip()}" if frame.line else ""
+    return f"{path}:{frame.lineno} in {frame.name}{source}"
 
 
 __all__ = [
@@ -302,4 +318,5 @@ __all__ = [
     "Watchdog",
     "busy_threads",
     "thread_cpu",
+    "where",
 ]

@@ -7,8 +7,9 @@ adds the unit (`s` → `_seconds`, `By` → `_bytes`; units in braces such as `{
 nothing) and `_total` for counters; histograms become `_bucket`, `_sum` and `_count`.
 An up-down counter becomes a plain gauge.
 
-Attributes each instrument is recorded with are listed in its description; keep their
-values few (status, code, tool, provider, model), never ids.
+Each spec names the attributes its instrument keeps (`attributes`; a view drops any
+other, `telemetry.attribute_views`); keep their values few (status, code, tool, provider,
+model), never ids, tenants or arguments: every service serves them at `/metrics`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class InstrumentSpec:
     unit: str
     description: str
     buckets: tuple[float, ...] = ()
+    attributes: tuple[str, ...] = ()
 
     @property
     def prometheus_name(self) -> str:
@@ -53,23 +55,59 @@ class InstrumentSpec:
 
 
 SPECS: tuple[InstrumentSpec, ...] = (
-    InstrumentSpec("tether.runs.started", "counter", "{run}", "Runs started, by provider"),
-    InstrumentSpec("tether.runs.ended", "counter", "{run}", "Runs ended, by status"),
+    InstrumentSpec(
+        "tether.runs.started",
+        "counter",
+        "{run}",
+        "Runs started, by provider (and depth, for sub-agents)",
+        attributes=("provider", "depth"),
+    ),
+    InstrumentSpec(
+        "tether.runs.ended", "counter", "{run}", "Runs ended, by status", attributes=("status",)
+    ),
     InstrumentSpec(
         "tether.runs.fenced",
         "counter",
         "{run}",
         "Runs a replica stopped acting on (lease unproven)",
     ),
-    InstrumentSpec("tether.steps", "counter", "{step}", "Loop steps taken, by kind"),
     InstrumentSpec(
-        "tether.step.duration", "histogram", "s", "Step wall time, by kind", LATENCY_BUCKETS_S
+        "tether.steps",
+        "counter",
+        "{step}",
+        "Loop steps taken, by kind (tool: its model called tools; model: it did not)",
+        attributes=("kind",),
     ),
-    InstrumentSpec("tether.tool.calls", "counter", "{call}", "Tool calls, by tool and outcome"),
     InstrumentSpec(
-        "tether.tool.duration", "histogram", "s", "Tool run time, by tool", LATENCY_BUCKETS_S
+        "tether.step.duration",
+        "histogram",
+        "s",
+        "Step wall time, by kind",
+        LATENCY_BUCKETS_S,
+        attributes=("kind",),
     ),
-    InstrumentSpec("tether.denials", "counter", "{denial}", "Gate refusals, by gate and code"),
+    InstrumentSpec(
+        "tether.tool.calls",
+        "counter",
+        "{call}",
+        "Tool calls, by tool and outcome",
+        attributes=("tool", "outcome"),
+    ),
+    InstrumentSpec(
+        "tether.tool.duration",
+        "histogram",
+        "s",
+        "Tool run time, by tool",
+        LATENCY_BUCKETS_S,
+        attributes=("tool",),
+    ),
+    InstrumentSpec(
+        "tether.denials",
+        "counter",
+        "{denial}",
+        "Gate refusals, by gate (validation, permissions, budget, approval) and code",
+        attributes=("gate", "code"),
+    ),
     InstrumentSpec("tether.approvals.pending", "updown", "{approval}", "Approvals now pending"),
     InstrumentSpec(
         "tether.approval.decision.duration",
@@ -77,12 +115,21 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "s",
         "Request to decision, by decision",
         DECISION_BUCKETS_S,
+        attributes=("decision",),
     ),
     InstrumentSpec(
-        "tether.model.tokens", "counter", "{token}", "Tokens, by provider, model and direction"
+        "tether.model.tokens",
+        "counter",
+        "{token}",
+        "Tokens, by provider, model and direction",
+        attributes=("provider", "model", "direction"),
     ),
     InstrumentSpec(
-        "tether.model.cost", "counter", "{USD}", "Cost in US dollars, by provider, model"
+        "tether.model.cost",
+        "counter",
+        "{USD}",
+        "Cost in US dollars, by provider, model",
+        attributes=("provider", "model"),
     ),
     InstrumentSpec(
         "tether.model.duration",
@@ -90,15 +137,21 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "s",
         "Model generation time, by provider and model",
         LATENCY_BUCKETS_S,
+        attributes=("provider", "model"),
     ),
     InstrumentSpec(
         "tether.bus.errors",
         "counter",
         "{error}",
         "Bus messages refused or failed, by service and code",
+        attributes=("service", "code"),
     ),
     InstrumentSpec(
-        "tether.http.errors", "counter", "{error}", "HTTP error answers, by service and code"
+        "tether.http.errors",
+        "counter",
+        "{error}",
+        "HTTP error answers, by service and code",
+        attributes=("service", "code"),
     ),
     InstrumentSpec(
         "tether.outputs.offloaded", "counter", "By", "Bytes offloaded to the output-store"
@@ -109,10 +162,12 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "s",
         "How late the event loop woke a timer (each tick of tether_common.looplag), by service",
         LATENCY_BUCKETS_S,
+        attributes=("service",),
     ),
 )
 
-meter = metrics.get_meter("tether")
+METER_NAME = "tether"
+meter = metrics.get_meter(METER_NAME)
 
 
 _SPECS = {spec.name: spec for spec in SPECS}

@@ -2,11 +2,27 @@
 // script): DOM helpers that only ever set text, and an event-stream reader.
 const $ = (id) => document.getElementById(id);
 
-// An element whose text is `text` as text (never parsed as HTML).
+// Code points that draw nothing or reorder what is drawn around them (bidi controls,
+// zero-width characters, tag characters …) and the escape's own bracket: the class is
+// tether_common.display's, put here when the page is assembled.
+const INVISIBLE = new RegExp("%INVISIBLE%", "gu");
+
+// `text` as a reader should see it: each such code point as a visible ⟨U+202E⟩, so a
+// file named "invoice\u202egpj.sh" never reads "invoicehs.jpg".
+function shown(text) {
+  return String(text).replace(INVISIBLE, (c) => "\u27e8U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27e9");
+}
+
+// The only way text goes into the page: as text (never parsed as HTML), and shown.
+function setText(node, text) {
+  node.textContent = shown(text);
+}
+
+// An element whose text is `text`, set as above.
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
   Object.entries(attrs || {}).forEach(([k, v]) => node.setAttribute(k, v));
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) setText(node, text);
   return node;
 }
 

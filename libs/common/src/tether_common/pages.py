@@ -9,15 +9,30 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["KIT_SLOT", "assemble", "content_policy", "page_headers"]
+from tether_common import display
+
+__all__ = ["KIT_SLOT", "assemble", "content_policy", "kit", "page_headers"]
 
 KIT = Path(__file__).with_name("page_kit.js")
 # Where a page's script takes the kit.
 KIT_SLOT = "//page_kit.js"
+# Where the kit takes the class of code points it shows escaped (`tether_common.display`).
+INVISIBLE_SLOT = '"%INVISIBLE%"'
+
+
+def kit(source: Path = KIT) -> str:
+    """The shared script kit, with the escaped class from its one definition."""
+    text = source.read_text(encoding="utf-8")
+    if text.count(INVISIBLE_SLOT) != 1:
+        raise ValueError(
+            f"the kit has {text.count(INVISIBLE_SLOT)} slots {INVISIBLE_SLOT}, not one"
+        )
+    return text.replace(INVISIBLE_SLOT, json.dumps(display.js_pattern()))
 
 
 def assemble(shell: str, parts: Mapping[str, str]) -> str:
@@ -26,7 +41,7 @@ def assemble(shell: str, parts: Mapping[str, str]) -> str:
     element early (a literal `</script>` would end the block its hash covers)."""
     page = shell
     # The kit last: its slot may be inside a part.
-    for slot, text in {**parts, KIT_SLOT: KIT.read_text(encoding="utf-8")}.items():
+    for slot, text in {**parts, KIT_SLOT: kit()}.items():
         if page.count(slot) != 1:
             raise ValueError(f"the page has {page.count(slot)} slots {slot!r}, not one")
         if re.search(r"</(script|style)", text, flags=re.IGNORECASE):

@@ -3,7 +3,7 @@ zone database (`Europe/London` → "london"), plus a short table of places peopl
 are not zone cities (countries, US cities, abbreviations).
 
 Used where a person or a small model writes a place for a zone: the rules planner finds
-one in a question, and the clock tools read `"London"` as `Europe/London`. A name maps to
+those in a question, and the clock tools read `"London"` as `Europe/London`. A name maps to
 a zone only when that is unambiguous: the table is explicit, and zone cities are unique
 by construction of the zone database.
 """
@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Final
 from zoneinfo import available_timezones
 
-__all__ = ["EXTRA_PLACES", "find_zone", "place_zone", "places"]
+__all__ = ["EXTRA_PLACES", "place_zone", "places", "zones_named"]
 
 # Places people name that are not the city part of an IANA zone name.
 EXTRA_PLACES: Final = MappingProxyType(
@@ -89,15 +89,23 @@ def place_zone(name: str) -> str | None:
     return places().get(key) or places().get(key.replace(" ", "_"))
 
 
-def find_zone(text: str) -> str | None:
-    """The zone of the longest place named in `text` (whole words only)."""
+@cache
+def _longest_first() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(places().items(), key=lambda item: (-len(item[0]), item[0])))
+
+
+def zones_named(text: str) -> list[tuple[int, str]]:
+    """Each place named in `text` (whole words; where names overlap, the longest: "new
+    york", not "york"), as (where it starts, its zone), in the order written."""
     lowered = text.lower()
-    best: tuple[int, str] | None = None
-    for place, zone in places().items():
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, str]] = []
+    for place, zone in _longest_first():
         if len(place) < 2 or place not in lowered:
             continue
-        if (best is None or len(place) > best[0]) and re.search(
-            rf"(?<![\w/]){re.escape(place)}(?![\w/])", lowered
-        ):
-            best = (len(place), zone)
-    return best[1] if best else None
+        for match in re.finditer(rf"(?<![\w/]){re.escape(place)}(?![\w/])", lowered):
+            start, end = match.span()
+            if not any(start < until and since < end for since, until in taken):
+                taken.append((start, end))
+                found.append((start, zone))
+    return sorted(found)

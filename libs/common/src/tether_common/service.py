@@ -1,9 +1,9 @@
 """The life of a service process: connect the bus (retrying while NATS starts), open and
-migrate the database, start handlers and background tasks, answer health and readiness,
-and shut down in order: stop taking messages (drain the subscriptions) and finish the
-handlers in flight, stop the background tasks, close what they used (the service's
-`on_stop`), drain the bus connection, close the database. The event loop's lag is watched
-throughout (`looplag`)."""
+migrate the database, start handlers and background tasks, answer health, readiness and
+`/metrics`, and shut down in order: stop taking messages (drain the subscriptions) and
+finish the handlers in flight, stop the background tasks, close what they used (the
+service's `on_stop`), drain the bus connection, close the database. The event loop's lag
+is watched throughout (`looplag`)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from tether_common.http import (
     BodyLimit,
     health_router,
     install_error_handlers,
+    metrics_router,
     serve_http,
 )
 from tether_common.looplag import LoopLag
@@ -136,8 +137,12 @@ class Service:
         on_start: Callable[[], Awaitable[None]],
         on_stop: Callable[[], Awaitable[None]] | None = None,
         routers: Sequence[APIRouter] = (),
+        verifier: identity.Verifier | None = None,
     ) -> FastAPI:
-        """A FastAPI app whose lifespan starts this service and `on_start`, and stops both."""
+        """A FastAPI app whose lifespan starts this service and `on_start`, and stops both.
+        Its OpenAPI document is served at `/openapi.json` to a caller with a valid token
+        of `verifier` (not at all without one); FastAPI's `/docs` and `/redoc` pages,
+        which load their scripts from a CDN, are never served."""
 
         @asynccontextmanager
         async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -150,14 +155,32 @@ class Service:
                 await self.stop(on_stop)
                 log.info("%s stopped", self.name)
 
-        app = FastAPI(title=title, lifespan=lifespan)
+        app = FastAPI(
+            title=title, lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+        )
         install_error_handlers(app, self.name)
         app.include_router(health_router(self.ready))
+        app.include_router(metrics_router())
+        if verifier is not None:
+            app.include_router(openapi_router(app, verifier))
         for router in routers:
             app.include_router(router)
         # Every route reads at most DEFAULT_BODY_LIMIT unless it declares `max_body_size`.
         app.add_middleware(BodyLimit, default=DEFAULT_BODY_LIMIT)
         return app
+
+
+def openapi_router(app: FastAPI, verifier: identity.Verifier) -> APIRouter:
+    """`GET /openapi.json` for any valid token (401 without one): the document lists every
+    route and body shape, a map an anonymous caller is not given."""
+    router = APIRouter()
+    who_dep = identity.principal_dependency(verifier)
+
+    @router.get("/openapi.json", include_in_schema=False)
+    async def openapi(who: identity.Principal = who_dep) -> dict[str, Any]:
+        return app.openapi()
+
+    return router
 
 
 def run_main(

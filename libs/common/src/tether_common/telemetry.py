@@ -2,8 +2,10 @@
 
 Traces go to OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, to the console when
 `TETHER_TRACE_CONSOLE` is true, and nowhere otherwise (spans still carry context across
-the bus so ids appear in logs). Metrics (the instruments in `metrics.py`) go to OTLP
-when that endpoint is set, and are dropped otherwise.
+the bus so ids appear in logs); requests that only read start none (`traces.QuietReads`).
+Metrics (the instruments in `metrics.py`, and FastAPI's `http.server.*`) are served in
+Prometheus' text format at every service's `/metrics` (`PROMETHEUS`, read on each
+scrape), and also go to OTLP when that endpoint is set.
 """
 
 from __future__ import annotations
@@ -17,14 +19,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader
+from opentelemetry.sdk.metrics.view import View
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Sampler, _get_from_env_or_default
+from prometheus_client import CollectorRegistry
 
+from tether_common.metrics import METER_NAME, SPECS
 from tether_common.settings import CommonSettings
+from tether_common.traces import QuietReads
+
+# What this process's `/metrics` serves (`http.metrics_router`): filled on each scrape by
+# the reader `setup_metrics` installs; empty where it was never called.
+PROMETHEUS = CollectorRegistry()
 
 current_run_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "tether_run_id", default=None
@@ -34,7 +45,12 @@ _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None)
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's copy of the message with terminal colours, for its own output
 }
+# Loggers that tell their routine at INFO (alembic each migration step, uvicorn its start-up
+# banner and shutdown steps; the service says "ready" and "stopped" itself): heard from at
+# WARNING unless the level asked for is DEBUG.
+ROUTINE_LOGGERS = ("alembic", "uvicorn.error")
 
 
 class JsonFormatter(logging.Formatter):
@@ -104,6 +120,10 @@ def setup_logging(service: str, settings: CommonSettings) -> None:
     root.setLevel(settings.log_level)
     for noisy in ("uvicorn.access", "httpx", "nats"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for routine in ROUTINE_LOGGERS:
+        logging.getLogger(routine).setLevel(
+            logging.NOTSET if settings.log_level == "DEBUG" else logging.WARNING
+        )
 
 
 def setup_tracing(
@@ -123,31 +143,48 @@ def setup_tracing(
     if extra is not None:
         processors.append(extra)
     resource = Resource.create({"service.name": f"tether-{service}"})
-    # None: the SDK's default (OTEL_TRACES_SAMPLER, else parent-based always-on).
-    provider = TracerProvider(resource=resource, sampler=None if processors else ALWAYS_OFF)
+    provider = TracerProvider(resource=resource, sampler=sampler() if processors else ALWAYS_OFF)
     for processor in processors:
         provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     return provider
 
 
+def sampler() -> Sampler:
+    """The SDK's default sampler (`OTEL_TRACES_SAMPLER`, else parent-based always-on),
+    with the roots of requests that only read dropped. The default is read by the SDK's
+    own (private) function: a copy of its parsing here would be a second one to drift."""
+    return QuietReads(_get_from_env_or_default())
+
+
 def setup_metrics(
     service: str, settings: CommonSettings, *, extra: MetricReader | None = None
-) -> MeterProvider | None:
-    """Install the global meter provider for `service` when metrics have somewhere to go."""
+) -> MeterProvider:
+    """Install the global meter provider for `service`: read by `/metrics` on each scrape
+    (`PROMETHEUS`), pushed to OTLP when its endpoint is set, and to `extra` (tests)."""
     del settings  # the OTLP exporter reads the standard OTEL_* variables itself
-    readers: list[MetricReader] = [] if extra is None else [extra]
+    readers: list[MetricReader] = [PrometheusMetricReader(registry=PROMETHEUS)]
+    if extra is not None:
+        readers.append(extra)
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
-    if not readers:
-        return None  # the API's no-op meter stays: recording costs nothing
     resource = Resource.create({"service.name": f"tether-{service}"})
-    provider = MeterProvider(resource=resource, metric_readers=readers)
+    provider = MeterProvider(resource=resource, metric_readers=readers, views=attribute_views())
     metrics.set_meter_provider(provider)
     return provider
+
+
+def attribute_views() -> list[View]:
+    """Each instrument of ours keeps only the attributes its spec names, whatever a caller
+    records: no id, tenant or argument can reach a metric (`/metrics` is not behind a
+    token; see README, Observability)."""
+    return [
+        View(instrument_name=spec.name, meter_name=METER_NAME, attribute_keys=set(spec.attributes))
+        for spec in SPECS
+    ]
 
 
 def setup_telemetry(service: str, settings: CommonSettings) -> TracerProvider:

@@ -31,7 +31,7 @@ from tether_common.messages.approvals import (
     ListApprovals,
 )
 from tether_common.messages.audit import AuditProblem, AuditReport
-from tether_common.messages.base import CarryableText
+from tether_common.messages.base import ID_PATTERN, CarryableText
 
 
 async def follow(
@@ -98,12 +98,17 @@ def approvals_router(
         run_id: CarryableText | None = None,
         agent: CarryableText | None = None,
         owner: CarryableText | None = None,
+        id_prefix: Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         who: Principal = who_dep,
     ) -> ApprovalList:
+        """Requests in the token's scope, oldest first; `id_prefix`: only those whose id
+        starts with it (how `tether approvals approve apr_3fa2` finds its one)."""
         who.require("approvals.read")
         wanted = None if status == "all" else status
-        query = ListApprovals(status=wanted, run_id=run_id, agent=agent, owner=owner, limit=limit)
+        query = ListApprovals(
+            status=wanted, run_id=run_id, agent=agent, owner=owner, id_prefix=id_prefix, limit=limit
+        )
         return ApprovalList(approvals=await store.find(query, who))
 
     # Before `/{approval_id}`, which would otherwise take "events" for an id.

@@ -73,7 +73,12 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         await service.bus.publish(subject, told)
 
     store = ApprovalStore(service.engine)
-    tokens = TokenStore(service.engine, operator_token=common.operator_token, sink=sink)
+    tokens = TokenStore(
+        service.engine,
+        operator_token=common.operator_token,
+        operator_token_sha256=common.operator_token_sha256,
+        sink=sink,
+    )
     board = PresenceBoard(service.engine, settings.presence_ttl_s)
     lifecycle = Lifecycle(
         service.engine,
@@ -106,5 +111,9 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         console_router(),
     ]
     return service.app(
-        title="Tether approvals", on_start=on_start, on_stop=on_stop, routers=routers
+        title="Tether approvals",
+        on_start=on_start,
+        on_stop=on_stop,
+        routers=routers,
+        verifier=tokens,
     )

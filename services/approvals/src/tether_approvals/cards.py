@@ -1,5 +1,14 @@
 """What a notice says: the card a chat tool shows for one request (argument values cut
-at 2,000 characters, as in run events) with its console and approve/deny links."""
+at 2,000 characters, as in run events) with its console and approve/deny links.
+
+The card is text for people, so what the call's own words hold of invisible or reordering
+code points (a path `invoice\\u202egpj.sh` that would read `invoicehs.jpg`) is written out
+as `⟨U+202E⟩` (`tether_common.display`) in its title, summary, tool, arguments, reason,
+note and change set; the exact request stays behind the card's links.
+
+A staged call's card carries its change set as text (`changes`: each path and its diff,
+`tether_common.changetext`), so whoever decides from a chat tool sees what approving
+applies, as the console and `tether approvals show` do."""
 
 from __future__ import annotations
 
@@ -8,8 +17,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from tether_common.changetext import change_lines
+from tether_common.display import shown, shown_data
 from tether_common.excerpt import cut
 from tether_common.messages.approvals import (
+    CARD_CHANGES_CHARS,
     ApprovalCard,
     ApprovalNotice,
     ApprovalView,
@@ -17,6 +29,7 @@ from tether_common.messages.approvals import (
     EventKind,
     NoticeKind,
 )
+from tether_common.messages.staging import ChangeSet
 
 SUMMARY_AT = 300
 VALUE_AT = 100
@@ -42,16 +55,34 @@ _TITLES: dict[NoticeKind, str] = {
 
 
 def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = shown(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     return text if len(text) <= VALUE_AT else text[: VALUE_AT - 1] + "…"
 
 
 def summary(tool: str, args: dict[str, Any]) -> str:
     """One readable line: `shell: command=ls -la /tmp` (each value shortened, so one long
     argument does not hide the others)."""
-    shown = ", ".join(f"{key}={_short(value)}" for key, value in args.items())
-    line = " ".join(f"{tool}: {shown}".split())
+    said = ", ".join(f"{shown(key)}={_short(value)}" for key, value in args.items())
+    line = " ".join(f"{shown(tool)}: {said}".split())
     return line if len(line) <= SUMMARY_AT else line[: SUMMARY_AT - 1] + "…"
+
+
+def changes_text(changes: ChangeSet | None) -> str | None:
+    """The change set as the card's text, each line made safe, whole lines kept up to
+    `CARD_CHANGES_CHARS` and a last line saying how many more there are (None: the call
+    was not staged)."""
+    if changes is None:
+        return None
+    lines = [shown(line) for line in change_lines(changes)]
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        size += len(line) + 1
+        if size > CARD_CHANGES_CHARS and kept:
+            kept.append(f"… {len(lines) - len(kept)} more lines: the console shows them all")
+            break
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def links(base: str, approval_id: str) -> CardLinks:
@@ -66,11 +97,11 @@ def links(base: str, approval_id: str) -> CardLinks:
 
 def notice(kind: NoticeKind, item: ApprovalView, base: str) -> ApprovalNotice:
     card = ApprovalCard(
-        title=f"{_TITLES[kind]}: {item.tool}" + (f" ({item.agent})" if item.agent else ""),
+        title=shown(f"{_TITLES[kind]}: {item.tool}" + (f" ({item.agent})" if item.agent else "")),
         summary=summary(item.tool, item.args),
-        tool=item.tool,
-        arguments=cut(item.args),
-        reason=cut(item.reason),
+        tool=shown(item.tool),
+        arguments=shown_data(cut(item.args)),
+        reason=shown(cut(item.reason)),
         danger=item.danger,
         reach=item.reach,
         approval_id=item.approval_id,
@@ -82,13 +113,14 @@ def notice(kind: NoticeKind, item: ApprovalView, base: str) -> ApprovalNotice:
         status=item.status,
         decision=item.decision,
         decided_by=item.decided_by,
-        note=item.note,
+        note=None if item.note is None else shown(item.note),
         created_at=item.created_at,
         expires_at=item.expires_at,
         links=links(base, item.approval_id),
         group=item.group,
         needed=item.needed,
         approved_by=[v.by for v in item.approvals if v.decision != "deny"],
+        changes=changes_text(item.changes),
     )
     return ApprovalNotice(
         notice_id=f"ntc_{uuid.uuid4().hex}", kind=kind, ts=datetime.now(UTC), card=card

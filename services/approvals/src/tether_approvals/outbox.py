@@ -29,13 +29,15 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.cards import NOTICE_OF, notice
+from tether_approvals.destinations import Destinations
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
 from tether_approvals.tables import notice_outbox, webhook_endpoints
-from tether_approvals.webhooks import resolves_private
 from tether_common.background import FailureLog, every
+from tether_common.errors import BlockedDestination
 from tether_common.messages.approvals import ApprovalNotice, ApprovalView, EventKind
 from tether_common.messages.base import decode
+from tether_common.safety import Resolver, system_resolver
 
 __all__ = ["Claimed", "NoticePublisher", "Notices", "Sender", "backoff_s"]
 
@@ -141,14 +143,21 @@ class Sender:
         settings: WebhookSettings,
         publish: NoticePublisher,
         client: httpx.AsyncClient | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.engine = engine
         self.settings = settings
         self.publish = publish
-        # No redirects (a receiver cannot send the signed body elsewhere) and no proxies
-        # from the environment (a local receiver must not go through one).
+        self.destinations = Destinations(settings, resolver)
+        # No redirects (a receiver cannot send the signed body elsewhere), no proxies from
+        # the environment (a local receiver must not go through one), and no connection
+        # kept: requests go to pinned addresses, and a pooled TLS connection checked for one
+        # name would carry another name's delivery to the same address unchecked.
         self.client = client or httpx.AsyncClient(
-            timeout=settings.timeout_s, follow_redirects=False, trust_env=False
+            timeout=settings.timeout_s,
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
 
     async def run_forever(self) -> None:
@@ -222,12 +231,14 @@ class Sender:
             return None
         if item.url is None or item.secret is None:
             return "endpoint_missing"
-        if not self.settings.allow_private and await resolves_private(httpx.URL(item.url).host):
-            # The name is checked again here, not only when the endpoint was made: DNS may
-            # have changed since (what httpx then resolves may still differ: rebinding).
-            return "private_address"
+        try:
+            # Resolved, checked and pinned at each delivery: the receiver's DNS or the
+            # deployment's private hosts may have changed since it was registered.
+            pinned = await asyncio.to_thread(self.destinations.pinned, item.url)
+        except BlockedDestination as exc:
+            return exc.code  # `blocked_destination` or `dns_failed`, never the address
         body = item.body.encode()
-        headers = {
+        headers = pinned.headers | {
             "Content-Type": "application/json",
             "User-Agent": "tether-approvals",
             SIGNATURE_HEADER: sign(item.secret, body),
@@ -235,7 +246,9 @@ class Sender:
             EVENT_HEADER: item.kind,
         }
         try:
-            response = await self.client.post(item.url, content=body, headers=headers)
+            response = await self.client.post(
+                pinned.url, content=body, headers=headers, extensions=pinned.extensions
+            )
         except httpx.HTTPError as exc:
             # The exception's text may hold the URL, which may itself be a credential
             # (chat tools' incoming-webhook URLs are): only its kind is kept.

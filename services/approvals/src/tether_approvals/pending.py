@@ -24,6 +24,7 @@ class PendingGauge:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._reported = 0
+        approvals_pending.add(0)  # the series exists from the start: its panel reads 0
 
     async def refresh(self) -> int:
         """Read the count of pending requests and report it; returns the count."""

@@ -10,13 +10,17 @@ Who counts: a principal who may decide the request at all (role and team scope, 
 by the lifecycle), who is not its requester (the agent's owner or the principal that
 started the run, in the request's tenant), and who is in the group that may decide now
 (the first group, or after escalation the second; earlier votes stand). A person is
-counted once, whichever of their tokens they use. Any deny from such a person ends the
-request; allows are collected until `needed` distinct people have given one, and the
-narrowest allow given is the decision (`allow_once` < `allow_run` < `allow_chat`).
+counted once, whichever of their tokens they use and however their name is cased or
+spelt in compatibility forms (`person`: NFKC, then case-folded: `Carol`, `carol` and
+`ＣＡＲＯＬ` are one person, and none of them is a second to the requester `carol`).
+Any deny from such a person ends the request; allows are collected until `needed`
+distinct people have given one, and the narrowest allow given is the decision
+(`allow_once` < `allow_run` < `allow_chat`).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +45,7 @@ __all__ = [
     "decision_of",
     "is_quorum",
     "met",
+    "person",
     "refusal",
     "required",
     "voter",
@@ -85,6 +90,14 @@ def is_quorum(item: ApprovalView) -> bool:
     return item.needed > 1 or item.group is not None or item.escalate_to is not None
 
 
+def person(name: str) -> str:
+    """The one identity of a name however it is cased or written (Unicode's NFKC
+    case fold: compatibility forms, such as full-width letters, then case, then NFKC
+    again, since folding can undo the first normalisation)."""
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return unicodedata.normalize("NFKC", folded)
+
+
 def voter(who: Principal, item: ApprovalView) -> str:
     """How a vote names its person: the label in the request's tenant, qualified by the
     tenant for an admin from another one (so two tenants' `alice` are two people)."""
@@ -93,8 +106,8 @@ def voter(who: Principal, item: ApprovalView) -> str:
 
 def refusal(who: Principal, item: ApprovalView, decision: Decision) -> TetherError | None:
     """Why `who`'s `decision` does not count towards `item`'s quorum (None: it counts)."""
-    requesters = {item.owner, item.requested_by} - {None}
-    if who.tenant == item.tenant and who.name in requesters:
+    requesters = {person(r) for r in (item.owner, item.requested_by) if r is not None}
+    if who.tenant == item.tenant and person(who.name) in requesters:
         return AuthError(
             "the requester cannot decide their own request: another person must",
             code=ErrorCode.REQUESTER_CANNOT_APPROVE,
@@ -104,7 +117,8 @@ def refusal(who: Principal, item: ApprovalView, decision: Decision) -> TetherErr
             f"only members of the group '{item.group}' may decide this request now",
             code=ErrorCode.NOT_IN_GROUP,
         )
-    if decision != "deny" and any(v.by == voter(who, item) for v in item.approvals):
+    me = person(voter(who, item))
+    if decision != "deny" and any(person(v.by) == me for v in item.approvals):
         # A deny after one's own allow still ends it: changing one's mind towards safety.
         return ConflictError(
             "you have already approved this request; it needs another person",
@@ -130,8 +144,9 @@ def decided_by(votes: Sequence[Vote]) -> str:
 
 
 def met(item: ApprovalView) -> bool:
-    """Have `needed` distinct people allowed? (votes are distinct by construction)"""
-    return len(allowers(item.approvals)) >= item.needed
+    """Have `needed` distinct people allowed? (Votes are distinct by construction; counted
+    as people anyway, so votes stored before names were folded count once too.)"""
+    return len({person(by) for by in allowers(item.approvals)}) >= item.needed
 
 
 def decision_of(votes: Sequence[Vote]) -> Decision:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tether_common.messages.approvals import DEFAULT_EXPIRY_S, QuorumRule
+from tether_common.safety.urls import PrivateHosts
 from tether_common.settings import HttpSettings
 from tether_common.topology import port_of
 
@@ -58,9 +59,29 @@ class WebhookSettings(BaseModel):
     batch: int = Field(default=20, ge=1, le=500)
     # A claimed delivery whose replica died is sent again after this long.
     claim_s: float = Field(default=60.0, gt=0)
-    # Endpoints are configured by operators, so loopback and private receivers (a chat
-    # bridge on the same host, an in-cluster service) are allowed unless this is False.
-    allow_private: bool = True
+    # Tenant operators register endpoints, so only public receivers are taken unless the
+    # deployment (an admin) names private ones (a chat bridge on the same host, an
+    # in-cluster service): `host` (any port) or `host:port`, `[v6]:port` for IPv6.
+    private_hosts: list[str] = Field(
+        default_factory=list,
+        description="Loopback or private webhook receivers operators may register, as "
+        "`host` or `host:port`; a cloud metadata service is never allowed.",
+    )
+    allow_private: bool = Field(
+        default=False,
+        description="Allow every loopback, private and link-local receiver (never a cloud "
+        "metadata service): only where every operator may reach the service's network.",
+    )
+
+    @field_validator("private_hosts")
+    @classmethod
+    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
+        PrivateHosts.of(hosts)  # a bad entry stops the service with its reason
+        return hosts
+
+    def private(self) -> PrivateHosts:
+        """The receivers allowed beyond public hosts."""
+        return PrivateHosts.of(self.private_hosts, everything=self.allow_private)
 
 
 class ApprovalSettings(HttpSettings):

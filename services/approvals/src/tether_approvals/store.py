@@ -94,6 +94,8 @@ class ApprovalStore:
         ):
             if wanted is not None:
                 stmt = stmt.where(column == wanted)
+        if query.id_prefix is not None:  # autoescape: the `_` of `apr_` is no LIKE wildcard
+            stmt = stmt.where(approvals.c.approval_id.startswith(query.id_prefix, autoescape=True))
         if who is not None:
             reach = who.reach("approvals.read")
             if reach.tenant is not None:

@@ -5,28 +5,27 @@ dead-letter list) and `POST /v1/webhooks/deliveries/{delivery_id}/retry`.
 Every route needs `webhooks.manage` (operators of the tenant, admins of all); another
 tenant's endpoint or delivery answers 404. The secret is generated here (or given by the
 operator), answered once on creation and never again; nothing logs it. Only http(s)
-URLs without credentials in them are taken; loopback and private receivers are allowed
-unless `TETHER_APPROVALS_WEBHOOKS__ALLOW_PRIVATE=false`, since only operators configure
-endpoints (deliveries never follow redirects).
+URLs to public receivers, without credentials, are taken, unless the deployment names
+private ones (`destinations`). A delivery's failure class (`http_401`, `ConnectError`)
+is shown to admins only: to a tenant operator it would map what answers where, so
+theirs read `failed`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-import httpx
 from fastapi import APIRouter, Query
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_approvals.destinations import Destinations
 from tether_approvals.settings import WebhookSettings
 from tether_approvals.signing import new_secret
 from tether_approvals.tables import notice_outbox, webhook_endpoints
-from tether_common.errors import ConflictError, ErrorCode, MessageError, NotFoundError
+from tether_common.errors import ConflictError, NotFoundError
 from tether_common.http import PathId
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.webhooks import (
@@ -49,66 +48,30 @@ __all__ = [
     "WebhookList",
     "WebhookStore",
     "WebhookView",
-    "check_url",
-    "private_host",
-    "resolves_private",
     "webhooks_router",
 ]
-
-
-def private_host(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False  # a name: resolved at delivery, by the receiver's DNS
-    return not address.is_global
-
-
-async def resolves_private(host: str) -> bool:
-    """Whether `host` is, or resolves to, an address that is not global (checked at each
-    delivery when private receivers are refused; a name that fails to resolve is left to
-    the delivery, which then fails on its own)."""
-    if private_host(host):
-        return True
-    try:
-        found = await asyncio.get_running_loop().getaddrinfo(host, None)
-    except OSError:
-        return False
-    return any(private_host(str(info[4][0])) for info in found)
-
-
-def check_url(raw: str, allow_private: bool) -> str:
-    """The endpoint URL, or 422 `webhook_url_refused` saying why."""
-    try:
-        url = httpx.URL(raw)
-    except httpx.InvalidURL as exc:
-        raise MessageError("not a URL", code=ErrorCode.WEBHOOK_URL_REFUSED) from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise MessageError("only http(s) URLs with a host", code=ErrorCode.WEBHOOK_URL_REFUSED)
-    if url.userinfo:
-        raise MessageError("no credentials in the URL", code=ErrorCode.WEBHOOK_URL_REFUSED)
-    if not allow_private and private_host(url.host):
-        raise MessageError(
-            "loopback and private receivers are not allowed here",
-            code=ErrorCode.WEBHOOK_URL_REFUSED,
-        )
-    return str(url)
 
 
 def _endpoint(row: Any) -> WebhookView:
     return WebhookView.model_validate(row, from_attributes=True)
 
 
-def _delivery(row: Any) -> DeliveryView:
-    return DeliveryView.model_validate(row, from_attributes=True)
+FAILED = "failed"
+
+
+def _delivery(row: Any, who: Principal) -> DeliveryView:
+    """A delivery as `who` may see it: the failure's class for admins, `failed` for others."""
+    view = DeliveryView.model_validate(row, from_attributes=True)
+    if view.last_error is None or who.reach_of("webhooks.manage") == "all":
+        return view
+    return view.model_copy(update={"last_error": FAILED})
 
 
 class WebhookStore:
     def __init__(self, engine: AsyncEngine, settings: WebhookSettings) -> None:
         self.engine = engine
         self.settings = settings
+        self.destinations = Destinations(settings)
 
     async def create(self, who: Principal, body: CreateWebhook) -> WebhookCreated:
         tenant = body.tenant or who.tenant
@@ -116,7 +79,7 @@ class WebhookStore:
         values = {
             "endpoint_id": f"whk_{uuid.uuid4().hex}",
             "tenant": tenant,
-            "url": check_url(body.url, self.settings.allow_private),
+            "url": self.destinations.registered(body.url),
             "secret": body.secret or new_secret(),
             "events": sorted(set(body.events)),
             # The endpoint hears what its creator may read, never more.
@@ -173,7 +136,8 @@ class WebhookStore:
         if status is not None:
             stmt = stmt.where(notice_outbox.c.status == status)
         async with self.engine.connect() as conn:
-            return DeliveryList(deliveries=[_delivery(r) for r in await conn.execute(stmt)])
+            rows = await conn.execute(stmt)
+            return DeliveryList(deliveries=[_delivery(r, who) for r in rows])
 
     async def retry(self, who: Principal, delivery_id: str) -> DeliveryView:
         """Send a dead delivery again, with a fresh set of attempts (409 unless dead)."""
@@ -206,7 +170,7 @@ class WebhookStore:
                     .returning(notice_outbox)
                 )
             ).one()
-        return _delivery(updated)
+        return _delivery(updated, who)
 
 
 def webhooks_router(store: WebhookStore, verifier: Verifier) -> APIRouter:

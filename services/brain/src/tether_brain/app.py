@@ -68,7 +68,11 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
     bus, subjects = service.bus, service.subjects
     store = RunStore(service.engine)
     # Who calls: every route and request checks a principal from here (identity).
-    identity = TokenStore(service.engine, operator_token=common.operator_token)
+    identity = TokenStore(
+        service.engine,
+        operator_token=common.operator_token,
+        operator_token_sha256=common.operator_token_sha256,
+    )
     skills = SkillLibrary(FolderSkillStore(settings.skill_folders))
     toolbox = Toolbox(
         bus,
@@ -229,4 +233,5 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
                 verifier=identity,
             ),
         ],
+        verifier=identity,
     )

@@ -11,6 +11,7 @@ from contextlib import aclosing
 import httpx
 from fastapi import FastAPI
 
+from tether_common.identity import RemoteVerifier
 from tether_common.messages.gateway import GenerateRequest, ModelEventMessage
 from tether_common.messages.profiles import ModelProfile
 from tether_common.service import Service
@@ -106,4 +107,10 @@ def create_app(common: CommonSettings, settings: GatewaySettings) -> FastAPI:
         for client in clients:
             await client.aclose()
 
-    return service.app(title="Tether gateway", on_start=on_start, on_stop=on_stop)
+    return service.app(
+        title="Tether gateway",
+        on_start=on_start,
+        on_stop=on_stop,
+        # No identity tables here: `/openapi.json`'s token is verified over the bus.
+        verifier=RemoteVerifier(service.bus),
+    )

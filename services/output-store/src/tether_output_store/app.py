@@ -65,10 +65,14 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
         )
         service.background.start("the output collector", gc)
 
+    tokens = TokenStore(
+        service.engine,
+        operator_token=common.operator_token,
+        operator_token_sha256=common.operator_token_sha256,
+    )
     return service.app(
         title="Tether output-store",
         on_start=on_start,
-        routers=[
-            outputs_router(store, TokenStore(service.engine, operator_token=common.operator_token))
-        ],
+        routers=[outputs_router(store, tokens)],
+        verifier=tokens,
     )

@@ -1,4 +1,4 @@
-"""`python -m tether_output_store.grep_worker SPEC`: search stdin line by line.
+"""`python -m tether_output_store.grep_worker SPEC PID`: search stdin line by line.
 
 The pattern is RE2 (linear time, checked by `tether_common.patterns`); it still runs in its
 own process so a search over a huge output can be killed when its time budget runs out,
@@ -14,7 +14,7 @@ from collections import deque
 from typing import IO, Any
 
 from tether_common.patterns import PatternProblem, compile_pattern
-from tether_output_store.workers import READY
+from tether_output_store.workers import READY, worker_spec
 
 # Only this much of each line is searched and shown: bounds the work per line.
 MAX_LINE_CHARS = 4000
@@ -53,6 +53,7 @@ def search(spec: dict[str, Any], source: IO[bytes], out: IO[str]) -> None:
 
 
 if __name__ == "__main__":
+    spec = worker_spec()
     sys.stdout.buffer.write(READY)
     sys.stdout.flush()
-    search(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout)
+    search(spec, sys.stdin.buffer, sys.stdout)

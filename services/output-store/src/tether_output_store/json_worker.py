@@ -1,4 +1,4 @@
-"""`python -m tether_output_store.json_worker SPEC`: run a JSON path over stdin.
+"""`python -m tether_output_store.json_worker SPEC PID`: run a JSON path over stdin.
 
 Runs apart from the service because a path over a large document (a descent, a filter
 per element) can take long; the parent kills it when its budget runs out. Its memory is
@@ -19,7 +19,7 @@ sys.modules.setdefault("regex", None)  # type: ignore[arg-type]
 
 from tether_common.errors import ErrorCode, MessageError  # noqa: E402
 from tether_output_store.jsonpath import select  # noqa: E402
-from tether_output_store.workers import READY  # noqa: E402
+from tether_output_store.workers import READY, worker_spec  # noqa: E402
 
 
 def answer(spec: dict[str, Any], source: IO[bytes]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def answer(spec: dict[str, Any], source: IO[bytes]) -> dict[str, Any]:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
+    spec = worker_spec()
     limit = int(spec["memory_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     sys.stdout.buffer.write(READY)

@@ -1,7 +1,9 @@
-"""Running a query over a stored output in a child process (`python -m MODULE SPEC`, the
-output streamed to its stdin, JSON records read from its stdout) under a time budget
+"""Running a query over a stored output in a child process (`python -m MODULE SPEC PID`,
+the output streamed to its stdin, JSON records read from its stdout) under a time budget
 and a cap on how many run at once: a model-supplied pattern or path can then cost
-neither the service's event loop nor its memory, and a runaway one is killed.
+neither the service's event loop nor its memory, and a runaway one is killed. A worker
+dies with the service, however the service dies: it arms itself first thing
+(`lifeline.arm` with the service's PID), which keeps the spawn a cheap vfork.
 
 A worker first writes `READY` once its imports are done; the budget starts then, so it
 bounds the query, not the interpreter's start (which a loaded machine can make slow)."""
@@ -10,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from tether_common import lifeline
 
 if TYPE_CHECKING:  # the workers import `READY` from here: keep them from the database code
     from tether_output_store.store import OutputStore, StoredOutput
@@ -21,6 +26,14 @@ if TYPE_CHECKING:  # the workers import `READY` from here: keep them from the da
 READY = b'{"ready": true}\n'
 # How long a worker may take to start (import its modules) before it counts as failed.
 START_S = 60.0
+
+
+def worker_spec() -> dict[str, Any]:
+    """A worker's first step: tie itself to the service that started it, then read the
+    SPEC it was given."""
+    lifeline.arm(int(sys.argv[2]))
+    spec: dict[str, Any] = json.loads(sys.argv[1])
+    return spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +74,7 @@ async def run_worker(
     """Run `module` over `stored`; past `budget_s` it is killed (`timed_out`)."""
     async with slots:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, json.dumps(spec),
+            sys.executable, "-m", module, json.dumps(spec), str(os.getpid()),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip

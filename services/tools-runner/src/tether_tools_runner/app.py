@@ -159,10 +159,12 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         builtins.close()
         release_cgroups()
 
+    # No identity tables here: tokens are verified over the bus (identity.verify).
+    verifier = RemoteVerifier(service.bus)
     return service.app(
         title="Tether tools-runner",
         on_start=on_start,
         on_stop=on_stop,
-        # No identity tables here: tokens are verified over the bus (identity.verify).
-        routers=[sandbox_router(attestation, RemoteVerifier(service.bus))],
+        routers=[sandbox_router(attestation, verifier)],
+        verifier=verifier,
     )

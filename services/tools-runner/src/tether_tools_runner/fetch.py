@@ -1,24 +1,25 @@
 """Fetching one URL safely: the URL guard before every hop, the dialled address pinned
 to the one that was checked, redirects followed by hand, size and time caps.
 
-Pinning: the host is resolved here, every answer is checked, and the request goes to
-the checked IP literal with the original `Host` header (and TLS SNI / certificate name
-via httpx's `sni_hostname` extension), so DNS cannot answer differently at connect time.
+Pinning (`tether_common.safety.pinning`): the host is resolved once, every answer is
+checked, and the request goes to the checked IP literal with the original `Host` header
+(and TLS SNI / certificate name via httpx's `sni_hostname` extension), so DNS cannot
+answer differently at connect time.
 The guard is a Protocol so tests can point the fetcher at a local server explicitly."""
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 import httpx
 
-from tether_common.errors import BlockedDestination, ErrorCode
+from tether_common.errors import BlockedDestination
 from tether_common.safety import Resolver, check, check_address, system_resolver
+from tether_common.safety.pinning import pin
 from tether_tools_runner.tool import ToolFailure
 
 MAX_REDIRECTS = 5
@@ -102,29 +103,13 @@ class Fetcher:
     async def _pinned_request(self, client: httpx.AsyncClient, url: str) -> httpx.Request:
         try:
             await asyncio.to_thread(self.guard.check_url, url)
-            parts = urlsplit(url)
-            host = parts.hostname or ""
-            ip = await asyncio.to_thread(self._checked_address, host)
+            pinned = await asyncio.to_thread(pin, url, self.guard.resolve, self.guard.check_address)
         except BlockedDestination as exc:
             raise ToolFailure(exc.code, f"{url} is refused: {exc.message}.") from None
-        literal = f"[{ip}]" if ":" in ip else ip
-        netloc = f"{literal}:{parts.port}" if parts.port else literal
-        pinned = urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-        headers = {"Host": parts.netloc, "User-Agent": USER_AGENT, "Accept": "text/html, */*"}
-        extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-        return client.build_request("GET", pinned, headers=headers, extensions=extensions)
-
-    def _checked_address(self, host: str) -> str:
-        """The address to dial: the literal itself, or the first checked DNS answer."""
-        try:
-            answers = [str(ipaddress.ip_address(host.strip("[]")))]
-        except ValueError:
-            answers = list(self.guard.resolve(host))
-        if not answers:
-            raise BlockedDestination(f"{host} resolved to no address", code=ErrorCode.DNS_FAILED)
-        for answer in answers:
-            self.guard.check_address(answer.split("%", 1)[0])
-        return answers[0].split("%", 1)[0]
+        headers = pinned.headers | {"User-Agent": USER_AGENT, "Accept": "text/html, */*"}
+        return client.build_request(
+            "GET", pinned.url, headers=headers, extensions=pinned.extensions
+        )
 
     async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
         body = bytearray()

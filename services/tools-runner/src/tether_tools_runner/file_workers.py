@@ -7,9 +7,12 @@ lock or thread of the runner is inherited and a new worker starts in millisecond
 opens the workspace root and then drops to the sandbox user for good. A runner that is not root is
 its own sandbox user and runs the same functions in a thread.
 
-A worker that dies (or overruns a call that was then given up) is replaced with the
-whole pool; the calls it held answer `worker_failed`, never hang. Functions sent here
-are module-level, take plain arguments and answer `T | Failed`.
+Nothing here outlives the runner, however it dies: each worker watches the runner and
+ends with it (`tether_common.lifeline.watch`); the fork server and multiprocessing's
+resource tracker then end by themselves, as each does once the last process holding its
+pipe is gone. A worker that dies (or overruns a call that was then given up) is replaced
+with the whole pool; the calls it held answer `worker_failed`, never hang. Functions
+sent here are module-level, take plain arguments and answer `T | Failed`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tether_common import lifeline
 from tether_tools_runner.sandbox.identity import SandboxUser
 from tether_tools_runner.tool import ToolFailure
 from tether_tools_runner.workspace import Failed, root_fd
@@ -47,9 +51,14 @@ PRELOAD = (
 )
 
 
-def become(root: str, uid: int, gid: int, preload: tuple[str, ...] = PRELOAD) -> None:
-    """Worker initializer: import the operations and open the root while still root, then
-    become the sandbox user (groups, gid, uid - each for real, effective and saved ids)."""
+def become(
+    root: str, uid: int, gid: int, runner: lifeline.Starter, preload: tuple[str, ...] = PRELOAD
+) -> None:
+    """Worker initializer: die with `runner` (the worker's parent is the fork server, so
+    only a watch on the runner itself can tell), import the operations and open the root
+    while still root, then become the sandbox user (groups, gid, uid - each for real,
+    effective and saved ids)."""
+    lifeline.watch(runner)
     for module in preload:
         importlib.import_module(module)
     root_fd(root)
@@ -127,7 +136,7 @@ class FileWorkers:
                 max_workers=self.workers,
                 mp_context=context,
                 initializer=become,
-                initargs=(self.root, self.user.uid, self.user.gid),
+                initargs=(self.root, self.user.uid, self.user.gid, lifeline.this_process()),
             )
         return self._pool
 

@@ -23,7 +23,7 @@ import re
 import stat
 from pathlib import Path
 
-from tether_common.messages.tools import WORKSPACE_PATTERN
+from tether_common.messages.tools import WORKSPACE_PATTERN, Reach
 from tether_tools_runner.context import current_run_id, current_workspace
 from tether_tools_runner.sandbox import SandboxUser, hand_over
 from tether_tools_runner.settings import WorkspaceLayout
@@ -31,6 +31,11 @@ from tether_tools_runner.tool import ToolFailure
 from tether_tools_runner.workspace import Place, Workspace
 
 log = logging.getLogger(__name__)
+# How far a file tool reaches (DESIGN §4): the workspace is one user's project folder
+# (`shared`) or one run tree's own (`per_tree`), confined by the path guard here and in
+# the brain's gates, so `user`, never `instance`: reading it needs no grant (the default
+# mode `allow-reads` runs such reads without asking); a write needs one, or an operator.
+WORKSPACE_REACH: Reach = "user"
 _NAME = re.compile(WORKSPACE_PATTERN)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 ROOT_MODE = 0o711

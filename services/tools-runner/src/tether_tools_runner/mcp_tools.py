@@ -15,13 +15,16 @@ answered `mcp_failed` naming the server. The hub answers for its names before th
 registry does (`Registry.held`), so a refused call claims no idempotency key.
 
 Each call carries its idempotency key (`run_id:call_id`) in the request's `_meta` under
-`tether/idempotency-key`, so a server with effects of its own can keep to once too."""
+`tether/idempotency-key`, so a server with effects of its own can keep to once too.
+
+A stdio server dies with the runner, however the runner dies (`tether_common.lifeline`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
 from typing import Any, Literal, cast
 
 from mcp import Client, MCPError, StdioServerParameters
@@ -29,6 +32,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from mcp.types import Tool as McpTool
 
+from tether_common import lifeline
 from tether_common.messages.tools import (
     MCP_FAILED,
     TOOL_NOT_READY,
@@ -134,7 +138,11 @@ class McpLink:
         if not self.config.command:
             raise ValueError(f"MCP server {self.config.name} has neither command nor url")
         env = {**get_default_environment(), **self.config.env}
-        return StdioServerParameters(command=self.config.command, args=self.config.args, env=env)
+        # The SDK takes no preexec_fn: a small exec wrapper ties the server to this
+        # runner, so a runner killed outright does not leave it running.
+        argv = [self.config.command, *self.config.args]
+        python, *wrapped = lifeline.command(argv, path=env.get("PATH", os.defpath))
+        return StdioServerParameters(command=python, args=wrapped, env=env)
 
     async def run(self) -> None:
         """Supervise forever (until cancelled): connect, publish, watch, back off, retry.

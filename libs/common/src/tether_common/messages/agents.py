@@ -1,4 +1,5 @@
-"""An agent as the brain's agents API stores and answers it: grants, owner, tenant, mode,
+"""An agent as the brain's agents API stores and answers it: grants, owner, tenant (an
+agent's id is unique within its tenant), whether other tenants may use it, mode,
 tool categories, bars, done rule, budgets and ceilings, allowed providers and models, and
 the quorum its worst calls need. One definition shared by the brain (which validates and
 enforces it) and the client (which reads it typed)."""
@@ -89,6 +90,9 @@ class AgentConfig(BaseModel):
     grants: list[str] = Field(default_factory=list)
     owner: str | None = None
     tenant: str = DEFAULT_TENANT
+    # Usable by every tenant's runs (never changed by them); set by an admin only. The
+    # `default` tenant's `default` agent (the one a run gets naming none) always is.
+    shared: bool = False
     mode: PermissionMode = "allow-reads"
     categories: list[Category] = Field(default_factory=lambda: list(CATEGORIES))
     untrusted_bar: bool = True

@@ -35,6 +35,9 @@ DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
 # `voted`: a partial approval towards a quorum; `escalated`: moved to its second group.
 EventKind = Literal["created", "voted", "escalated", "decided", "expired", "consumed", "withdrawn"]
 MAX_QUORUM = 10
+# A card's change set as text is cut here: a chat tool shows a message of tens of
+# kilobytes at most (the set's own diffs may reach `staging.MAX_DIFF_TOTAL`).
+CARD_CHANGES_CHARS = 20_000
 ConsumeOutcome = Literal[
     "consumed",
     "already_consumed",
@@ -152,6 +155,8 @@ class ListApprovals(WireRequest):
     run_id: str | None = None
     agent: str | None = None
     owner: str | None = None
+    # Only requests whose id starts with this (the CLI resolving `apr_3fa2` to one).
+    id_prefix: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     # Without a token this is a service call (the bus itself is authenticated);
     # with one, the token's role and team scope apply.
     token: str | None = None
@@ -242,7 +247,9 @@ class CardLinks(WireModel):
 
 class ApprovalCard(WireModel):
     """What a chat tool shows: argument values are cut at 2,000 characters, as in run
-    events; `summary` is one readable line."""
+    events; `summary` is one readable line; `changes`, for a staged call, what approving
+    applies as lines of text (each path and its diff; `tether_common.changetext`), cut at
+    `CARD_CHANGES_CHARS` (the console's card has all of it)."""
 
     title: str
     summary: str
@@ -268,6 +275,7 @@ class ApprovalCard(WireModel):
     group: str | None = None
     needed: int = 1
     approved_by: list[str] = Field(default_factory=list)
+    changes: str | None = None
 
 
 class ApprovalNotice(WireModel):

@@ -65,6 +65,8 @@ class DeliveryView(WireModel):
     created_at: datetime
     last_attempt_at: datetime | None = None
     delivered_at: datetime | None = None
+    # Why the last attempt failed: its class (`http_503`, `ConnectError`,
+    # `blocked_destination`) for admins, `failed` for everyone else.
     last_error: str | None = None
 
 

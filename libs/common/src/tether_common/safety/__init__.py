@@ -6,6 +6,8 @@ the tools-runner re-checks with them before acting, so a direct call cannot skip
     paths.resolve(root, path, write) -> real Path inside the workspace, or PathDenied
     urls.check(url, resolver=...)    -> None, or BlockedDestination
     urls.check_address(ip)           -> None, or BlockedDestination (connect-time re-check)
+    urls.PrivateHosts                -> the non-public hosts a deployment allows (never metadata)
+    pinning.pin(url, resolve, check) -> the URL pinned to its checked address (DNS rebinding)
     beneath.open_beneath(fd, parts)  -> an fd opened beneath the root, race-free (no symlink
                                         followed); what the runner's file tools act through
 

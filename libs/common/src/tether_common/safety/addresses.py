@@ -57,6 +57,13 @@ _BLOCKED_V6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_V6("ff00::/8"), "multicast"),
 )
 
+# Never a destination, whatever a deployment allows: credentials live there.
+_METADATA: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = (
+    _V4("169.254.169.254/32"),
+    _V4("100.100.100.200/32"),
+    _V6("fd00:ec2::254/128"),
+)
+
 _GLOBAL_UNICAST = _V6("2000::/3")
 _MAPPED = _V6("::ffff:0:0/96")
 _TRANSLATED = _V6("::ffff:0:0:0/96")  # SIIT
@@ -130,6 +137,15 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
     if address in _COMPATIBLE and int(address) > 1:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
+
+
+def is_metadata(address: IPAddress) -> bool:
+    """Whether `address` is a cloud metadata service, also inside an IPv6 address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = embedded_ipv4(address)
+        if inner is not None and is_metadata(inner):
+            return True
+    return any(address in network for network in _METADATA)
 
 
 def blocked_reason(address: IPAddress) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bashlex
 
+from .shell_fds import inherited_outputs
 from .shell_text import scan
 from .shell_verdict import (
     Category,
@@ -63,7 +64,7 @@ def _findings(command: object, depth: int) -> list[Finding]:
         findings.append(ask("opaque", "several lines: each line is a separate command"))
     try:
         trees = bashlex.parse(command)
-        scope = Scope(command, depth, _findings, findings)
+        scope = Scope(command, depth, _findings, findings, outputs=inherited_outputs(trees))
         for tree in trees:
             walk(tree, scope)
     except Exception:  # bashlex raises many types, none of which mean "safe"

@@ -33,7 +33,10 @@ _RAW_DISK = re.compile(
     r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme\d|mmcblk\d|r?disk\d|md\d|dm-\d|mapper/"
     r"|disk/|loop\d|sr\d|mem$|kmem$|port$)"
 )
-_HARMLESS_DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/zero")
+# Paths that name an open descriptor of the writing process: bash (and the kernel)
+# open them anew, so `3<app.py >/dev/fd/3` opens app.py again, this time for writing.
+_DESCRIPTOR = re.compile(r"/(?:dev/fd|proc/(?:self|thread-self)/fd)/(\d+)")
+_STANDARD = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
 def _normalise(path: str) -> str:
@@ -77,14 +80,30 @@ def raw_disk(path: str) -> bool:
     return _RAW_DISK.match(_normalise(path)) is not None
 
 
-WriteTarget = Literal["harmless", "network", "disk", "system", "file"]
+WriteTarget = Literal["harmless", "descriptor", "network", "disk", "system", "file"]
+
+
+def descriptor_of(path: str) -> int | None:
+    """The descriptor number a path reopens (`/dev/stdout`, `/dev/fd/3`,
+    `/proc/self/fd/3`), or None when it names no descriptor of the process itself."""
+    normal = _normalise(path)
+    if normal in _STANDARD:
+        return _STANDARD[normal]
+    found = _DESCRIPTOR.fullmatch(normal)
+    return None if found is None else int(found.group(1))
 
 
 def write_target(path: str) -> WriteTarget:
-    """What writing to `path` means, for redirections, `tee`, `dd of=` and copies."""
+    """What writing to `path` means, for redirections, `tee`, `dd of=` and copies.
+
+    Only `/dev/null` is harmless by itself. A descriptor path is as harmless as the file
+    behind that descriptor, which only the caller can tell; every other device (a
+    terminal, `/dev/zero`, another process's `/proc/<pid>/fd/N`) counts as a file."""
     normal = _normalise(path)
-    if normal in _HARMLESS_DEVICES or normal.startswith(("/dev/fd/", "/dev/pts/")):
+    if normal == "/dev/null":
         return "harmless"
+    if descriptor_of(normal) is not None:
+        return "descriptor"
     if normal.startswith(("/dev/tcp/", "/dev/udp/")):
         return "network"
     if raw_disk(normal):

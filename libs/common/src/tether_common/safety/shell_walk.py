@@ -27,7 +27,7 @@ from .shell_commands import (
     reads_stdin_code,
     unwrap,
 )
-from .shell_deny import critical_tree, deny_reason, write_target
+from .shell_deny import critical_tree, deny_reason, descriptor_of, write_target
 from .shell_readonly import READ_ONLY, Refusal
 from .shell_text import scan
 from .shell_verdict import allow, ask, deny
@@ -35,9 +35,17 @@ from .shell_words import Node, Scope, Word, expand_braces, make_word, substitute
 
 _SKIPPED = frozenset({"reservedword", "operator", "pipe"})
 _WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
-_SAFE_ASSIGNMENT = re.compile(
-    r"LC_[A-Z]+|LANG|LANGUAGE|TZ|COLUMNS|LINES|NO_COLOR|FORCE_COLOR|CLICOLOR|TERM|[a-z_][a-z0-9_]*"
+# Environment variables a read-only command may be given, each only with a plain value:
+# a locale, zone or terminal name is looked up under system folders, but a value with
+# `/` or `..` is a path (`LANGUAGE=../../ws/x` loads a message catalog the model wrote,
+# `TZ=/ws/x` a zone file) and `%` starts a format some programs expand.
+_NAMED_VARIABLE = re.compile(
+    r"LC_[A-Z]+|LANG|LANGUAGE|TZ|COLUMNS|LINES|NO_COLOR|FORCE_COLOR|CLICOLOR|TERM"
 )
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:@+-]{0,64}")
+# Variables of the shell itself: a plain `x=...` on its own line is not exported (the
+# sandbox's environment holds no lower-case names) and reaches no program.
+_SHELL_VARIABLE = re.compile(r"[a-z_][a-z0-9_]*")
 _PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy"})
 
 
@@ -124,8 +132,9 @@ def _assignment(node: Node, scope: Scope, *, standalone: bool) -> frozenset[str]
     word = make_word(node, scope, walk)
     name, _, value = word.text.partition("=")
     name = name.rstrip("+")
-    if not _SAFE_ASSIGNMENT.fullmatch(name) or name in _PROXY_VARIABLES:
-        scope.add(ask("opaque", f"sets {name}, which changes what later commands do"))
+    refusal = _assignment_refusal(name, value, word, standalone=standalone)
+    if refusal is not None:
+        scope.add(ask("opaque", refusal))
     if standalone and word.literal:
         scope.variables[name] = value
     elif standalone:
@@ -133,6 +142,19 @@ def _assignment(node: Node, scope: Scope, *, standalone: bool) -> frozenset[str]
     if word.sub_names & FETCHERS:
         scope.tainted.add(name)
     return word.sub_names
+
+
+def _assignment_refusal(name: str, value: str, word: Word, *, standalone: bool) -> str | None:
+    """Why setting `name` needs an operator, or None when it is plainly harmless."""
+    if _NAMED_VARIABLE.fullmatch(name):
+        if not word.literal or not _PLAIN_VALUE.fullmatch(value) or ".." in value:
+            return f"sets {name} to a value that is not a plain name, which can make a program read a file"
+        return None
+    if not standalone:
+        return f"gives {name} to the command, which changes what it does"
+    if not _SHELL_VARIABLE.fullmatch(name) or name in _PROXY_VARIABLES:
+        return f"sets {name}, which changes what later commands do"
+    return None
 
 
 def _downloaded(word: Word, scope: Scope) -> bool:
@@ -167,7 +189,9 @@ def _write_target(word: Word, scope: Scope) -> None:
         scope.add(ask("write", "writes to a file whose name is computed at run time"))
         return
     target = write_target(word.text)
-    if target == "network":
+    if target == "descriptor" and descriptor_of(word.text) not in scope.outputs:
+        scope.add(ask("write", f"writes through {word.text}, which reopens whatever file it holds"))
+    elif target == "network":
         scope.add(ask("network", f"opens a network connection through {word.text}"))
     elif target == "disk":
         scope.add(deny(f"writes to the raw disk {word.text}"))
@@ -188,7 +212,9 @@ def _check_protected(words: Sequence[Word], scope: Scope) -> None:
 
 def _protected_hit(text: str, *, glob: bool) -> str | None:
     if glob:
-        return text if glob_may_match_protected(text) else None
+        # Brace lists first, as bash does: `{.git,x}/config` is `.git/config x/config`.
+        hits = (glob_may_match_protected(choice) for choice in expand_braces(text))
+        return text if any(hits) else None
     if any(char in text for char in "*?["):
         return None  # a quoted pattern (find -name '*.pem') names no file
     hit = protected_component(re.split(r"[/=]", text))

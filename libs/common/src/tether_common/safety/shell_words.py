@@ -35,6 +35,9 @@ class Scope:
     tainted: set[str] = field(default_factory=set)  # variables holding downloaded text
     cwd_critical: bool = False
     cwd_moved: bool = False  # a `cd` ran earlier on the line
+    # Of stdout and stderr, those no redirection or `exec` on the line can have reopened
+    # (tether_common.safety.shell_fds): only writes through these are harmless.
+    outputs: frozenset[int] = frozenset()
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

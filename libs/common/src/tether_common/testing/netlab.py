@@ -2,14 +2,16 @@
 namespaces joined by one bridge, links that can be cut and healed, and PostgreSQL, a
 NATS cluster and Tether's services started inside them as real processes.
 
-Needs root and iproute2 (`ip`); nothing else (no iptables). A cut is a pair of blackhole
+Needs root and iproute2 (`ip`); and iptables where br_netfilter is on (dockerd loads it
+and sets the FORWARD policy to DROP, which would drop the frames between the lab's hosts):
+the lab then accepts its own bridge's traffic with one rule, removed when it closes. A cut is a pair of blackhole
 routes, one in each namespace, so packets between two hosts vanish both ways while each
 keeps every other link: new connections fail, open ones go silent, as across a real
 partition. `isolate` takes a host's whole link down.
 
 Servers are started from a thread that has entered the host's namespace (`setns` is per
 thread), so they and every process they fork live there; services are started through
-`ip netns exec`. Everything started is stopped by `LabStack.close`, then the namespaces
+`ip netns exec`. Each is armed to die with this process (`tether_common.lifeline`). Everything started is stopped by `LabStack.close`, then the namespaces
 and the bridge are deleted.
 """
 
@@ -24,9 +26,9 @@ import secrets
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import IO, TypeVar
 
 import httpx
 
+from tether_common import lifeline
 from tether_common.bus import Bus
 from tether_common.decisions import new_key
 from tether_common.embedded import EmbeddedPostgres, NatsServer
@@ -83,6 +86,25 @@ def _free_subnet() -> str:
     raise ConfigError("no free 10.x.y.0/24 subnet for the lab")
 
 
+BRIDGE_NETFILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def _bridge_filtered() -> bool:
+    """Whether bridged frames pass iptables (br_netfilter loaded and on)."""
+    try:
+        return BRIDGE_NETFILTER.read_text().strip() == "1"
+    except OSError:
+        return False
+
+
+def _iptables(*args: str) -> None:
+    if shutil.which("iptables") is None:
+        raise ConfigError("br_netfilter is on (Docker loads it): install the iptables package")
+    done = subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ConfigError(f"iptables {' '.join(args)}: {done.stderr.strip()}")
+
+
 class NetLab:
     """A bridge and the hosts on it; a context manager that deletes them all."""
 
@@ -93,9 +115,15 @@ class NetLab:
         self.subnet = _free_subnet()
         self.hosts: dict[str, Host] = {}
         self._cuts: set[tuple[str, str]] = set()
+        self._threads: dict[str, ThreadPoolExecutor] = {}
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
+        # Between the lab's hosts only; Docker's own chains and policy stay as they are.
+        self._accept = ("FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT")
+        self._accepting = _bridge_filtered()
+        if self._accepting:
+            _iptables("-I", *self._accept)
 
     @property
     def network(self) -> str:
@@ -134,33 +162,35 @@ class NetLab:
         _ip("link", "set", host.link, "up")
 
     def call_in(self, host: Host, fn: Callable[[], T]) -> T:
-        """`fn()` on a thread inside `host`'s namespace (what it forks stays there)."""
-        results: list[T] = []
-        errors: list[BaseException] = []
+        """`fn()` on `host`'s own thread, inside its namespace: what it forks stays there.
+        The thread lives until the lab closes, because the servers it starts are armed to
+        die with the thread that forked them (`lifeline`)."""
 
-        def body() -> None:
-            try:
-                _enter(host.netns)
-                results.append(fn())
-            except BaseException as exc:  # handed to the caller's thread
-                errors.append(exc)
+        def body() -> T:
+            _enter(host.netns)  # again on every call: cheap, and the same namespace
+            lifeline.fork_here()
+            return fn()
 
-        thread = threading.Thread(target=body, name=f"netns-{host.name}")
-        thread.start()
-        thread.join()
-        if errors:
-            raise errors[0]
-        return results[0]
+        thread = self._threads.get(host.name)
+        if thread is None:
+            thread = ThreadPoolExecutor(1, thread_name_prefix=f"netns-{host.name}")
+            self._threads[host.name] = thread
+        return thread.submit(body).result()
 
     def command(self, host: Host, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", host.netns, *argv]
 
     def close(self) -> None:
+        for thread in self._threads.values():  # what each started goes with it
+            thread.shutdown(wait=True)
         for host in self.hosts.values():
             with contextlib.suppress(ConfigError):
                 _ip("netns", "del", host.netns)  # its veth pair goes with it
         with contextlib.suppress(ConfigError):
             _ip("link", "del", self.bridge)
+        if self._accepting:
+            with contextlib.suppress(ConfigError):
+                _iptables("-D", *self._accept)
 
     def __enter__(self) -> NetLab:
         return self
@@ -323,6 +353,7 @@ class LabStack:
                 env=env,
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
+                preexec_fn=lifeline.preexec(),  # dies with this process
             )
         finally:
             out.close()  # the child holds its own descriptor

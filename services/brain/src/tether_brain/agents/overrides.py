@@ -20,14 +20,15 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import ColumnElement, and_, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from tether_brain.agents.config import AgentConfig, Agents
+from tether_brain.agents.config import AgentConfig, AgentKey, Agents
 from tether_brain.persistence.policy_tables import agents_table, bump, lock
 from tether_common.background import FailureLog, every
 from tether_common.bus import Bus
+from tether_common.errors import NotFoundError
 from tether_common.messages.runs import GrantsChanged
 
 log = logging.getLogger(__name__)
@@ -47,40 +48,41 @@ class GrantOverrides:
         """Read every grant change and put them all in force on this replica."""
         async with self.engine.connect() as conn:
             rows = await conn.execute(
-                select(agents_table.c.agent_id, agents_table.c.spec).where(
+                select(agents_table.c.tenant, agents_table.c.agent_id, agents_table.c.spec).where(
                     and_(agents_table.c.source == API, agents_table.c.deleted.is_(False))
                 )
             )
-            changed = {r.agent_id: list(r.spec.get("grants", [])) for r in rows}
+            changed = {(r.tenant, r.agent_id): list(r.spec.get("grants", [])) for r in rows}
         self.agents.lay_grants(changed)
 
-    async def in_force(self, conn: AsyncConnection, agent_id: str) -> list[str]:
+    async def in_force(self, conn: AsyncConnection, key: AgentKey) -> list[str]:
         """The agent's grants as they stand, locked for a change until `conn` commits."""
         await lock(conn)
         spec = await conn.scalar(
             select(agents_table.c.spec).where(
                 and_(
-                    agents_table.c.agent_id == agent_id,
+                    row_is(key),
                     agents_table.c.source == API,
                     agents_table.c.deleted.is_(False),
                 )
             )
         )
-        return (
-            list(spec["grants"]) if spec is not None else list(self.agents.config(agent_id).grants)
-        )
+        if spec is not None:
+            return list(spec["grants"])
+        found = self.agents.configs.get(key)
+        if found is None:
+            raise NotFoundError(f"no agent '{key[1]}'")
+        return list(found.grants)
 
-    async def save(self, conn: AsyncConnection, agent_id: str, grants: list[str], who: str) -> None:
+    async def save(self, conn: AsyncConnection, key: AgentKey, grants: list[str], who: str) -> None:
         """Store the agent's new grants (after `in_force`, in its transaction): on its row,
         or on a new row from the definition in force here."""
         now = datetime.now(UTC)
-        spec = await conn.scalar(
-            select(agents_table.c.spec).where(agents_table.c.agent_id == agent_id)
-        )
+        spec = await conn.scalar(select(agents_table.c.spec).where(row_is(key)))
         if spec is not None:
             await conn.execute(
                 update(agents_table)
-                .where(agents_table.c.agent_id == agent_id)
+                .where(row_is(key))
                 .values(
                     spec={**spec, "grants": list(grants)},
                     version=agents_table.c.version + 1,
@@ -91,18 +93,18 @@ class GrantOverrides:
                 )
             )
         else:
-            config = self.agents.config(agent_id).model_copy(update={"grants": list(grants)})
+            config = self.agents.configs[key].model_copy(update={"grants": list(grants)})
             await conn.execute(
                 insert(agents_table)
-                .values(**row_values(agent_id, config, who, now, source=API, version=1))
+                .values(**row_values(key[1], config, who, now, source=API, version=1))
                 .on_conflict_do_nothing()
             )
         await bump(conn)
 
-    async def committed(self, agent_id: str, _grants: list[str]) -> None:
+    async def committed(self, key: AgentKey, _grants: list[str]) -> None:
         """After the commit: in force here at once, and on the other replicas on notice."""
         await self.load()
-        await self.announce(agent_id)
+        await self.announce(f"agent:{key[0]}/{key[1]}")
 
     async def announce(self, resource: str) -> None:
         """Tell every replica to reload (`resource` names what changed, for the logs)."""
@@ -118,6 +120,11 @@ class GrantOverrides:
 
     async def refresh_forever(self) -> None:
         await every(self.refresh_s, self.load, FailureLog(log, "reloading agents and policy"))
+
+
+def row_is(key: AgentKey) -> ColumnElement[bool]:
+    """The `agents` row of one (tenant, id)."""
+    return and_(agents_table.c.tenant == key[0], agents_table.c.agent_id == key[1])
 
 
 def row_values(

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy import and_, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tether_brain.agents.config import GLOBAL, AgentConfig, Agents
+from tether_brain.agents.config import GLOBAL, AgentConfig, AgentKey, Agents
 from tether_brain.agents.overrides import SETTINGS
 from tether_brain.persistence import trail
 from tether_brain.persistence.policy_tables import policy_documents
@@ -47,6 +47,10 @@ class StoredAgent:
     changed_by: str
     changed_at: datetime
 
+    @property
+    def key(self) -> AgentKey:
+        return (self.config.tenant, self.agent_id)
+
 
 @dataclass(frozen=True, slots=True)
 class StoredDocument:
@@ -73,6 +77,8 @@ def agent_of(row: Any) -> StoredAgent | None:
     except ValidationError as exc:  # never in force half-read; the API shows it missing
         log.error("agent %s is stored in a shape this brain cannot read: %s", row.agent_id, exc)
         return None
+    if config.tenant != row.tenant:  # the row's key is what the agent is found by
+        config = config.model_copy(update={"tenant": row.tenant})
     return StoredAgent(
         row.agent_id, config, row.version, row.source, row.changed_by, row.changed_at
     )
@@ -89,7 +95,7 @@ def empty_body(kind: Kind) -> Any:
 def own_seed(agents: Agents, stored: StoredAgent) -> AgentConfig:
     if stored.source != SETTINGS:
         return stored.config
-    return agents.seeds.get(stored.agent_id, stored.config)
+    return agents.seeds.get(stored.key, stored.config)
 
 
 def own_body(agents: Agents, doc: Any) -> Any:
@@ -108,10 +114,12 @@ async def record_change(
     after: Any,
     who: str = SEEDED_BY,
     *,
+    tenant: str | None = None,
     sink: audit.JsonlSink | None,
 ) -> None:
-    """One record in the `policy` trail: who changed what, with the digests of the
-    resource before and after (None: it did not exist / no longer does)."""
+    """One record in the `policy` trail: who changed what (an agent's: in which tenant),
+    with the digests of the resource before and after (None: it did not / no longer
+    exists)."""
     if isinstance(after, AgentConfig):
         after = spec_of(after)
     data = {
@@ -120,6 +128,8 @@ async def record_change(
         "before": None if before is None else digest(before),
         "after": None if after is None else digest(after),
     }
+    if tenant is not None:
+        data["tenant"] = tenant
     await trail.record(conn, POLICY_TRAIL, event, data, sink=sink)
 
 

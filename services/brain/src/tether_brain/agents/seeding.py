@@ -57,11 +57,11 @@ async def seed(store: Seeded) -> None:
     the seed (see module); under the policy lock, so replicas may start together."""
     async with store.engine.begin() as conn:
         await lock(conn)
-        rows = {r.agent_id: r for r in await conn.execute(select(agents_table))}
+        rows = {(r.tenant, r.agent_id): r for r in await conn.execute(select(agents_table))}
         legacy = await legacy_grants(conn)
         changed = False
-        for agent_id, config in store.agents.seeds.items():
-            row = rows.get(agent_id)
+        for (tenant, agent_id), config in store.agents.seeds.items():
+            row = rows.get((tenant, agent_id))
             if row is None:
                 grants = legacy.get(agent_id)
                 seed = config if grants is None else config.model_copy(update={"grants": grants})

@@ -25,8 +25,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_brain.agents import seeding
-from tether_brain.agents.config import AgentConfig, Agents, PolicySnapshot
-from tether_brain.agents.overrides import API, GrantOverrides, row_values
+from tether_brain.agents.config import AgentConfig, AgentKey, Agents, PolicySnapshot
+from tether_brain.agents.overrides import API, GrantOverrides, row_is, row_values
 from tether_brain.agents.records import (
     KINDS,
     POLICY_TRAIL,
@@ -83,7 +83,7 @@ class AgentStore(GrantOverrides):
                 )
                 stored = [a for r in rows if (a := agent_of(r)) is not None]
                 docs = (await conn.execute(select(policy_documents))).all()
-        agents = {a.agent_id: own_seed(self.agents, a) for a in stored}
+        agents = {a.key: own_seed(self.agents, a) for a in stored}
         guardrails = {
             d.scope: dict(own_body(self.agents, d)) for d in docs if d.kind == "guardrails"
         }
@@ -106,44 +106,55 @@ class AgentStore(GrantOverrides):
             rows = await conn.execute(
                 select(agents_table)
                 .where(agents_table.c.deleted.is_(False))
-                .order_by(agents_table.c.agent_id)
+                .order_by(agents_table.c.agent_id, agents_table.c.tenant)
             )
             return [a for r in rows if (a := agent_of(r)) is not None]
 
-    async def agent(self, agent_id: str) -> StoredAgent:
+    async def agents_named(self, agent_id: str) -> dict[AgentKey, StoredAgent]:
+        """Every stored agent of this id, in whichever tenant, by key."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(agents_table).where(
+                    and_(agents_table.c.agent_id == agent_id, agents_table.c.deleted.is_(False))
+                )
+            )
+            return {a.key: a for r in rows if (a := agent_of(r)) is not None}
+
+    async def agent(self, key: AgentKey) -> StoredAgent:
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
-                    select(agents_table).where(
-                        and_(agents_table.c.agent_id == agent_id, agents_table.c.deleted.is_(False))
-                    )
+                    select(agents_table).where(and_(row_is(key), agents_table.c.deleted.is_(False)))
                 )
             ).first()
         found = None if row is None else agent_of(row)
         if found is None:
-            raise NotFoundError(f"no agent '{agent_id}'")
+            raise NotFoundError(f"no agent '{key[1]}'")
         return found
 
     async def change_agent(
         self,
-        agent_id: str,
+        key: AgentKey,
         who: str,
         decide: Decide,
         *,
         expected: int | None,
         create: bool = False,
     ) -> StoredAgent | None:
-        """Create (`create`), replace or delete (`decide` answers None) one agent; returns
-        it as stored (None when deleted). 409 `agent_exists`/`version_conflict`."""
+        """Create (`create`), replace or delete (`decide` answers None) the agent `key`
+        (tenant, id); returns it as stored (None when deleted). 409 `agent_exists`/
+        `version_conflict`. The caller has checked that the key is within its reach
+        (creating: on the body; else `agent_reach.addressed`), so these say nothing
+        of another tenant; `decide` rules again on the row as locked."""
+        agent_id = key[1]
         async with self.engine.begin() as conn:
             await lock(conn)
-            row = (
-                await conn.execute(select(agents_table).where(agents_table.c.agent_id == agent_id))
-            ).first()
+            row = (await conn.execute(select(agents_table).where(row_is(key)))).first()
             current = None if row is None or row.deleted else agent_of(row)
             if create and row is not None and not row.deleted:
                 raise ConflictError(
-                    f"agent '{agent_id}' already exists", code=ErrorCode.AGENT_EXISTS
+                    f"agent '{agent_id}' already exists in tenant '{key[0]}'",
+                    code=ErrorCode.AGENT_EXISTS,
                 )
             if not create and current is None:
                 raise NotFoundError(f"no agent '{agent_id}'")
@@ -153,28 +164,51 @@ class AgentStore(GrantOverrides):
                     code=ErrorCode.VERSION_CONFLICT,
                 )
             new = decide(current)
+            if new is not None and new.shared:
+                await self._one_shared(conn, key)
             version = 1 if row is None else row.version + 1
             now = datetime.now(UTC)
             before = None if row is None or row.deleted else row.spec
+            resource = f"agent:{agent_id}"
             if new is None:
                 await conn.execute(
                     update(agents_table)
-                    .where(agents_table.c.agent_id == agent_id)
+                    .where(row_is(key))
                     .values(
                         version=version, source=API, deleted=True, changed_by=who, changed_at=now
                     )
                 )
-                await self.record(conn, "agent.deleted", f"agent:{agent_id}", before, None, who)
+                await self.record(conn, "agent.deleted", resource, before, None, who, key[0])
             else:
                 await self.write_agent(conn, agent_id, new, row, version, who, API)
                 event = "agent.created" if current is None else "agent.changed"
-                await self.record(conn, event, f"agent:{agent_id}", before, new, who)
+                await self.record(conn, event, resource, before, new, who, key[0])
             await bump(conn)
         await self.load()
-        await self.announce(f"agent:{agent_id}")
+        await self.announce(f"agent:{key[0]}/{agent_id}")
         if new is None:
             return None
         return StoredAgent(agent_id, new, version, API, who, now)
+
+    async def _one_shared(self, conn: AsyncConnection, key: AgentKey) -> None:
+        """409 `agent_exists` when another tenant already shares an agent of this id: a
+        shared id must name one agent wherever it is used (under the policy lock)."""
+        rows = await conn.execute(
+            select(agents_table).where(
+                and_(
+                    agents_table.c.agent_id == key[1],
+                    agents_table.c.tenant != key[0],
+                    agents_table.c.deleted.is_(False),
+                )
+            )
+        )
+        for row in rows:
+            other = agent_of(row)
+            if other is not None and self.agents.is_shared(other.key, other.config):
+                raise ConflictError(
+                    f"tenant '{other.key[0]}' already shares an agent '{key[1]}'",
+                    code=ErrorCode.AGENT_EXISTS,
+                )
 
     async def write_agent(
         self,
@@ -192,34 +226,30 @@ class AgentStore(GrantOverrides):
         if row is None:
             await conn.execute(insert(agents_table).values(**values))
         else:
-            await conn.execute(
-                update(agents_table).where(agents_table.c.agent_id == agent_id).values(**values)
-            )
+            key = (row.tenant, agent_id)  # an agent's tenant is fixed (part of its key)
+            await conn.execute(update(agents_table).where(row_is(key)).values(**values))
 
     # ---- the grants route (policy_api): the same rows, the same lock -----------------
 
-    async def in_force(self, conn: AsyncConnection, agent_id: str) -> list[str]:
+    async def in_force(self, conn: AsyncConnection, key: AgentKey) -> list[str]:
         await lock(conn)
-        row = (
-            await conn.execute(select(agents_table).where(agents_table.c.agent_id == agent_id))
-        ).first()
+        row = (await conn.execute(select(agents_table).where(row_is(key)))).first()
         found = None if row is None or row.deleted else agent_of(row)
         if found is None:
-            raise NotFoundError(f"no agent '{agent_id}'")
+            raise NotFoundError(f"no agent '{key[1]}'")
         return list(found.config.grants)
 
-    async def save(self, conn: AsyncConnection, agent_id: str, grants: list[str], who: str) -> None:
-        row = (
-            await conn.execute(select(agents_table).where(agents_table.c.agent_id == agent_id))
-        ).first()
-        await super().save(conn, agent_id, grants, who)
+    async def save(self, conn: AsyncConnection, key: AgentKey, grants: list[str], who: str) -> None:
+        row = (await conn.execute(select(agents_table).where(row_is(key)))).first()
+        await super().save(conn, key, grants, who)
         if row is not None:
             after = {**row.spec, "grants": list(grants)}
-            await self.record(conn, "agent.changed", f"agent:{agent_id}", row.spec, after, who)
+            resource = f"agent:{key[1]}"
+            await self.record(conn, "agent.changed", resource, row.spec, after, who, key[0])
 
-    async def committed(self, agent_id: str, _grants: list[str]) -> None:
+    async def committed(self, key: AgentKey, _grants: list[str]) -> None:
         await self.load()
-        await self.announce(f"agent:{agent_id}")
+        await self.announce(f"agent:{key[0]}/{key[1]}")
 
     # ---- guardrails and allow-list ---------------------------------------------------
 
@@ -284,8 +314,11 @@ class AgentStore(GrantOverrides):
         before: Any,
         after: Any,
         who: str = SEEDED_BY,
+        tenant: str | None = None,
     ) -> None:
-        await record_change(conn, event, resource, before, after, who, sink=self.sink)
+        await record_change(
+            conn, event, resource, before, after, who, tenant=tenant, sink=self.sink
+        )
 
 
 __all__ = [

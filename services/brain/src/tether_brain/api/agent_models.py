@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tether_brain.agents.config import GLOBAL, AgentConfig
+from tether_brain.agents.config import GLOBAL, AgentConfig, Agents
 from tether_brain.agents.store import StoredAgent, StoredDocument
 from tether_brain.gates.grants import NONE, parse_grant
 from tether_common.messages.agents import AgentList as AgentList
@@ -113,8 +113,11 @@ class AllowlistView(PolicyView):
 
 
 def view(found: StoredAgent) -> AgentView:
+    # `shared` as in force: the built-in default always is, whatever its row says.
+    shared = Agents.is_shared(found.key, found.config)
     return AgentView(
-        **found.config.model_dump(),
+        **found.config.model_dump(exclude={"shared"}),
+        shared=shared,
         id=found.agent_id,
         version=found.version,
         source=found.source,

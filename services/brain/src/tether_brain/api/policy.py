@@ -5,11 +5,13 @@ agent's grants (waiver changes audited), and checking a trail against its kept h
 Grant changes are kept in PostgreSQL with their audit records and laid over the agents'
 configured grants on every replica (`grant_overrides.py`).
 
-Who may: every route takes the caller's principal (`tether_common.identity`). Agents are
-configured for the whole deployment and belong to tenant `default` until they become
-resources of their own: reading one needs `agents.read`, changing its grants
-`agents.write` (an `owner` only its own agents), explaining `policy.read`, a manual tool
-run `policy.write`, checking an audit trail `audit.read`.
+Who may: every route takes the caller's principal (`tether_common.identity`). An agent
+id names the caller's tenant's agent, else a shared one to read (`agent_reach.
+addressed`; `?tenant=` another, for an admin): reading one needs `agents.read`, changing
+its grants `agents.write` (an `owner` only its own agents; a shared agent only an
+admin), explaining `policy.read`, a manual tool run `policy.write` (both of the
+`default` tenant, with the agent the caller's tenant names), checking an audit trail
+`audit.read`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Response
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tether_brain.agents.config import Agents
+from tether_brain.agents.config import AgentKey, Agents
 from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.api.agent_reach import addressed
+from tether_brain.api.agents import TenantQuery
 from tether_brain.api.policy_models import (
     AgentCatalog,
     AuditProblem,
@@ -44,7 +48,7 @@ from tether_brain.runs.manual import ManualRuns, run_gates
 from tether_brain.state.options import RunOptions
 from tether_brain.tools.toolbox import Toolbox
 from tether_common import audit
-from tether_common.errors import ErrorCode, MessageError, NotFoundError
+from tether_common.errors import AuthError, ErrorCode, MessageError
 from tether_common.identity import (
     DEFAULT_TENANT,
     Action,
@@ -108,14 +112,18 @@ class PolicyService:
     overrides: GrantOverrides
     sink: audit.JsonlSink | None = None
 
-    def agent_reach(self, who: Principal, action: Action, agent_id: str) -> None:
-        """`who` may take `action` on the agent (404 for an unknown one or one out of
-        reach: an owner reaches only the agents it owns)."""
-        config = self.agents.config(agent_id)
-        try:
-            who.require(action, DEFAULT_TENANT, None, agent_owner=config.owner)
-        except NotFoundError:
-            raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
+    def agent_reach(
+        self, who: Principal, action: Action, agent_id: str, tenant: str | None
+    ) -> AgentKey:
+        """The agent `who` addresses for `action` (404 for an unknown one or one out of
+        reach: an owner reaches only the agents it owns; a shared one of another tenant
+        is read, never written)."""
+        found = {k: c for k, c in self.agents.configs.items() if k[1] == agent_id}
+        key = addressed(found, who, action, agent_id, tenant)
+        shared = Agents.is_shared(key, found[key])
+        if action == "agents.write" and shared and who.reach_of(action) != "all":
+            raise AuthError("only an admin changes a shared agent", code=ErrorCode.FORBIDDEN)
+        return key
 
     async def explain(self, body: ExplainBody, who: Principal) -> Explanation:
         who.require("policy.read", DEFAULT_TENANT)
@@ -125,6 +133,7 @@ class PolicyService:
             body.tool,
             body.args,
             body.agent,
+            tenant=who.tenant,
             mode=body.mode,
             tainted=body.tainted,
         )
@@ -155,9 +164,10 @@ class PolicyService:
             trail=list(v.trail),
         )
 
-    async def catalog(self, agent_id: str, who: Principal) -> AgentCatalog:
-        self.agent_reach(who, "agents.read", agent_id)
-        policy = self.agents.policy(RunOptions(agent=agent_id))
+    async def catalog(self, agent_id: str, who: Principal, tenant: str | None) -> AgentCatalog:
+        key = self.agent_reach(who, "agents.read", agent_id, tenant)
+        # As a run of the agent's own tenant would have it.
+        policy = self.agents.policy(RunOptions(agent=agent_id, agent_tenant=key[0]), key[0])
         tools = sorted(await self.toolbox.catalog(), key=lambda t: t.name)
         return AgentCatalog(
             agent=agent_id,
@@ -168,14 +178,16 @@ class PolicyService:
             tools=[catalog_entry(t, policy) for t in tools],
         )
 
-    async def set_grants(self, agent_id: str, who: Principal, grants: list[str]) -> GrantsView:
-        self.agent_reach(who, "agents.write", agent_id)
+    async def set_grants(
+        self, agent_id: str, who: Principal, grants: list[str], tenant: str | None
+    ) -> GrantsView:
+        key = self.agent_reach(who, "agents.write", agent_id, tenant)
         by = _by(who)
         if problems := parse_grants(grants).problems:
             raise MessageError("; ".join(problems), code=ErrorCode.INVALID_GRANT)
         new = list(grants)
         async with self.engine.begin() as conn:
-            old = await self.overrides.in_force(conn, agent_id)
+            old = await self.overrides.in_force(conn, key)
             added = [g for g in new if g not in old]
             removed = [g for g in old if g not in new]
             waivers_added, waivers_removed = _waived(added), _waived(removed)
@@ -190,8 +202,8 @@ class PolicyService:
                     conn, f"agent:{agent_id}", "waiver.changed", data, sink=self.sink
                 )
             # In the audit's transaction: a change that could not be audited is not made.
-            await self.overrides.save(conn, agent_id, new, by)
-        await self.overrides.committed(agent_id, new)
+            await self.overrides.save(conn, key, new, by)
+        await self.overrides.committed(key, new)
         return GrantsView(
             agent=agent_id,
             grants=new,
@@ -258,18 +270,22 @@ def _routes(service: PolicyService, verifier: Verifier) -> APIRouter:
         return await service.explain(body, who)
 
     @router.get("/agents/{agent_id}/tool-catalog")
-    async def tool_catalog(agent_id: str, who: Principal = who_dep) -> AgentCatalog:
-        return await service.catalog(agent_id, who)
+    async def tool_catalog(
+        agent_id: str, tenant: TenantQuery = None, who: Principal = who_dep
+    ) -> AgentCatalog:
+        return await service.catalog(agent_id, who, tenant)
 
     @router.put("/agents/{agent_id}/grants")
-    async def set_grants(agent_id: str, body: GrantsBody, who: Principal = who_dep) -> GrantsView:
-        return await service.set_grants(agent_id, who, body.grants)
+    async def set_grants(
+        agent_id: str, body: GrantsBody, tenant: TenantQuery = None, who: Principal = who_dep
+    ) -> GrantsView:
+        return await service.set_grants(agent_id, who, body.grants, tenant)
 
     @router.post("/tools/run", response_model=None)
     async def run_tool(body: ManualRunBody, who: Principal = who_dep) -> Response:
         """An operator's manual tool run, through the same gates as a model's call."""
         who.require("policy.write", DEFAULT_TENANT)
-        return await service.manual.run(body, who.name)
+        return await service.manual.run(body, who.name, who.tenant)
 
     @router.get("/audit/{run_id}")
     async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:

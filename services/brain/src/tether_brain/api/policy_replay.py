@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.api.agent_models import AgentBody
+from tether_brain.api.agent_reach import addressed, reaches
 from tether_brain.policy.replay import Proposal, Recorded, recorded, replay
 from tether_brain.policy.suggest import suggest
 from tether_brain.tools.toolbox import Toolbox
@@ -95,33 +96,38 @@ class ReplayService:
         self.engine = engine
 
     def reach(self, who: Principal, agent_id: str) -> AgentConfig:
-        """The agent in force, if `who` may read its policy and history."""
-        config = self.agents.config(agent_id)
-        try:
-            who.require("policy.read", config.tenant)
-        except NotFoundError:
-            raise NotFoundError(f"no agent '{agent_id}'") from None  # as for a missing one
-        return config
+        """The agent in force that `agent_id` names for `who`, if `who` may read its
+        policy and history: its own tenant's (an admin: the only one of that id)."""
+        found = {k: c for k, c in self.agents.configs.items() if k[1] == agent_id}
+        key = addressed(found, who, "policy.read", agent_id)
+        if not reaches(found, who, "policy.read", key):  # a shared one's history is not ours
+            raise NotFoundError(f"no agent '{agent_id}'")
+        return found[key]
 
-    async def history(self, body: SuggestBody, who: Principal) -> Recorded:
-        """The calls in runs `who` may read (an operator: its tenant's)."""
-        tenant = who.reach("runs.read").tenant
+    async def history(self, body: SuggestBody, who: Principal, tenant: str) -> Recorded:
+        """The calls in the agent's tenant's runs, if `who` may read them."""
+        who.require("runs.read", tenant)
         await self.toolbox.catalog()  # the descriptors the calls are judged with
         return await recorded(
             self.engine, body.agent, body.since, body.end(), self.toolbox.descriptor, tenant=tenant
         )
 
     async def replay(self, body: ReplayBody, who: Principal) -> ReplayReport:
-        self.reach(who, body.agent)
-        proposal = Proposal(body.proposal.config(), body.guardrails)
-        found = await self.history(body, who)
+        config = self.reach(who, body.agent)
+        # The proposal is judged as the agent's tenant's (its tenant is not the body's).
+        proposed = body.proposal.config().model_copy(update={"tenant": config.tenant})
+        found = await self.history(body, who, config.tenant)
         return replay(
-            self.agents, proposal, found, limit=body.limit, only_changed=body.only_changed
+            self.agents,
+            Proposal(proposed, body.guardrails),
+            found,
+            limit=body.limit,
+            only_changed=body.only_changed,
         )
 
     async def suggest(self, body: SuggestBody, who: Principal) -> Suggestion:
         config = self.reach(who, body.agent)
-        return suggest(self.agents, config, await self.history(body, who))
+        return suggest(self.agents, config, await self.history(body, who, config.tenant))
 
 
 def replay_router(

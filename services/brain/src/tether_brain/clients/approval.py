@@ -31,15 +31,19 @@ from tether_common.messages.tools import ToolDescriptor
 IN_DOUBT = "in_doubt"
 
 
-def in_doubt(tool: ToolDescriptor) -> Verdict:
-    """The reconcile card for a non-idempotent call whose outcome a crash left unknown."""
-    return Verdict(
-        "ask",
-        IN_DOUBT,
+def in_doubt(tool: ToolDescriptor, now: Verdict | None = None) -> Verdict:
+    """The reconcile card for a non-idempotent call whose outcome a crash left unknown.
+    With `now`, the gates' verdict on the call as it stands: what they ask is on the card
+    too, so running it again answers exactly that and no more."""
+    reason = (
         "the brain stopped while this call ran, so its outcome is unknown. Approve to run it "
-        "again; deny to leave it as it is (it will not be re-run).",
-        tool.reach,
+        "again; deny to leave it as it is (it will not be re-run)."
     )
+    asks: tuple[str, ...] = ()
+    if now is not None and now.decision == "ask":
+        reason += f" Running it again also answers what the gates ask now: {now.reason}"
+        asks = now.asks
+    return Verdict("ask", IN_DOUBT, reason, tool.reach, asks=(IN_DOUBT, *asks))
 
 
 def _canonical(value: Any) -> bytes:
@@ -124,12 +128,19 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
+    """The approval a parked call waits on, and once allowed, what it answers: the gates
+    that asked (`asks`) for the action sealed in `digest` (`action_digest` at `step`, with
+    the change set `staged`), for call `call_id` only."""
+
     approval_id: str
     call_id: str
     digest: str
     step: int
     reconcile: bool = False  # a call in doubt after a crash: re-run it, or leave it as done
     staged: str | None = None  # the change set approving applies (a staged effect)
+    # The codes of the gates that asked (None: parked before they were kept; such an
+    # approval answers any ask of its call, as it did then).
+    asks: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,10 +150,12 @@ class PendingApproval:
             "step": self.step,
             "reconcile": self.reconcile,
             "staged": self.staged,
+            "asks": None if self.asks is None else list(self.asks),
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingApproval:
+        asks = data.get("asks")
         return cls(
             str(data["approval_id"]),
             str(data["call_id"]),
@@ -150,7 +163,23 @@ class PendingApproval:
             int(data["step"]),
             bool(data.get("reconcile", False)),
             data.get("staged"),
+            None if asks is None else tuple(str(code) for code in asks),
         )
+
+    def unanswered(self, call: CallRecord, verdict: Verdict, digest: str) -> str | None:
+        """Why this approval does not answer `verdict` (an ask) for `call`, whose action's
+        digest is now `digest`; None when it does. It answers one call, one sealed action
+        and the gates that asked when it was requested: another call, changed arguments or
+        history, or a gate that asks only now (a new guardrail or quorum) is not answered."""
+        if call.id != self.call_id or digest != self.digest:
+            return "the action or the run changed since it was approved."
+        new = [code for code in verdict.asks if self.asks is not None and code not in self.asks]
+        if new:
+            return (
+                f"the gates now ask for what this approval did not answer ({', '.join(new)}); "
+                "the call must be asked for again."
+            )
+        return None
 
 
 class ApprovalClient:
@@ -183,7 +212,10 @@ class ApprovalClient:
             ) from None
         view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
         reconcile = verdict.code == IN_DOUBT
-        pending = PendingApproval(view.approval_id, call.id, digest, state.step, reconcile, staged)
+        asks = verdict.asks or ((verdict.code,) if verdict.code else ())
+        pending = PendingApproval(
+            view.approval_id, call.id, digest, state.step, reconcile, staged, asks
+        )
         return view, pending
 
     def _create_body(

@@ -201,8 +201,8 @@ async def _last(progress: AsyncIterator[Progress]) -> Ending:
     raise TetherError("the run's events ended without an ending")  # never: follow ends so
 
 
-def _card(manager: RunManager, agent_id: str) -> ModelCard:
-    return ModelCard(id=agent_id, owned_by=owner_of(manager, agent_id) or "tether")
+def _card(manager: RunManager, who: Principal, agent_id: str) -> ModelCard:
+    return ModelCard(id=agent_id, owned_by=owner_of(manager, who, agent_id) or "tether")
 
 
 def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
@@ -216,7 +216,7 @@ def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
     async def list_models(who: Principal = who_dep) -> ModelList:
         """The agents the caller may run, as OpenAI models (403 for a role that starts
         no runs)."""
-        return ModelList(data=[_card(manager, agent) for agent in runnable(manager, who)])
+        return ModelList(data=[_card(manager, who, agent) for agent in runnable(manager, who)])
 
     @router.get("/models/{model_id}")
     async def get_model(model_id: PathId, who: Principal = who_dep) -> ModelCard:
@@ -224,7 +224,7 @@ def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
         who.require("runs.start")
         if not may_run(manager, who, model_id):
             raise NotFoundError(f"no model '{model_id}' for this caller")
-        return _card(manager, model_id)
+        return _card(manager, who, model_id)
 
     @router.post(
         "/chat/completions",

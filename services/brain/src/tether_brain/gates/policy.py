@@ -62,6 +62,9 @@ class Verdict:
     trail: tuple[str, ...] = ()
     # An `ask` that the agent's policy wants decided by several people (None: one).
     quorum: QuorumRule | None = None
+    # Every gate that asks (codes, in chain order; `code` is the first): an operator's
+    # approval answers exactly these, so a gate that asks later is not answered by it.
+    asks: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -170,6 +173,52 @@ def needs_grant(tool: ToolDescriptor) -> bool:
     return tool.scope != "read" or REACH_RANK.get(tool.reach, 3) >= REACH_RANK["instance"]
 
 
+# What a tool does and how far it reaches, in words an operator reads on a card or in
+# `tether policy explain` (the codes stay in the trail).
+SCOPE_WORDS: Mapping[str, str] = {
+    "read": "only reads",
+    "create": "creates things",
+    "update": "changes things",
+    "delete": "deletes things",
+}
+REACH_WORDS: Mapping[str, str] = {
+    "self": "within this run",
+    "user": "within the user's workspace",
+    "instance": "across this Tether instance",
+    "external": "outside Tether",
+}
+
+
+def described(tool: ToolDescriptor) -> str:
+    """`file_write changes things (scope update) within the user's workspace (reach user)`."""
+    does = SCOPE_WORDS.get(tool.scope, tool.scope)
+    where = REACH_WORDS.get(tool.reach, REACH_WORDS["external"])
+    return f"{tool.name} {does} (scope {tool.scope}) {where} (reach {tool.reach})"
+
+
+def _why_not_granted(tool: ToolDescriptor, policy: AgentPolicy) -> str:
+    needs = "anything but a read" if tool.scope != "read" else "a read that reaches this far"
+    return (
+        f"{described(tool)}: {needs} needs a grant, and agent {policy.agent_id} has none for "
+        f"it, so an operator approves each call (a grant '{tool.name}' would allow it)"
+    )
+
+
+def _why_allowed(
+    tool: ToolDescriptor, policy: AgentPolicy, grant: Grant | None, other: str | None
+) -> str:
+    """The plain reason an allowed call runs (the trail keeps the rule that allowed it):
+    `other` is None for an agent's grant, else what `_granted` says allowed it."""
+    waived = " without confirmation (#noapproval)" if grant and grant.noapproval else ""
+    if other is None and grant is not None:
+        return f"agent {policy.agent_id}'s grant '{grant.raw}' allows it{waived}"
+    if not needs_grant(tool):
+        return f"{described(tool)}, which needs no grant: it runs without asking"
+    if grant is not None:
+        return f"the project allowlist's entry '{grant.raw}' allows it{waived}"
+    return f"allowed by {other}"
+
+
 def _granted(
     chain: _Chain, policy: AgentPolicy, args: Mapping[str, Any], session: frozenset[str]
 ) -> tuple[Grant | None, str | None]:
@@ -191,8 +240,7 @@ def _granted(
     rule = next((g for g in policy.allowlist if g.covers(tool.name) and g.allows(args)), None)
     if rule is not None:
         return rule, "project allowlist"
-    why = "it writes" if tool.scope != "read" else f"its reach is {tool.reach}"
-    chain.ask("not_granted", f"{tool.name} needs an explicit grant: {why} (reach {tool.reach})")
+    chain.ask("not_granted", _why_not_granted(tool, policy))
     return None, None
 
 
@@ -253,11 +301,12 @@ def decide(
             waived,
             tuple(chain.trail),
             None if quorum is None else quorum.rule,
+            tuple(dict.fromkeys(code for code, _ in chain.asks)),
         )
     return Verdict(
         "allow",
         None,
-        chain.trail[-1] if chain.trail else "allowed",
+        _why_allowed(tool, policy, grant, other),
         tool.reach,
         chain.danger,
         grant.raw if grant else None,

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 
 from opentelemetry import trace
 
 from tether_brain.agents.config import Agents
+from tether_brain.clients.approval import PendingApproval, action_digest
 from tether_brain.gates import Verdict, decide
 from tether_brain.loop.planned import Planned, refusal, taints
 from tether_brain.loop.sending import WAIT_POLL_S, Sender, mcp_server, say_waiting
@@ -30,6 +32,7 @@ from tether_common.errors import TetherError
 from tether_common.messages.events import Guard, ToolDenied
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.tools import ToolDescriptor, ToolResult
+from tether_common.metrics import denials
 
 tracer = trace.get_tracer(__name__)
 
@@ -49,17 +52,20 @@ class Actor:
         self.agents = agents
         self.max_calls_per_step = max_calls_per_step
         self.tree_of = tree_of  # a run's children, for who may read whose outputs
+        # A call sent again passes every gate again, with the approval it ran under:
+        # without it, the gate that approval answered would refuse the approved call.
         self.sender = Sender(
             toolbox,
-            lambda state, item: self._plan_one(state, item.call, 0, None),
+            lambda state, item: self._plan_one(state, item.call, 0, item.approval),
             service_wait_s=service_wait_s,
         )
 
     async def plan(
-        self, state: RunState, calls: list[CallRecord], *, approved: str | None = None
+        self, state: RunState, calls: list[CallRecord], *, approved: PendingApproval | None = None
     ) -> list[Planned]:
-        """Gates for each call, in order. `approved`: the call id an operator approved,
-        whose `ask` is satisfied (a `deny` still denies)."""
+        """Gates for each call, in order. `approved`: an operator's allow, which answers
+        the asks it was requested for, for its own call and sealed action only
+        (`PendingApproval.unanswered`); a `deny` still denies."""
         try:
             await self.toolbox.catalog()
         except TetherError as exc:
@@ -74,6 +80,8 @@ class Actor:
                 code = item.verdict.code if item.verdict else item.gate.code
                 if code:
                     span.set_attribute("tether.gate.code", code)
+                if (refused_by := item.refused_by) is not None:
+                    denials.add(1, {"gate": refused_by, "code": code or "refused"})
             planned.append(item)
         return planned
 
@@ -102,7 +110,7 @@ class Actor:
                 await self.toolbox.catalog(fresh=True)
 
     def _plan_one(
-        self, state: RunState, call: CallRecord, index: int, approved: str | None
+        self, state: RunState, call: CallRecord, index: int, approved: PendingApproval | None
     ) -> Planned:
         if index >= self.max_calls_per_step:
             limit = self.max_calls_per_step
@@ -118,22 +126,15 @@ class Actor:
             return Planned(call, gate)
         verdict = self.verdict(state, gate.tool, call)
         state.audit_later("gate.decision", trail.decision(verdict, gate.tool.name, call.arguments))
-        if verdict.decision == "ask" and approved == call.id:
-            verdict = Verdict(
-                "allow",
-                None,
-                "approved by an operator",
-                verdict.reach,
-                verdict.danger,
-                verdict.grant,
-                verdict.waived,
-                verdict.trail,
-            )
+        if verdict.decision == "ask" and approved is not None and approved.call_id == call.id:
+            verdict = _approved(verdict, approved, state, call, gate.tool)
+        else:
+            approved = None  # not what let this call through: a re-send must not carry it
         if verdict.decision != "allow":
             return Planned(call, gate, verdict)
         cached = state.cache.get(call_key(gate.tool.name, call.arguments))
         if cached is not None:
-            return Planned(call, gate, verdict, cached=cached)
+            return Planned(call, gate, verdict, cached=cached, approval=approved)
         budget = state.limits.max_tool_calls
         if budget is not None and state.counters.tool_calls >= budget:
             state.audit_later(
@@ -147,10 +148,11 @@ class Actor:
             )
             return Planned(call, gate, spent)
         state.counters.tool_calls += 1
-        return Planned(call, gate, verdict)
+        return Planned(call, gate, verdict, approval=approved)
 
     def verdict(self, state: RunState, tool: ToolDescriptor, call: CallRecord) -> Verdict:
-        policy = self.agents.policy(state.options)
+        """The permission chain's verdict on `call` as the run stands (no approval)."""
+        policy = self.agents.policy(state.options, state.tenant)
         session = frozenset((*state.options.session_grants, *state.counters.chat_grants))
         return decide(tool, call.arguments, policy, tainted=state.counters.tainted, session=session)
 
@@ -212,3 +214,27 @@ class Actor:
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
         return self.toolbox.descriptor(name)
+
+
+def _approved(
+    verdict: Verdict,
+    approval: PendingApproval,
+    state: RunState,
+    call: CallRecord,
+    tool: ToolDescriptor,
+) -> Verdict:
+    """The gates' ask answered by an operator's approval: allowed when the approval is for
+    this call's sealed action and answers every gate that asks; else refused
+    `approval_stale` (the operator approved something else)."""
+    digest = action_digest(state, call, tool, approval.step, approval.staged)
+    problem = approval.unanswered(call, verdict, digest)
+    if problem is not None:
+        return Verdict("deny", "approval_stale", problem, verdict.reach, verdict.danger)
+    return dataclasses.replace(
+        verdict,
+        decision="allow",
+        code=None,
+        reason="approved by an operator",
+        quorum=None,
+        asks=(),
+    )

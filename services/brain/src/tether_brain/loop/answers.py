@@ -105,7 +105,7 @@ class Answers:
 
     def _not_done(self, state: RunState, answer: str) -> str | None:
         """The agent's done criterion may send an answer back once."""
-        rule = self.actor.agents.config(state.options.agent).done
+        rule = self.actor.agents.of_run(state.options, state.tenant).done
         if rule is None or state.counters.rejections or state.step >= state.max_steps:
             return None
         if not rule.rejects(answer):

@@ -34,10 +34,11 @@ from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_brain.tools.local import SkillLibrary
 from tether_common.bus import Bus
-from tether_common.errors import ConflictError, TetherError
+from tether_common.errors import ConflictError, NotFoundError, TetherError
 from tether_common.messages.events import Guard, RunStart
-from tether_common.metrics import steps
+from tether_common.metrics import step_duration, steps
 from tether_common.telemetry import current_run_id
+from tether_common.traces import links_to_current, parent_context
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -75,9 +76,15 @@ class Loop:
         helpers_done: bool = False,
     ) -> None:
         """Advance `state` until it ends, parks or is handed back; every outcome, even a
-        crash of ours, is recorded. The run is one trace: every bus call below is its child."""
+        crash of ours, is recorded. The run is one trace: this segment of its work (its
+        start, a resumption after a decision or its helpers, a takeover) is a child of the
+        span stored when the run was made, linked to what caused it (the decision's
+        trace), and every bus call below is its child."""
         current_run_id.set(state.run_id)
-        with tracer.start_as_current_span("run", kind=SpanKind.INTERNAL) as span:
+        parent = parent_context(state.trace_parent)
+        with tracer.start_as_current_span(
+            "run", context=parent, kind=SpanKind.INTERNAL, links=links_to_current(parent)
+        ) as span:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
             await self._guarded(state, control, decision, helpers_done)
@@ -90,6 +97,9 @@ class Loop:
             if helpers_done:
                 await self.calls.collect_helpers(state)
             if decision is not None:
+                if (gone := self._agent_gone(state)) is not None:
+                    await self.completion.end(state, "failed", gone, None)
+                    return
                 parked = await self.parking.resume(state, decision)
                 await self.completion.commit(state)
                 if parked is Outcome.PARKED:  # a stale staged effect: on a new card
@@ -124,10 +134,37 @@ class Loop:
             if (ended := rules.boundary_stop(state, control.stop.is_set())) is not None:
                 answer = state.answer or (STEP_LIMIT_ANSWER if ended == "max_steps" else None)
                 return await self.completion.end(state, "stopped", ended, answer)
+            if (gone := self._agent_gone(state)) is not None:
+                return await self.completion.end(state, "failed", gone, None)
             with tracer.start_as_current_span("step") as span:
                 span.set_attribute("tether.step", state.step + 1)
-                outcome = await self._step(state, control)
+                outcome = await self._timed_step(state, control)
         return outcome
+
+    async def _timed_step(self, state: RunState, control: Control) -> Outcome:
+        """A step, counted and timed by its kind (`tool`: its model called tools; `model`:
+        it did not), however it ends."""
+        started = time.perf_counter()
+        outcome: Outcome | None = None
+        try:
+            outcome = await self._step(state, control)
+            return outcome
+        finally:
+            # A step that parked called a tool that waits (an approval, its helpers).
+            kind = {"kind": "tool" if outcome is Outcome.PARKED else step_kind(state)}
+            steps.add(1, kind)
+            step_duration.record(time.perf_counter() - started, kind)
+
+    def _agent_gone(self, state: RunState) -> str | None:
+        """The end reason of a run whose agent it may no longer use (deleted, or no longer
+        shared with the run's tenant, since the run started); None while it may. Checked
+        before each step and before a decision is applied, so nothing more is done under
+        an agent the run has lost."""
+        try:
+            self.actor.agents.of_run(state.options, state.tenant)
+        except NotFoundError as exc:
+            return f"agent_unavailable: {exc.message}"
+        return None
 
     async def _first(self, state: RunState, control: Control) -> Outcome:
         """Where the run stands when this task takes it: new, crashed too often, or
@@ -156,7 +193,6 @@ class Loop:
 
     async def _step(self, state: RunState, control: Control) -> Outcome:
         state.step += 1
-        steps.add(1)
         last = state.step == state.max_steps
         # After a loop (finishing.py) the step offers no tools and asks for the answer.
         # Not a thread's earlier turns.
@@ -187,3 +223,14 @@ class Loop:
             if state.counters.corrections == 0:
                 return await self.calls.correct(state, turn)
         return await self.answers.answer(state, turn)
+
+
+def step_kind(state: RunState) -> str:
+    """`tool` if the current step recorded a tool call's result (run or refused), else
+    `model`."""
+    for view in reversed(state.steps):
+        if view.step != state.step:
+            break
+        if view.kind == "tool":
+            return "tool"
+    return "model"

@@ -32,6 +32,7 @@ from tether_common.messages.events import ToolApprovalNeeded, ToolApproved, Tool
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.staging import STALE_EFFECT, StagedEffect
 from tether_common.messages.tools import ToolResult
+from tether_common.metrics import denials
 
 tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class Parking:
         try:
             if state.options.interactive and not await self.watched(state):
                 raise TetherError("no operator is connected to decide", code=ErrorCode.NO_OPERATOR)
-            owner = self.actor.agents.config(state.options.agent).owner
+            owner = self.actor.agents.of_run(state.options, state.tenant).owner
             staged = await self.staged(state, item)
             if staged is not None and staged.error_code is not None:
                 # Staging found the call would fail as it stands: nothing to approve.
@@ -123,7 +124,7 @@ class Parking:
 
     async def watched(self, state: RunState) -> bool:
         """An interactive run asks only when an operator who may decide is connected."""
-        config = self.actor.agents.config(state.options.agent)
+        config = self.actor.agents.of_run(state.options, state.tenant)
         return await self.approvals.operator_present(state.options.agent, config.owner)
 
     async def resume(self, state: RunState, decision: Decision) -> Outcome:
@@ -196,25 +197,25 @@ class Parking:
     ) -> tuple[ToolResult, bool]:
         note = f" Note: {decision.note}" if decision.note else ""
         if pending.reconcile and decision.decision in ("deny", "expired"):
-            return refused(
+            return not_approved(
                 call,
                 "in_doubt",
                 "the brain stopped while this call ran; an operator chose not to run it again, "
                 f"so its effect is unknown. Check before repeating it.{note}",
-            ), False
+            )
         if decision.decision in ("deny", "expired"):
             code = "approval_expired" if decision.decision == "expired" else "approval_denied"
-            return refused(call, code, f"the operator did not approve this call.{note}"), False
-        planned = (await self.actor.plan(state, [call], approved=call.id))[0]
+            return not_approved(call, code, f"the operator did not approve this call.{note}")
+        planned = (await self.actor.plan(state, [call], approved=pending))[0]
         tool = planned.tool
         if tool is None or planned.decision == "refused":
-            return refusal(planned), False
+            return refusal(planned), False  # counted by the gate that refused it
         if action_digest(state, call, tool, pending.step, pending.staged) != pending.digest:
-            return refused(
+            return not_approved(
                 call, "approval_stale", "the action or the run changed since it was approved."
-            ), False
+            )
         if not await self.approvals.consume(pending.approval_id, pending.digest):
-            return refused(call, "approval_stale", "this approval was already used."), False
+            return not_approved(call, "approval_stale", "this approval was already used.")
         if decision.decision in ("allow_run", "allow_chat") and tool.scope != "delete":
             state.options = state.options.with_grant(tool.name)
             state.counters.run_grants = sorted({*state.counters.run_grants, tool.name})
@@ -227,3 +228,9 @@ class Parking:
         if pending.staged is not None:  # the approved change set, exactly; not a re-run
             planned = dataclasses.replace(planned, staged=pending.staged)
         return (await self.actor.run(state, [planned]))[0], True
+
+
+def not_approved(call: CallRecord, code: str, message: str) -> tuple[ToolResult, bool]:
+    """A parked call the approval gate refuses (denied, expired, stale), counted as such."""
+    denials.add(1, {"gate": "approval", "code": code})
+    return refused(call, code, message), False

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from tether_brain.clients.approval import PendingApproval
 from tether_brain.gates import Verdict
 from tether_brain.tools.results import refused
 from tether_brain.tools.toolbox import NO_RUNNER, RUNNER_LOST, GateOutcome
@@ -43,6 +44,9 @@ class Planned:
     # An approved staged effect: the digest of the change set the runner applies instead
     # of running the tool (`clients/staging.py`).
     staged: str | None = None
+    # The operator's approval that let this call through, kept so that the gates, run
+    # again for a re-send, are answered by it as they were (for this call's action only).
+    approval: PendingApproval | None = None
 
     @property
     def decision(self) -> Literal["run", "cached", "refused", "ask"]:
@@ -55,6 +59,15 @@ class Planned:
     @property
     def tool(self) -> ToolDescriptor | None:
         return self.gate.tool
+
+    @property
+    def refused_by(self) -> str | None:
+        """The gate that refused the call (`validation`, `budget`, `permissions`), or None."""
+        if self.decision != "refused":
+            return None
+        if not self.gate.allowed or self.verdict is None:
+            return "validation"
+        return "budget" if self.verdict.code == "budget_exhausted" else "permissions"
 
 
 def refusal(item: Planned) -> ToolResult:

@@ -69,5 +69,7 @@ class Recovery:
     async def _reconcile(self, state: RunState, call: CallRecord) -> Outcome:
         tool = self.actor.descriptor(call.name)
         assert tool is not None
-        item = Planned(call, GateOutcome(True, tool=tool), in_doubt(tool))
+        # What the gates ask now goes on the card: "run it again" answers that too.
+        now = self.actor.verdict(state, tool, call)
+        item = Planned(call, GateOutcome(True, tool=tool), in_doubt(tool, now))
         return await self.parking.park(state, item)

@@ -24,6 +24,7 @@ from tether_common.errors import NotFoundError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.runs import Usage
 from tether_common.messages.tools import ToolResult
+from tether_common.traces import traceparent
 
 Launch = Callable[[RunState], Awaitable[None]]
 
@@ -108,6 +109,8 @@ class Children:
             tenant=parent.tenant,
             owner=parent.owner,
             counters=Counters(tainted=parent.counters.tainted),
+            # Made inside the parent's `run_agent` span: the child's trace hangs from it.
+            trace_parent=traceparent(),
         )
 
     async def collect(self, parent: RunState) -> list[ChildOutcome]:

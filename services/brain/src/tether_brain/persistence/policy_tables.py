@@ -1,7 +1,7 @@
 """The tables that hold agents and the organisation policy (migration 0008), and the one
 lock every change to them takes.
 
-`agents`: one row per agent id, its definition (`spec`, an `AgentConfig` as JSON) with
+`agents`: one row per (tenant, agent id) (migration 0010), its definition (`spec`, an `AgentConfig` as JSON) with
 `tenant`/`owner` copied out for filtering, a `version` for optimistic concurrency,
 `source` (`settings`: still the seed; `api`: changed through the API, never seeded
 over again) and `deleted` (a tombstone, so a deleted seed is not seeded back).
@@ -34,8 +34,8 @@ metadata = MetaData()
 agents_table = Table(
     "agents",
     metadata,
+    Column("tenant", String(200), primary_key=True),
     Column("agent_id", String(200), primary_key=True),
-    Column("tenant", String(200), nullable=False),
     Column("owner", String(200)),
     Column("spec", JSONB, nullable=False),
     Column("version", Integer, nullable=False),

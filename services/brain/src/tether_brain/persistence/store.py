@@ -56,6 +56,7 @@ class RunStore:
             "depth": state.depth,
             "tenant": state.tenant,
             "owner": state.owner,
+            "trace_parent": state.trace_parent,
             "lease_owner": owner,
             "lease_expires_at": func.now() + timedelta(seconds=lease_s),
         }

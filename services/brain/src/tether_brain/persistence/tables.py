@@ -62,6 +62,8 @@ runs = Table(
     # Whose run: its principal's tenant and name (migration 0007); sub-agents inherit both.
     Column("tenant", String(200), nullable=False, server_default="default"),
     Column("owner", String(200)),
+    # The span every segment of the run is a child of (migration 0011): one trace per run.
+    Column("trace_parent", String(64)),
 )
 
 journal = Table(
@@ -128,6 +130,7 @@ def state_of(row: Any) -> RunState:
         depth=row.depth,
         tenant=row.tenant,
         owner=row.owner,
+        trace_parent=row.trace_parent,
         active_seconds=row.active_seconds,
         options=RunOptions.model_validate(row.options).with_grant(*counters.run_grants),
         counters=counters,

@@ -79,7 +79,10 @@ async def recorded(
 
 def redecide(agents: Agents, item: RecordedCall, proposal: Proposal) -> Verdict:
     """The gates' verdict on a recorded call under `proposal`, in the run's state then."""
-    policy = agents.policy(item.options, proposal.config, proposal.guardrails)
+    # The history is of the agent's tenant's runs (`api/policy_replay.py`).
+    policy = agents.policy(
+        item.options, proposal.config.tenant, proposal.config, proposal.guardrails
+    )
     return decide(
         item.tool, item.call.arguments, policy, tainted=item.tainted, session=item.session
     )

@@ -70,7 +70,7 @@ def _diff(found: Suggestion, by_tool: dict[str, list[str]]) -> None:
 
 def _needs_grant(agents: Agents, bare: Proposal, item: RecordedCall) -> bool:
     """The same chain with nothing granted and nothing remembered: do grants decide it?"""
-    policy = agents.policy(item.options, bare.config, bare.guardrails)
+    policy = agents.policy(item.options, bare.config.tenant, bare.config, bare.guardrails)
     verdict = decide(item.tool, item.call.arguments, policy, tainted=item.tainted)
     return grant_asks(verdict)
 

@@ -1,16 +1,32 @@
 """Who may do what with runs: the caller's principal checked against the stored run
 (tenant, owner, the agent's owner) and, at start, against the agent, provider and model
-it asks for. Answers 403 for a role that never may, 404 for what is out of reach."""
+it asks for. Answers 403 for a role that never may, 404 for what is out of reach.
+
+The agent a run asks for is resolved within the caller's tenant (its own agent of that
+id, else a shared one; `Agents.resolve`), for every caller, admins included: a run is
+its tenant's, and so is the policy it runs under."""
 
 from __future__ import annotations
 
-from tether_brain.agents.config import Agents
+from dataclasses import dataclass
+
+from tether_brain.agents.config import AgentConfig, AgentKey, Agents
 from tether_brain.persistence.store import RunStore
 from tether_brain.state.run import DEFAULT_AGENT
 from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.identity import Action, Principal
-from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import StartRun
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """What a start may use: the provider, the model and the agent (its key pinned on
+    the run as `RunOptions.agent_tenant`)."""
+
+    provider: str
+    model: str | None
+    agent: AgentKey
+    config: AgentConfig
 
 
 class Access:
@@ -42,17 +58,20 @@ class Access:
         does not exist (a run, a thread)."""
         tenant, owner, agent = belongs
         try:
-            who.require(action, tenant, owner, agent_owner=self._agent_owner(agent))
+            who.require(action, tenant, owner, agent_owner=self._agent_owner(tenant, agent))
         except NotFoundError:
             raise NotFoundError(f"no {what}") from None
 
-    def _agent_owner(self, agent: str | None) -> str | None:
+    def _agent_owner(self, tenant: str, agent: str | None) -> str | None:
+        """The owner of the run's agent, if it is its tenant's own (the owner of a shared
+        agent is no owner of another tenant's runs)."""
         try:
-            return self.agents.config(agent).owner
+            key, config = self.agents.resolve(tenant, agent)
         except NotFoundError:
             return None
+        return config.owner if key[0] == tenant else None
 
-    def check_use(self, who: Principal, req: StartRun) -> tuple[str, str | None]:
+    def check_use(self, who: Principal, req: StartRun) -> Use:
         """The provider and model the run will use, if `who` may use them with the agent
         and mode asked for (403 naming the first refused). A role below operator with no
         agent, provider or model limit of its own gets the brain's configured ones (the
@@ -61,20 +80,18 @@ class Access:
         who.require("runs.start")
         provider = req.provider or self.provider
         model = req.model or self.model
-        config = self.agents.config(req.agent)  # 404 for an unknown agent
-        agent = req.agent or DEFAULT_AGENT
-        # An agent put in a tenant serves that tenant's runs only (another tenant's looks
-        # missing); the `default` tenant's agents (the settings' seeds) serve every tenant.
-        shared = config.tenant in (DEFAULT_TENANT, who.tenant)
-        if not shared and who.reach_of("runs.start") != "all":
-            raise NotFoundError(f"no agent '{agent}'")
+        # The caller's tenant's agent, else a shared one; another tenant's looks missing.
+        key, config = self.agents.resolve(who.tenant, req.agent)
+        agent = key[1]
         who.check_use(agent=agent, provider=provider, model=model, mode=req.mode)
-        self.agents.check_use(agent, provider, model)  # the agent's own lists
+        self.agents.check_use(agent, config, provider, model)  # the agent's own lists
+        use = Use(provider, model, key, config)
         if who.reach_of("runs.start") == "all" or who.role == "operator":
-            return provider, model
+            return use
         # Below operator, what the token does not list is the configured default (an
         # owner may also use its own agents).
-        if who.agents is None and agent != DEFAULT_AGENT and config.owner != who.name:
+        mine = key[0] == who.tenant and config.owner == who.name
+        if who.agents is None and agent != DEFAULT_AGENT and not mine:
             raise AuthError(f"this token may not use the agent '{agent}'", code=ErrorCode.FORBIDDEN)
         if who.providers is None and provider != self.provider:
             raise AuthError(
@@ -82,4 +99,4 @@ class Access:
             )
         if who.models is None and model != self.model:
             raise AuthError(f"this token may not use the model '{model}'", code=ErrorCode.FORBIDDEN)
-        return provider, model
+        return use

@@ -35,6 +35,7 @@ from tether_common.messages.runs import (
     StopRun,
 )
 from tether_common.metrics import runs_started
+from tether_common.traces import traceparent
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +76,11 @@ class RunManager:
     def prepare(self, req: StartRun, who: Principal) -> RunState:
         """A new run as `who` may start it (403/404/422 otherwise), not yet stored: leased
         to this replica once `store.create` commits it, then `launch`ed."""
-        provider, model = self.access.check_use(who, req)
+        use = self.access.check_use(who, req)
+        provider, model = use.provider, use.model
         # The agent's budget defaults fill what the request leaves open; its ceilings cap.
         asked = req.model_dump(include=set(BUDGET_FIELDS))
-        budget = self.agents.budgets(req.agent, asked)
+        budget = self.agents.budgets(use.config, asked)
         if budget["max_tokens"] is not None and provider not in self.settings.usage_providers:
             raise MessageError(
                 f"max_tokens cannot be enforced: provider '{provider}' does not report token usage",
@@ -98,6 +100,7 @@ class RunManager:
                 },
                 exclude_none=True,
             )
+            | {"agent_tenant": use.agent[0]}  # this very agent for its every later lookup
         )
         return RunState(
             run_id=f"run_{uuid.uuid4().hex}",
@@ -119,6 +122,7 @@ class RunManager:
             fence=1,
             tenant=who.tenant,
             owner=who.name,
+            trace_parent=traceparent(),  # the request starting it: every segment's parent
         )
 
     def launch(self, state: RunState, *, leased_at: float) -> None:
@@ -154,8 +158,7 @@ class RunManager:
         scope = who.reach("runs.read")
         owned: list[str] = []
         if scope.owner is not None:
-            configs = self.agents.configs
-            owned = [agent for agent, c in configs.items() if c.owner == who.name]
+            owned = self.agents.owned_by(who.tenant, who.name)
         rows = await self.store.queries.listing(
             status=req.status,
             parent_id=req.parent_id,

@@ -67,12 +67,16 @@ async def run_gates(
     args: dict[str, Any],
     agent: str | None,
     *,
+    tenant: str,
     mode: PermissionMode | None = None,
     tainted: bool = False,
 ) -> Gated:
     """Validation then the permission chain, as the loop runs them (no budget: a manual
-    run or an explanation has no run to spend). NotFoundError for an unknown agent."""
-    policy = agents.policy(RunOptions(agent=agent, mode=mode))
+    run or an explanation has no run to spend), with the agent `agent` names for a
+    caller of `tenant` (its own, else a shared one). NotFoundError for an unknown agent
+    or another tenant's."""
+    key, _config = agents.resolve(tenant, agent)
+    policy = agents.policy(RunOptions(agent=key[1], agent_tenant=key[0], mode=mode), tenant)
     await toolbox.catalog()
     gate = toolbox.validate(CallRecord(id="policy", name=tool, arguments=args), RunOptions())
     if not gate.allowed or gate.tool is None:
@@ -94,9 +98,12 @@ class ManualRuns:
     async def refuse(self, run_id: str, tool: str, code: str, gate: str) -> None:
         await self.record(run_id, "gate.denied", trail.denial(tool, code, gate=gate))
 
-    async def run(self, body: ManualRunBody, requested_by: str | None = None) -> Response:
-        """`requested_by`: the principal asking (never one of a quorum's people)."""
-        found = await run_gates(self.agents, self.toolbox, body.tool, body.args, body.agent)
+    async def run(self, body: ManualRunBody, requested_by: str | None, tenant: str) -> Response:
+        """`requested_by`: the principal asking (never one of a quorum's people), of
+        `tenant` (whose agent `body.agent` names)."""
+        found = await run_gates(
+            self.agents, self.toolbox, body.tool, body.args, body.agent, tenant=tenant
+        )
         run_id = new_run_id()
         if found.verdict is None or found.gate.tool is None:
             code = found.gate.code or "schema_invalid"

@@ -42,6 +42,7 @@ class RunTasks:
         self._controls: dict[str, Control] = {}
         self._fenced: set[asyncio.Task[None]] = set()  # cancelled, still winding down
         self._stalls: dict[str, int] = {}  # run id -> times fenced here since a task of it ended
+        runs_fenced.add(0)  # the series exists from the start: its panel reads 0, not "no data"
 
     def held(self) -> list[str]:
         """The runs advancing here."""

@@ -16,6 +16,9 @@ class RunOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     agent: str | None = None  # None: the default agent
+    # The tenant of the agent the run resolved at its start (its own tenant's, or a shared
+    # one): every later lookup is of that agent exactly. None: a run stored before.
+    agent_tenant: str | None = None
     mode: PermissionMode | None = None  # at most the agent's own mode
     allow_shell: bool | None = None  # False: the shell tool is switched off
     allow_web: bool | None = None  # False: network tools are switched off
@@ -49,6 +52,7 @@ class RunOptions(BaseModel):
         """What a helper run takes over from its parent."""
         keep = {
             "agent",
+            "agent_tenant",
             "mode",
             "allow_shell",
             "allow_web",

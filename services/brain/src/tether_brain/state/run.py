@@ -111,6 +111,9 @@ class RunState:
     # Who the run belongs to (its principal's tenant and name); a sub-agent inherits both.
     tenant: str = DEFAULT_TENANT
     owner: str | None = None
+    # The W3C traceparent every segment of the run's work is a child of, fixed when the
+    # run is made (`tether_common.traces.traceparent`); None for runs stored before it.
+    trace_parent: str | None = None
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
     unpublished: list[Entry] = field(default_factory=list)  # committed events, not yet on the bus

@@ -205,8 +205,7 @@ class ThreadManager:
         scope = who.reach("runs.read")
         owned: list[str] = []
         if scope.owner is not None:
-            configs = self.runs.agents.configs
-            owned = [agent for agent, c in configs.items() if c.owner == who.name]
+            owned = self.runs.agents.owned_by(who.tenant, who.name)
         rows = await self.store.listing(scope, owned, req.before, req.limit)
         summaries = [
             ThreadSummary(

@@ -1,15 +1,20 @@
 """`rules`: Tether's offline default — a deterministic planner, not a language model.
 
-It maps a plain request for the time somewhere onto a `current_time` call and answers
-from the tool result; anything else gets an answer naming the settings that turn on a
-real model. Every answer says what it is, so nobody mistakes it for a model.
+It reads a request (`rules_asks`) and calls the built-in tool that answers it: a sum
+("what is 17*23?") with `calculate`, the time somewhere ("what time is it in Tokyo?",
+several places at once) with `current_time`, a clock time from one place to others ("9am
+in London in Tokyo?") with `convert_time`; a follow-up ("and in Paris?", "and times 3?")
+is read with the conversation's earlier requests. Once the tools have answered, it
+answers from their results. Anything else gets a plain answer saying what it can and
+cannot do, and which settings turn on a real model. Every answer says what it is, so
+nobody mistakes it for a model.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import AsyncGenerator
+from typing import Any, assert_never
 
 from tether_common.messages.gateway import (
     ChatMessage,
@@ -20,63 +25,120 @@ from tether_common.messages.gateway import (
     ToolCallEvent,
     UsageEvent,
 )
-from tether_common.places import find_zone
 from tether_gateway.providers.base import estimate_tokens
+from tether_gateway.providers.rules_asks import (
+    Ask,
+    Convert,
+    Sum,
+    TimeIn,
+    Unclear,
+    read_in_conversation,
+)
 
 LABEL = "[rules planner — deterministic, not a language model]"
 
-HELP = (
-    f"{LABEL} I can answer questions like 'what time is it in Tokyo?' without a model. "
+CAN = (
+    "I can work out arithmetic ('what is 17*23?'), tell the time somewhere ('what time is "
+    "it in Tokyo?', then 'and in Paris?') and convert a time between places ('what is 9am "
+    "in London in Tokyo?')."
+)
+REAL_MODEL = (
     "For anything else, start Tether with a real model: TETHER_PROVIDER=local (the bundled "
     "SmolLM2 model), or TETHER_PROVIDER=openai with TETHER_GATEWAY_OPENAI_API_KEY "
     "(and TETHER_GATEWAY_OPENAI_BASE_URL for vLLM, llama.cpp, LM Studio or LiteLLM), "
     "TETHER_PROVIDER=anthropic with TETHER_GATEWAY_ANTHROPIC_API_KEY, or "
     "TETHER_PROVIDER=ollama with TETHER_GATEWAY_OLLAMA_URL."
 )
+HELP = (
+    f"{LABEL} I cannot answer that: I follow fixed rules and understand no more. {CAN} {REAL_MODEL}"
+)
 
-TIME_WORDS = re.compile(r"\b(time|clock|o'clock|hour|date|day is it|today)\b", re.IGNORECASE)
-
-
-def _turn_state(messages: list[ChatMessage]) -> tuple[str, list[ChatMessage]]:
-    """The latest user request and the tool results that answered it since."""
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    prompt = messages[last_user].content if last_user >= 0 else ""
-    results = [m for m in messages[last_user + 1 :] if m.role == "tool"]
-    return prompt, results
+Plan = ChunkEvent | list[ToolCallEvent]
 
 
-def plan(request: GenerateRequest) -> ChunkEvent | ToolCallEvent:
-    prompt, results = _turn_state(request.messages)
-    if results:
-        latest = results[-1].content
-        if latest.startswith("FAILED"):
-            return ChunkEvent(text=f"{LABEL} The tool could not answer: {latest}")
-        return ChunkEvent(text=f"{LABEL} According to {results[-1].name or 'the tool'}: {latest}")
+def _turn_state(messages: list[ChatMessage]) -> tuple[str, list[str], list[ChatMessage]]:
+    """The latest user request, the earlier ones (oldest first), and the messages since."""
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if not users:
+        return "", [], []
+    last = users[-1]
+    earlier = [messages[i].content for i in users[:-1]]
+    return messages[last].content, earlier, messages[last + 1 :]
+
+
+def plan(request: GenerateRequest) -> Plan:
+    prompt, earlier, since = _turn_state(request.messages)
+    if any(m.role == "tool" for m in since):
+        return ChunkEvent(text=answer(since))
+    ask = read_in_conversation(prompt, earlier)
+    if ask is None:
+        return ChunkEvent(text=HELP)
     offered = {t.name for t in request.tools}
-    if TIME_WORDS.search(prompt):
-        zone = find_zone(prompt) or "UTC"
-        if "current_time" in offered:
-            return ToolCallEvent(
-                id=f"call_{uuid.uuid4().hex[:12]}",
-                name="current_time",
-                arguments={"timezone": zone},
-            )
+    calls = tool_calls(ask)
+    if isinstance(calls, str):
+        return ChunkEvent(text=f"{LABEL} I cannot answer that yet: {calls}. {CAN}")
+    missing = sorted({name for name, _ in calls} - offered)
+    if missing:
         return ChunkEvent(
-            text=f"{LABEL} I cannot check the time right now: no clock tool is on offer."
+            text=f"{LABEL} I would answer that with {', '.join(missing)}, but this agent is "
+            "not offered it, and I do not guess."
         )
-    return ChunkEvent(text=HELP)
+    return [_call(name, arguments) for name, arguments in calls]
+
+
+def tool_calls(ask: Ask) -> list[tuple[str, dict[str, Any]]] | str:
+    """The calls that answer `ask`, or why there are none."""
+    match ask:
+        case Sum(expression):
+            return [("calculate", {"expression": expression})]
+        case TimeIn(zones):
+            return [("current_time", {"timezone": zone}) for zone in zones]
+        case Convert(time, from_zone, to_zones):
+            return [
+                ("convert_time", {"time": time, "from_timezone": from_zone, "to_timezone": to})
+                for to in to_zones
+            ]
+        case Unclear(why):
+            return why
+        case _:
+            assert_never(ask)
+
+
+def _call(name: str, arguments: dict[str, Any]) -> ToolCallEvent:
+    return ToolCallEvent(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=arguments)
+
+
+def answer(since: list[ChatMessage]) -> str:
+    """The answer from the tools' results, one line each."""
+    calls = {c.id: c for m in since if m.role == "assistant" for c in m.tool_calls}
+    lines = []
+    for result in (m for m in since if m.role == "tool"):
+        call = calls.get(result.tool_call_id or "")
+        name = result.name or (call.name if call is not None else "the tool")
+        if result.content.startswith("FAILED"):
+            lines.append(f"{name} could not answer: {result.content}")
+        elif name == "calculate":  # its result says the sum: "17*23 = 391"
+            lines.append(result.content)
+        else:
+            lines.append(f"According to {name}: {result.content}")
+    return f"{LABEL} " + "\n".join(lines)
 
 
 class RulesPlanner:
     name = "rules"
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
-        event = plan(request)
-        yield event
-        output = len(event.text) if isinstance(event, ChunkEvent) else 20
+        planned = plan(request)
+        events: list[ChunkEvent | ToolCallEvent] = (
+            [planned] if isinstance(planned, ChunkEvent) else list(planned)
+        )
+        for event in events:
+            yield event
+        written = sum(len(e.text) if isinstance(e, ChunkEvent) else 20 for e in events)
         yield UsageEvent(
             input_tokens=estimate_tokens(request.messages),
-            output_tokens=int(output / 3.5) + 1,
+            output_tokens=int(written / 3.5) + 1,
             estimated=True,
         )
-        yield DoneEvent(finish_reason="tool_calls" if isinstance(event, ToolCallEvent) else "stop")
+        calls = isinstance(planned, list)
+        yield DoneEvent(finish_reason="tool_calls" if calls else "stop")

@@ -1,7 +1,8 @@
 """The shell sandbox: what isolation this host really gives (`attest`), and running one
 command inside it (`run`): bubblewrap namespaces started as an unprivileged user, a
 syscall filter, per-call memory and pids cgroups, a size-capped private tmpfs, rlimits,
-a timeout that kills the whole tree, capped output and a scrubbed environment.
+a timeout that kills the whole tree, capped output, an environment built from an
+allow-list, and git given only a sanitised copy of the repository's config.
 
 Never decides whether a command may run (that is `tether_common.safety` and the brain);
 never falls back to a weaker level than a tool's configured minimum."""

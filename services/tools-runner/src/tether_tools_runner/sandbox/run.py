@@ -4,10 +4,14 @@ The command runs as `bash -c` inside bubblewrap, under the seccomp filter, when 
 attests to them (else with rlimits only), in its own session so the whole group can be
 killed; stdin is closed; stdout and stderr are merged and kept head-and-tail; the process
 tree never outlives the call, whether it timed out or merely left a background child
-behind. When the runner is root, the call has its own memory and pids cgroups and its
-own size-capped tmpfs, and bubblewrap itself runs as the unprivileged sandbox user; what
-the call exceeded (memory, processes, disk, file size, cpu time) is read back from the
-kernel's counters afterwards and reported in `Outcome.exceeded`."""
+behind, nor the runner, however it dies: bubblewrap is armed to die with it
+(`tether_common.lifeline`), and takes its pid namespace along (`--die-with-parent`).
+Without bubblewrap only the shell is armed: a background child it left would outlive a
+runner killed during the call. When the runner is root, the call has its own memory
+and pids cgroups and its own size-capped tmpfs, and bubblewrap itself runs as the
+unprivileged sandbox user; what the call exceeded (memory, processes, disk, file size,
+cpu time) is read back from the kernel's counters afterwards and reported in
+`Outcome.exceeded`."""
 
 from __future__ import annotations
 
@@ -23,57 +27,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether_common import lifeline
+
 from .attest import Attestation, supports
 from .cgroups import CallGroup, hierarchy
+from .gitconfig import PINS, RepoView, pin_env, repo_view
 from .identity import SandboxUser
 from .limits import STAGE, STAGED_SHM, STAGED_TMP, STAGED_WORKSPACE, SandboxLimits, child_setup
 from .seccomp import program_fd
 
 MAX_OUTPUT_CHARS = 20_000
 _KEEP_BYTES = 4 * MAX_OUTPUT_CHARS  # enough bytes for the head and tail characters
-_CREDENTIAL = re.compile(
-    r"TOKEN|SECRET|PASSW|API_KEY|_KEY$|CREDENTIAL|COOKIE|SESSION|^TETHER_", re.IGNORECASE
-)
-_URL_WITH_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
-# Variables that make a shell, the dynamic loader or `less` run code the command did
-# not name.
-_CODE_RUNNING = {
-    "BASH_ENV", "ENV", "PROMPT_COMMAND", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
-    "LESSOPEN", "LESSCLOSE", "PYTHONSTARTUP", "PERL5OPT", "NODE_OPTIONS", "GIT_EXEC_PATH",
-    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EXTERNAL_DIFF",
-    "GIT_PROXY_COMMAND", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL",
-}  # fmt: skip
 # HOME lives in the call's private tmpfs: nothing the model wrote into the workspace is
 # read as a user's config (`.gitconfig`, `.bashrc`, `.config/...`), and it vanishes.
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# Git keys that run programs, forced through GIT_CONFIG_COUNT: that is the highest
-# precedence, above a `.git/config` the command may have written. Programs selected by
-# `.gitattributes` drivers (textconv, filters) cannot be pinned this way; they still
-# run only inside this sandbox, and the classifier asks before such repositories.
-GIT_OVERRIDES: dict[str, str] = {
-    "core.pager": "cat",
-    "core.fsmonitor": "false",
-    "core.hooksPath": "/dev/null",
-    "core.sshCommand": "false",
-    "core.askPass": "false",
-    "core.editor": "true",
-    "core.gitProxy": "false",
-    "sequence.editor": "true",
-    "diff.external": "",
-    "diff.tool": "",
-    "merge.tool": "",
-    "credential.helper": "",
-    "gpg.program": "false",
-    "gpg.ssh.program": "false",
-    "gpg.x509.program": "false",
-    "protocol.ext.allow": "never",
-    # A bare repository the command made from plain files (HEAD, config, objects/) is
-    # not found by discovery; only an explicit --git-dir opens one.
-    "safe.bareRepository": "explicit",
-    "uploadpack.packObjectsHook": "",
-    "receive.procReceiveRefs": "",
-}
 # Readable system locations; everything else on the host (homes, /root, /work, /var,
 # /srv, /mnt) is simply absent from the sandbox.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
@@ -104,52 +72,28 @@ def describe(limit: str, limits: SandboxLimits) -> str:
     }.get(limit, limit)
 
 
-def git_env() -> dict[str, str]:
-    env = {
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_ATTR_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_PAGER": "cat",
-        "GIT_CONFIG_COUNT": str(len(GIT_OVERRIDES)),
+def sandbox_env(workspace: Path, home: str = SANDBOX_HOME) -> dict[str, str]:
+    """The whole environment of a sandboxed command, built from names, never copied from
+    the runner's: nothing of the host (tokens, connection strings, webhook URLs, proxy
+    settings, loader or shell hooks) reaches the command. HOME and the XDG folders in the
+    call's private tmpfs (or a fresh private folder, without bubblewrap); a fixed
+    locale and terminal; git given no configuration the command can write."""
+    return {
+        # Fixed, never the runner's: a read-only command is only as safe as the program
+        # its name finds, and nothing on this PATH is writable from the sandbox.
+        "PATH": SANDBOX_PATH,
+        "HOME": home,
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "XDG_CACHE_HOME": f"{home}/.cache",
+        "XDG_DATA_HOME": f"{home}/.local/share",
+        "XDG_STATE_HOME": f"{home}/.local/state",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PWD": str(workspace),
+        "PAGER": "cat",
+        **pin_env(),
     }
-    for index, (key, value) in enumerate(GIT_OVERRIDES.items()):
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
-    return env
-
-
-def scrubbed_env(
-    source: dict[str, str], workspace: Path, home: str = SANDBOX_HOME
-) -> dict[str, str]:
-    """The environment minus anything that looks like a credential, runner config or a
-    hook that runs code; HOME and the XDG folders in the call's private tmpfs (or a
-    fresh private folder, without bubblewrap); git given no configuration the command
-    can write."""
-    env = {
-        name: value
-        for name, value in source.items()
-        if not _CREDENTIAL.search(name)
-        and not _URL_WITH_PASSWORD.search(value)
-        and name not in _CODE_RUNNING
-        and not name.startswith(("GIT_", "XDG_", "BASH_FUNC_"))
-    }
-    env.update(
-        HOME=home,
-        XDG_CONFIG_HOME=f"{home}/.config",
-        XDG_CACHE_HOME=f"{home}/.cache",
-        XDG_DATA_HOME=f"{home}/.local/share",
-        XDG_STATE_HOME=f"{home}/.local/state",
-        TMPDIR="/tmp",
-        TERM="dumb",
-        PWD=str(workspace),
-        PAGER="cat",
-        **git_env(),
-    )
-    # Fixed, never the runner's: a read-only command is only as safe as the program its
-    # name finds, and nothing on this PATH is writable from the sandbox.
-    env["PATH"] = SANDBOX_PATH
-    return env
 
 
 def bwrap_args(
@@ -160,6 +104,7 @@ def bwrap_args(
     limits: SandboxLimits,
     staged: bool,
     block_fd: int | None = None,
+    binds: list[str] | None = None,
 ) -> list[str]:
     """bubblewrap's arguments. `staged`: /tmp, /dev/shm and the workspace come from the
     child's staging mounts (one capped tmpfs for both), else bwrap makes capped tmpfs."""
@@ -187,6 +132,7 @@ def bwrap_args(
     real = os.path.realpath(workspace)
     source = str(STAGED_WORKSPACE) if staged else real
     args += ["--bind", source, real, "--chdir", real]
+    args += binds or []  # over the workspace: the sanitised git config
     # bwrap's own root and /dev are tmpfs without a size: read-only, so nothing fills them.
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--unshare-user", "--uid", str(user.uid), "--gid", str(user.gid)]
@@ -259,6 +205,8 @@ class _Call:
     # Without bubblewrap there is no private /tmp: a fresh folder stands in for HOME
     # (never a shared path another local user could have filled first).
     home: str | None = None
+    # The sanitised git config bound over the workspace's for this call, if any.
+    view: RepoView | None = None
 
     async def finish(self, proc: asyncio.subprocess.Process | None) -> None:
         """Kill whatever is left of the tree: the process group, then every cgroup
@@ -273,6 +221,9 @@ class _Call:
             await proc.wait()
 
     async def close(self) -> None:
+        if self.view is not None:
+            self.view.close()
+            self.view = None
         if self.home is not None:
             await asyncio.to_thread(shutil.rmtree, self.home, True)
             self.home = None
@@ -311,7 +262,7 @@ async def _spawn(
     workspace: Path,
     setup: Callable[[], None],
     pass_fds: tuple[int, ...],
-    home: str,
+    env: dict[str, str],
 ) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *argv,
@@ -319,9 +270,11 @@ async def _spawn(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         cwd=workspace,
-        env=scrubbed_env(dict(os.environ), workspace, home),
+        env=env,
         start_new_session=True,  # its own process group, killed as one
-        preexec_fn=setup,  # runs in the child before exec
+        # Runs in the child before exec; armed last (the user change would clear it), so
+        # bwrap dies with the runner, and `--die-with-parent` takes the sandbox with it.
+        preexec_fn=lifeline.preexec(setup),
         pass_fds=pass_fds,
     )
 
@@ -334,7 +287,12 @@ def _open_staged_tmp(pid: int) -> int | None:
 
 
 async def _start(
-    command: str, workspace: Path, attestation: Attestation, limits: SandboxLimits, call: _Call
+    command: str,
+    workspace: Path,
+    attestation: Attestation,
+    limits: SandboxLimits,
+    call: _Call,
+    sanitise_git: bool,
 ) -> asyncio.subprocess.Process:
     argv = ["/bin/bash", "--noprofile", "--norc", "-c", command]
     user = attestation.user
@@ -346,9 +304,13 @@ async def _start(
         block_read, block_write = os.pipe()
         fds.append(block_read)
     if attestation.bwrap is not None:
+        # Only git reads a repository's config, and a command allowed without asking
+        # names every program it runs (a computed or disguised name asks).
+        if sanitise_git and "git" in command.lower():
+            call.view = await asyncio.to_thread(repo_view, workspace)
         sandbox = bwrap_args(
             attestation.bwrap, workspace, user=user, limits=limits, staged=staged,
-            block_fd=block_read,
+            block_fd=block_read, binds=call.view.bwrap_args if call.view else None,
         )  # fmt: skip
         if attestation.seccomp is not None:
             filter_fd = program_fd(attestation.seccomp)
@@ -367,7 +329,9 @@ async def _start(
             call.home = tempfile.mkdtemp(prefix="tether-home-")
             if user.drops:
                 os.chown(call.home, user.uid, user.gid)
-        proc = await _spawn(argv, workspace, setup, tuple(fds), call.home or SANDBOX_HOME)
+        env = sandbox_env(workspace, call.home or SANDBOX_HOME)
+        env.update(call.view.env if call.view else {})
+        proc = await _spawn(argv, workspace, setup, tuple(fds), env)
         if block_write is not None:
             # bwrap waits for this byte before running anything: the tmpfs is surely
             # there to be opened, and the command cannot have filled and left it yet.
@@ -388,13 +352,17 @@ async def run_sandboxed(
     attestation: Attestation,
     timeout_s: float,
     limits: SandboxLimits,
+    sanitise_git: bool = True,
 ) -> Outcome:
-    """Run `command` with `bash -c` in the strongest sandbox this host attested to."""
+    """Run `command` with `bash -c` in the strongest sandbox this host attested to.
+
+    `sanitise_git`: git reads a sanitised copy of the workspace repository's config
+    (`gitconfig.repo_view`; needs bubblewrap): for commands no operator looked at."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     call = _Call()
     try:
-        proc = await _start(command, workspace, attestation, limits, call)
+        proc = await _start(command, workspace, attestation, limits, call, sanitise_git)
     except BaseException:
         await call.close()
         raise
@@ -422,13 +390,13 @@ async def run_sandboxed(
 
 
 __all__ = [
-    "GIT_OVERRIDES",
     "MAX_OUTPUT_CHARS",
+    "PINS",
     "SANDBOX_HOME",
     "Outcome",
     "bwrap_args",
     "cap_output",
     "describe",
     "run_sandboxed",
-    "scrubbed_env",
+    "sandbox_env",
 ]

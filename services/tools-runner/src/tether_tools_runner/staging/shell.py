@@ -73,7 +73,12 @@ class ShellStaging:
             timeout = min(float(timeout_s or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S)
             limits = dataclasses.replace(self.limits, cpu_s=math.ceil(timeout) + 1)
             outcome = await run_sandboxed(
-                command, scratch, attestation=self.attestation, timeout_s=timeout, limits=limits
+                command,
+                scratch,
+                attestation=self.attestation,
+                timeout_s=timeout,
+                limits=limits,
+                sanitise_git=classify(command).allowed,  # as the shell tool runs it
             )
             if outcome.timed_out or outcome.exceeded is not None:
                 return "the staged run did not finish (" + (outcome.exceeded or "time") + ")"

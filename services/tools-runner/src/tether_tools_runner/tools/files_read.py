@@ -17,7 +17,7 @@ from tether_common.patterns import compile_pattern as compile_user_pattern
 from tether_common.safety.beneath import open_beneath, open_parent
 from tether_tools_runner.context import current_run_id
 from tether_tools_runner.file_workers import FileWorkers
-from tether_tools_runner.folders import Workspaces
+from tether_tools_runner.folders import WORKSPACE_REACH, Workspaces
 from tether_tools_runner.revisions import Revisions, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
 from tether_tools_runner.workspace import (
@@ -72,7 +72,7 @@ FILE_READ = ToolDescriptor(
         ["path"],
     ),
     scope="read",
-    reach="instance",
+    reach=WORKSPACE_REACH,
     effect="read",
     idempotent=True,
     aliases=["read_file", "cat", "open_file"],
@@ -98,7 +98,7 @@ FILE_LIST = ToolDescriptor(
         [],
     ),
     scope="read",
-    reach="instance",
+    reach=WORKSPACE_REACH,
     effect="read",
     idempotent=True,
     aliases=["list_files", "ls", "list_directory"],
@@ -128,7 +128,7 @@ FILE_SEARCH = ToolDescriptor(
         ["pattern"],
     ),
     scope="read",
-    reach="instance",
+    reach=WORKSPACE_REACH,
     effect="read",
     idempotent=True,
     aliases=["search_files", "grep", "find_in_files"],

@@ -14,7 +14,7 @@ from tether_common.messages.tools import ToolDescriptor
 from tether_common.safety.beneath import open_parent, replace_file
 from tether_tools_runner.context import current_run_id
 from tether_tools_runner.file_workers import FileWorkers
-from tether_tools_runner.folders import Workspaces
+from tether_tools_runner.folders import WORKSPACE_REACH, Workspaces
 from tether_tools_runner.revisions import Revisions, revision_of
 from tether_tools_runner.tool import Tool, ToolFailure
 from tether_tools_runner.workspace import (
@@ -51,7 +51,7 @@ FILE_WRITE = ToolDescriptor(
         "additionalProperties": False,
     },
     scope="update",
-    reach="instance",
+    reach=WORKSPACE_REACH,
     effect="write",
     idempotent=False,
     aliases=["write_file", "create_file", "save_file"],
@@ -83,7 +83,7 @@ FILE_EDIT = ToolDescriptor(
         "additionalProperties": False,
     },
     scope="update",
-    reach="instance",
+    reach=WORKSPACE_REACH,
     effect="write",
     idempotent=False,
     aliases=["edit_file", "replace_in_file", "str_replace"],

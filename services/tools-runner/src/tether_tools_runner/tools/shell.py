@@ -75,6 +75,9 @@ class ShellTool:
             attestation=self.attestation,
             timeout_s=timeout,
             limits=limits,
+            # A command no operator looked at gets git's sanitised repository config;
+            # an approved one the repository's own (under the pins).
+            sanitise_git=verdict.allowed,
         )
         # On the runner's span for this call (the bus's server span is current here).
         span = trace.get_current_span()

@@ -1,8 +1,9 @@
 "use strict";
 //page_kit.js
 // The runs console. Everything shown comes from the authenticated API; every piece of
-// text a model, a tool or a user wrote is put in the page with `textContent` (never as
-// HTML), and links are built only from ids and the configured trace URL.
+// text a model, a tool or a user wrote is put in the page with the kit's `el` or
+// `setText` (as text, never as HTML, with invisible and reordering code points shown
+// escaped), and links are built only from ids and the configured trace URL.
 // The token lives in sessionStorage only: it leaves with the tab, never in a URL.
 const KEY = "tether.console.token";
 const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/;
@@ -16,7 +17,7 @@ const auth = (extra) => Object.assign({ "Authorization": "Bearer " + token() }, 
 const enc = encodeURIComponent;
 
 function setStatus(text, isError) {
-  $("status").textContent = text;
+  setText($("status"), text);
   $("status").className = isError ? "error" : "";
 }
 
@@ -65,7 +66,7 @@ function facts(dl, pairs) {
     if (value === null || value === undefined || value === "") continue;
     dl.appendChild(el("dt", {}, name));
     const dd = el("dd");
-    if (value instanceof Node) dd.appendChild(value); else dd.textContent = String(value);
+    if (value instanceof Node) dd.appendChild(value); else setText(dd, String(value));
     dl.appendChild(dd);
   }
 }
@@ -108,15 +109,15 @@ function fillRow(row, run) {
   row.setAttribute("data-status", run.status);
   const badge = c.status.firstChild;
   badge.setAttribute("data-status", run.status);
-  badge.textContent = run.status + (run.stop_reason ? " · " + run.stop_reason : "");
-  c.agent.textContent = run.agent || "";
-  c.prompt.textContent = run.prompt;
-  c.prompt.title = run.prompt;
-  c.model.textContent = run.provider + (run.model ? "/" + run.model : "");
-  c.step.textContent = run.step;
-  c.owner.textContent = run.owner || "";
-  c.created.textContent = when(run.created_at);
-  c.updated.textContent = when(run.updated_at);
+  setText(badge, run.status + (run.stop_reason ? " · " + run.stop_reason : ""));
+  setText(c.agent, run.agent || "");
+  setText(c.prompt, run.prompt);
+  c.prompt.title = shown(run.prompt);
+  setText(c.model, run.provider + (run.model ? "/" + run.model : ""));
+  setText(c.step, run.step);
+  setText(c.owner, run.owner || "");
+  setText(c.created, when(run.created_at));
+  setText(c.updated, when(run.updated_at));
 }
 
 function listPage() {
@@ -144,10 +145,10 @@ function listPage() {
         if (!seen.has(runId)) { row.remove(); rows.delete(runId); }
       }
       $("runs-empty").hidden = list.runs.length > 0;
-      $("list-error").textContent = "";
+      setText($("list-error"), "");
       setStatus("live");
     } catch (err) {
-      if (!stopped) $("list-error").textContent = err.code + ": " + err.message;
+      if (!stopped) setText($("list-error"), err.code + ": " + err.message);
     }
   }
 
@@ -270,7 +271,7 @@ class Timeline {
     const card = this.call(d);
     if (!card) return;
     card.gate.setAttribute("data-gate", kind);
-    card.gate.textContent = "gate: " + text;
+    setText(card.gate, "gate: " + text);
   }
 
   result(event) {
@@ -278,7 +279,7 @@ class Timeline {
     const card = this.call(d) || { li: this.item(event, "Tool result", d.name) };
     if (card.gate && card.gate.getAttribute("data-gate") === "") {
       card.gate.setAttribute("data-gate", "allowed");
-      card.gate.textContent = "gate: allowed" + (d.cached ? " (answered from the run's cache)" : "");
+      setText(card.gate, "gate: allowed" + (d.cached ? " (answered from the run's cache)" : ""));
     }
     const box = card.outcome || card.li;
     clear(box);
@@ -306,7 +307,7 @@ class Timeline {
 // A download needs the bearer header, so it is fetched and handed to the browser as a
 // blob (a plain link could not authenticate without the token in its URL).
 async function download(runId, ref, note) {
-  note.textContent = "downloading…";
+  setText(note, "downloading…");
   try {
     const response = await fetch("/v1/runs/" + enc(runId) + "/outputs/" + enc(ref), { headers: auth() });
     if (!response.ok) throw new Error("HTTP " + response.status);
@@ -317,9 +318,9 @@ async function download(runId, ref, note) {
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(link.href), 60000);
-    note.textContent = blob.size + " bytes";
+    setText(note, blob.size + " bytes");
   } catch (err) {
-    note.textContent = "download failed: " + err.message;
+    setText(note, "download failed: " + err.message);
   }
 }
 
@@ -365,7 +366,7 @@ function approvalCard(runId, approval, refresh) {
         card.remove();
         refresh();
       } catch (err) {
-        problem.textContent = err.code + ": " + err.message;
+        setText(problem, err.code + ": " + err.message);
       }
     });
     actions.appendChild(button);
@@ -378,11 +379,11 @@ function approvalCard(runId, approval, refresh) {
 function runPage(runId) {
   $("run-view").hidden = false;
   for (const id of ["timeline", "approvals", "run-facts", "run-usage"]) clear($(id));
-  for (const id of ["run-prompt", "run-answer", "run-reason", "steer-result", "approvals-error", "timeline-state"]) $(id).textContent = "";
+  for (const id of ["run-prompt", "run-answer", "run-reason", "steer-result", "approvals-error", "timeline-state"]) setText($(id), "");
   $("answer-panel").hidden = true;
   $("approvals-panel").hidden = true;
-  $("run-title").textContent = runId;
-  $("audit-state").textContent = "checking…";
+  setText($("run-title"), runId);
+  setText($("audit-state"), "checking…");
   const timeline = new Timeline(runId, $("timeline"));
   const cards = new Map(); // approval_id -> the card of a pending request
   const streamAbort = new AbortController();
@@ -397,12 +398,12 @@ function runPage(runId) {
     if (stopped) return;
     const was = status;
     status = run.status;
-    $("run-status").textContent = run.status;
+    setText($("run-status"), run.status);
     $("run-status").setAttribute("data-status", run.status);
-    $("run-reason").textContent = run.stop_reason || "";
-    $("run-prompt").textContent = run.prompt;
+    setText($("run-reason"), run.stop_reason || "");
+    setText($("run-prompt"), run.prompt);
     $("answer-panel").hidden = !run.answer;
-    $("run-answer").textContent = run.answer || "";
+    setText($("run-answer"), run.answer || "");
     facts($("run-facts"), [
       ["provider", run.provider], ["model", run.model], ["owner", run.owner], ["tenant", run.tenant],
       ["parent", run.parent_id ? runLink(run.parent_id) : null], ["depth", run.depth],
@@ -435,12 +436,12 @@ function runPage(runId) {
         $("approvals").appendChild(card);
       }
       $("approvals-panel").hidden = cards.size === 0;
-      $("approvals-error").textContent = "";
+      setText($("approvals-error"), "");
     } catch (err) {
       if (stopped) return;
       // A role that may not read approvals sees the run without them.
       $("approvals-panel").hidden = status !== "awaiting_approval";
-      $("approvals-error").textContent = "approvals: " + err.code + ": " + err.message;
+      setText($("approvals-error"), "approvals: " + err.code + ": " + err.message);
     }
   }
 
@@ -461,7 +462,7 @@ function runPage(runId) {
     } catch (err) {
       if (stopped) return;
       box.className = "muted";
-      box.textContent = err.status === 403 ? "not shown: verifying needs the audit.read permission (admins)" : "could not verify: " + err.code;
+      setText(box, err.status === 403 ? "not shown: verifying needs the audit.read permission (admins)" : "could not verify: " + err.code);
     }
   }
 
@@ -485,7 +486,7 @@ function runPage(runId) {
           if (parsed.kind === "run.end") ended = true;
           loadRun().catch(() => {});
         });
-        if (ended) { $("timeline-state").textContent = "the run has ended"; return; }
+        if (ended) { setText($("timeline-state"), "the run has ended"); return; }
       } catch (err) {
         if (stopped) return;
         setStatus("reconnecting… (" + err.message + ")", true);
@@ -495,13 +496,13 @@ function runPage(runId) {
   }
 
   async function poll() {
-    try { await loadRun(); } catch (err) { if (!stopped) $("run-reason").textContent = err.code + ": " + err.message; }
+    try { await loadRun(); } catch (err) { if (!stopped) setText($("run-reason"), err.code + ": " + err.message); }
     if (!stopped && !TERMINAL.has(status)) timer = setTimeout(poll, POLL_MS);
   }
 
   const steer = (promise, done) => promise.then(
-    (r) => { $("steer-result").textContent = done + " (status " + r.status + ")"; poll(); },
-    (err) => { $("steer-result").textContent = err.code + ": " + err.message; },
+    (r) => { setText($("steer-result"), done + " (status " + r.status + ")"); poll(); },
+    (err) => { setText($("steer-result"), err.code + ": " + err.message); },
   );
   const onStop = () => steer(post(base + "/stop"), "stop requested");
   const onSend = () => {
@@ -544,7 +545,7 @@ async function start() {
   try {
     settings = await api("/v1/console/settings");
   } catch (err) {
-    if (err.status !== 401) $("signin-error").textContent = err.code + ": " + err.message;
+    if (err.status !== 401) setText($("signin-error"), err.code + ": " + err.message);
     return;
   }
   route();
@@ -556,7 +557,7 @@ function signOut(message) {
   sessionStorage.removeItem(KEY);
   $("signin-form").hidden = false;
   $("signout").hidden = true;
-  $("signin-error").textContent = message || "";
+  setText($("signin-error"), message || "");
   setStatus("signed out");
 }
 
