@@ -43,19 +43,6 @@ PLAIN_SERVICES = (BY_NAME["output-store"], BY_NAME["tools-runner"])
 RUN_TIMEOUT_S = 900.0
 # The sandbox user the runner hands the workspace to (tools-runner settings' default).
 SANDBOX_UID = SANDBOX_GID = 64000
-EVAL_APPROVER = [
-    {"name": f"eval-{tool}", "tool": tool, "answer": "allow_once"}
-    for tool in ("file_write", "file_edit", "shell")
-]
-EVAL_AGENT = {
-    "eval": {
-        "grants": [
-            *("file_write#noapproval", "file_edit#noapproval", "shell#noapproval"),
-            *("file_read", "file_list", "file_search", "current_time", "convert_time"),
-            "calculate",
-        ]
-    }
-}
 
 
 @dataclass(slots=True)
@@ -66,6 +53,7 @@ class Outcome:
     seconds: float
     answer: str
     input_tokens: int = 0
+    approvals: int = 0  # calls an operator allowed (tether up's defaults ask for them)
 
 
 def eval_model() -> Path:
@@ -104,11 +92,12 @@ def prepare(workspace: Path) -> None:
 
 
 async def through_tether(s: Stack, task: Task) -> Outcome:
+    """One task on `tether up`'s defaults: the default agent and mode, no approvals rule;
+    a call that asks is allowed once by an operator over the approvals API, and counted."""
     started, since = time.perf_counter(), utc_now()
     async with TetherClient(s.api_url, token=OPERATOR_TOKEN, timeout=60) as client:
-        accepted = await client.start_run(
-            task.prompt, provider="local", agent="eval", allow_shell=True, mode="allow-all"
-        )
+        accepted = await client.start_run(task.prompt, provider="local")
+        operator = asyncio.create_task(allow_each_ask(s, client, accepted.run_id))
         try:
             await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
         except TimeoutError:
@@ -116,6 +105,7 @@ async def through_tether(s: Stack, task: Task) -> Outcome:
             # server takes one request at a time and drops the one in flight for a new one).
             await client.stop_run(accepted.run_id)
             await s.wait_status([accepted.run_id], timeout=RUN_TIMEOUT_S)
+        approvals = await asyncio.wait_for(operator, timeout=60)
         run = await client.get_run(accepted.run_id)
     seconds = time.perf_counter() - started
     answer = run.answer or f"[{run.status}: {run.stop_reason}]"
@@ -125,7 +115,25 @@ async def through_tether(s: Stack, task: Task) -> Outcome:
         for step in run.steps:  # what the model did, to read a miss
             said = " ".join(step.text.split())[:300]
             print(f"    {task.name} step {step.step} {step.kind} {step.tool or ''} {said}")
-    return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens)
+    return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens, approvals)
+
+
+async def allow_each_ask(s: Stack, client: TetherClient, run_id: str) -> int:
+    """An operator at the console who allows each call the run asks for, once (the
+    battery measures the model, not a person): how many it allowed."""
+    allowed = 0
+    headers = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    approvals = s.supervisor.child("approvals").url
+    async with httpx.AsyncClient(base_url=approvals, headers=headers, timeout=30) as http:
+        async for event in client.events(run_id):
+            if event.kind == "tool.approval_needed":
+                decided = await http.post(
+                    f"/v1/approvals/{event.data['approval_id']}/decision",
+                    json={"decision": "allow_once"},
+                )
+                decided.raise_for_status()
+                allowed += 1
+    return allowed
 
 
 async def prefill(base_url: str, system: str) -> tuple[float, float]:
@@ -170,11 +178,13 @@ def report(label: str, outcomes: list[Outcome]) -> float:
         mark = "ok  " if o.ok else "MISS"
         tokens = f" {o.input_tokens / max(o.steps, 1):6.0f} in-tok/step" if o.input_tokens else ""
         answer = " ".join(o.answer.split())[:90]
-        print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{tokens}  {answer}")
+        asked = f" {o.approvals} allowed" if o.approvals else ""
+        print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{tokens}{asked}  {answer}")
     if outcomes:
         steps = sum(o.steps for o in outcomes) / len(outcomes)
         seconds = sum(o.seconds for o in outcomes) / len(outcomes)
-        print(f"   mean: {steps:.1f} steps, {seconds:.1f} s per task")
+        allowed = sum(o.approvals for o in outcomes)
+        print(f"   mean: {steps:.1f} steps, {seconds:.1f} s per task; {allowed} calls allowed")
     return rate
 
 
@@ -188,15 +198,13 @@ async def measure_models(results: dict[str, float]) -> None:
     with _Served(model, "tether") as ours_server, _Served(model, "plain") as their_server:
         await wait_ready(ours_server, timeout=300)
         await wait_ready(their_server, timeout=300)
+        # What `tether up` with the local provider sets (the bundled model's server, here
+        # the evaluation model); nothing else: the default agent, mode and approvals.
         env = {
             "TETHER_GATEWAY_LOCAL_BASE_URL": ours_server.base_url,
             "TETHER_GATEWAY_LOCAL_MODEL": ALIAS,
             "TETHER_GATEWAY_LOCAL_CONTEXT_WINDOW": str(N_CTX),
             "TETHER_GATEWAY_INACTIVITY_TIMEOUT_S": "600",
-            "TETHER_BRAIN_AGENTS": json.dumps(EVAL_AGENT),
-            # A file read taints the run, so a later write or command asks an operator:
-            # here one who says yes to each (the battery measures the model, not a person).
-            "TETHER_APPROVALS_RULES": json.dumps(EVAL_APPROVER),
             "TETHER_BRAIN_CONTEXT_WINDOWS": json.dumps({ALIAS: N_CTX}),
         }
         # A loaded machine (the battery runs for an hour) meets a generous start.

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,11 +22,13 @@ from typing import Any
 import asyncpg
 
 from bench.profiles import print_profiles, profile_env, restart_profiles
+from tether_client.system import LockedBus, start_locked_nats, system_env, system_supervisor
 from tether_common.decisions import new_key
-from tether_common.embedded import EmbeddedPostgres, NatsServer
+from tether_common.embedded import EmbeddedPostgres
 from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
 OPERATOR_TOKEN = "bench-operator-token"
+OBSERVER = "bench"  # the bench's own all-rights NATS user (never a shipped one)
 TERMINAL = ("completed", "failed", "stopped")
 
 
@@ -87,58 +90,81 @@ class Stack:
         return {r["run_id"]: json.loads(r["data"]) for r in rows}
 
 
+@dataclass
+class Servers:
+    """A benchmark's NATS (locked as `tether up` locks it) and PostgreSQL. `nats.url` is
+    the bench's own all-rights client (the observer's credentials in the URL); the
+    services connect as their own users to `bus.url`."""
+
+    base: Path
+    bus: LockedBus
+    pg: EmbeddedPostgres
+
+    @property
+    def nats_url(self) -> str:
+        password = self.bus.observers[OBSERVER]
+        return self.bus.url.replace("://", f"://{OBSERVER}:{password}@", 1)
+
+
 def stack_env(base: Path, nats_url: str, pg_url: str, scripts: Path) -> dict[str, str]:
+    """`tether up`'s environment (`tether_client.system`), with the bench's own folders."""
     (base / "workspace").mkdir()
     (base / "skills").mkdir()
-    return {
-        "TETHER_NATS_URL": nats_url,
-        "TETHER_DATABASE_URL": pg_url,
-        "TETHER_HOME": str(base / "home"),
-        "TETHER_RUNNER_WORKSPACE": str(base / "workspace"),
+    env = system_env(
+        base / "home",
+        nats_url=nats_url,
+        database_url=pg_url,
+        operator_token=OPERATOR_TOKEN,
+        decision_key=new_key(),
+        workspace=base / "workspace",
+    )
+    return env | {
         "TETHER_BRAIN_SKILL_FOLDERS": json.dumps([str(base / "skills")]),
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts),
-        "TETHER_OPERATOR_TOKEN": OPERATOR_TOKEN,
-        "TETHER_DECISION_KEY": new_key(),
         "TETHER_LOG_LEVEL": "WARNING",
     }
 
 
 @asynccontextmanager
-async def servers(prefix: str) -> AsyncIterator[tuple[Path, NatsServer, EmbeddedPostgres]]:
-    """Embedded NATS and PostgreSQL in a temporary folder, stopped on the way out."""
+async def servers(prefix: str) -> AsyncIterator[Servers]:
+    """Embedded NATS (locked by the generated configuration) and PostgreSQL in a temporary
+    folder, stopped on the way out."""
     with tempfile.TemporaryDirectory(prefix=f"tether-bench-{prefix}-") as tmp:
         base = Path(tmp)
         base.chmod(0o755)
-        nats = NatsServer(base / "nats").start()
-        pg = EmbeddedPostgres(base / "pg").start()
-        try:
-            yield base, nats, pg
-        finally:
-            pg.stop()
-            nats.stop()
+        async with AsyncExitStack() as stack:
+            bus = start_locked_nats(base, stack, observers={OBSERVER: secrets.token_urlsafe(24)})
+            pg = EmbeddedPostgres(base / "pg").start()
+            stack.callback(pg.stop)
+            yield Servers(base, bus, pg)
 
 
 @asynccontextmanager
 async def services(
-    servers: tuple[Path, NatsServer, EmbeddedPostgres],
+    servers: Servers,
     extra_env: Mapping[str, str] | None = None,
     specs: tuple[ServiceSpec, ...] = SERVICES,
     ready_timeout: float = 180.0,  # a busy machine (or one profiling) starts slowly
 ) -> AsyncIterator[Stack]:
-    """The given services on running servers, ready; stopped on the way out."""
-    base, nats, pg = servers
+    """The given services on running servers, as `tether up` starts them, ready; stopped
+    on the way out."""
+    base, pg = servers.base, servers.pg
     scripts = base / "scripts"
     scripts.mkdir()
-    env = stack_env(base, nats.url, pg.url, scripts) | dict(extra_env or {}) | profile_env(base)
-    supervisor = Supervisor(env, specs=specs, restart=False, log_dir=base / "logs")
+    env = stack_env(base, servers.bus.url, pg.url, scripts)
+    env |= dict(extra_env or {}) | profile_env(base)
+    supervisor = system_supervisor(
+        env, servers.bus.passwords, restart=False, log_dir=base / "logs", specs=specs
+    )
     db = await asyncpg.create_pool(pg.url, min_size=1, max_size=4)
     try:
         await supervisor.start()
         await supervisor.wait_ready(timeout=ready_timeout)
         restart_profiles([c.proc.pid for c in supervisor.children if c.proc is not None])
+        nats = servers.bus.server
         pids = {"nats-server": nats.proc.pid if nats.proc else 0}
         pids["postgres"] = pg.postmaster_pid() or 0
-        yield Stack(nats.url, pg.url, base, scripts, supervisor, db, pids)
+        yield Stack(servers.nats_url, pg.url, base, scripts, supervisor, db, pids)
     finally:
         await db.close()
         await supervisor.stop()

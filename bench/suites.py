@@ -52,7 +52,7 @@ QUICK = Counts(300, 1000, 500, 2000, 1000, 100, 500, 0, 500, 40, 20, 50, 3000, 1
 async def floor(counts: Counts, results: Results) -> None:
     """The bus floor and the skeleton step (issue 2)."""
     async with servers("floor") as srv:
-        round_trip, floor_ms = await measure_floor(srv[1].url, srv[2].url, counts.floor_samples)
+        round_trip, floor_ms = await measure_floor(srv.nats_url, srv.pg.url, counts.floor_samples)
         async with services(srv) as s:
             steps = await measure_steps(s.api_url, s.scripts, max(1, counts.floor_samples // 19))
     print(line("nats-py request/reply round trip", round_trip))
@@ -68,7 +68,7 @@ async def loop_floor(counts: Counts, results: Results, parts: set[str]) -> None:
     loop benchmarks in `parts` on one stack with the step ceiling raised."""
     async with servers("loop") as srv:
         if "concurrency" in parts:
-            _, floor_ms = await measure_floor(srv[1].url, srv[2].url, counts.floor_samples)
+            _, floor_ms = await measure_floor(srv.nats_url, srv.pg.url, counts.floor_samples)
             results["floor_ms"] = summary(floor_ms)[0]
             print(line("floor: 2 round trips + 1 durable commit", floor_ms))
         async with services(srv, LONG_ENV) as s:
@@ -122,7 +122,8 @@ async def langgraph(counts: Counts, results: Results) -> None:
     # it); every other sub-command runs without it.
     from bench.baseline_langgraph import measure_langgraph
 
-    async with servers("langgraph") as (_, _, pg):
+    async with servers("langgraph") as srv:
+        pg = srv.pg
         graphs = await measure_langgraph(
             pg.url, (1, 50), counts.langgraph_steps, counts.langgraph_long
         )
@@ -137,8 +138,10 @@ async def runner(counts: Counts, results: Results) -> None:
 
 
 async def outputs(counts: Counts, results: Results) -> None:
-    async with servers("outputs") as (base, nats, pg):
-        await measure_outputs(nats.url, pg.url, size_mib=counts.outputs_mib, log_dir=base / "logs")
+    async with servers("outputs") as srv:
+        await measure_outputs(
+            srv.nats_url, srv.pg.url, size_mib=counts.outputs_mib, log_dir=srv.base / "logs"
+        )
 
 
 async def scaling(counts: Counts, results: Results) -> None:
@@ -160,7 +163,7 @@ async def shellfuzz(counts: Counts, results: Results) -> None:
 async def chaos(counts: Counts, results: Results) -> None:
     """Brain replicas SIGKILLed under load (issue 15), then network partitions."""
     async with servers("chaos") as srv:
-        ledger = srv[0] / "effects-ledger.txt"
+        ledger = srv.base / "effects-ledger.txt"
         # Long runs of many processes meet a busy machine: a generous start.
         async with services(srv, chaos_env(ledger), ready_timeout=300) as s:
             await measure_chaos(s, ledger, counts.chaos_kills, results)

@@ -2,9 +2,11 @@
 turns of one thread, the first parking a call that is approved inline; the answer shown
 once, as it was written; then the same thread resumed with a question on a pipe, whose
 answer alone goes to standard output; then resumed on the terminal again, a turn's live
-text shown while the model still writes, and Ctrl-C during it stopping the run. A chat
-follows a turn only after posting it, so the model may already have written: a reader
-that joins late is given the text so far (CI once saw the chat sit silent there)."""
+text shown while the model still writes, and Ctrl-C during it stopping the run (Ctrl-D
+then exits 0). A chat follows a turn only after posting it, so the model may already have
+written: a reader that joins late is given the text so far (CI once saw the chat sit
+silent there). A chat on a thread of its own provider and model outlives a brain that
+went away between two turns."""
 
 from __future__ import annotations
 
@@ -44,6 +46,9 @@ PIPED_ANSWER = "Third time: 18:00."
 BEGUN = "Let me think"  # a turn that then waits: only live text can show this
 LATE_SCRIPT = "latescript"  # one turn: a few words at once, then a long wait
 LATE_TEXT = "Written before anyone listened."
+AWAY_SCRIPT = "awayscript"  # a thread's own model: two turns around a brain restart
+BEFORE_ANSWER = "Hello before the restart."
+AFTER_ANSWER = "Back after the restart."
 WAIT_S = 120.0
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -123,6 +128,10 @@ class Terminal:
     def type(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")
 
+    def end_input(self) -> None:
+        """Ctrl-D at the start of a line: the end of input."""
+        os.write(self.master, b"\x04")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -192,9 +201,63 @@ def test_two_turns_with_an_inline_approval_then_a_piped_question(
     again.wait_for(lambda t: "? [y/N]" in t, "the question whether to stop")
     again.type("y")
     again.wait_for(lambda t: "■ stopped" in t and t.count("you> ") == 2, "the stopped turn")
-    again.type("/exit")
-    assert again.proc.wait(timeout=WAIT_S) == 1, again.text  # a turn did not complete
+    again.end_input()
+    # Issue 29 (6): this exited 1. A turn stopped here is what its person asked for.
+    assert again.proc.wait(timeout=WAIT_S) == 0, again.text
     assert "never said" not in again.text
+
+
+async def test_a_chat_on_another_model_waits_for_a_system_that_went_away(
+    stack: Supervisor, terminal: Callable[..., Terminal], scripts_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 29 (6): a thread on another provider or model needed raw HTTP, and when the
+    system went down between turns the next turn printed `error: cannot reach…` and the
+    chat exited 3. Now `--provider`/`--model` start the thread, and a turn posted while
+    the brain is down is sent once it is back (once: the answer comes one time)."""
+    (scripts_dir / f"{AWAY_SCRIPT}.json").write_text(
+        json.dumps({"turns": [slowly(BEFORE_ANSWER), slowly(AFTER_ANSWER)]})
+    )
+    chat = terminal("chat", "--provider", "scripted", "--model", AWAY_SCRIPT)
+    await asyncio.to_thread(chat.wait_for, lambda t: "you> " in t, "the first prompt")
+    assert f"scripted {AWAY_SCRIPT}" in chat.text
+    chat.type("hello")
+    await asyncio.to_thread(
+        chat.wait_for, lambda t: BEFORE_ANSWER in t and t.count("you> ") == 2, "the first answer"
+    )
+    brain = stack.child("brain")
+    try:
+        await stack.stop_child(brain)
+        chat.type("are you back?")
+        await asyncio.to_thread(chat.wait_for, lambda t: "cannot reach Tether" in t, "the wait")
+        assert chat.proc.poll() is None, chat.text
+    finally:
+        await stack.start_child(brain)
+        await stack.wait_ready(children=[brain])
+    await asyncio.to_thread(
+        chat.wait_for, lambda t: AFTER_ANSWER in t and t.count("you> ") == 3, "the answer after"
+    )
+    chat.type("/exit")
+    assert await asyncio.to_thread(chat.proc.wait, WAIT_S) == 0, chat.text
+    shown = chat.text
+    assert "error:" not in shown
+    assert shown.count(AFTER_ANSWER) == 1, shown
+    thread_id = re.findall(r"tether chat --thread (thr_\S+)", shown)[-1]
+
+    async with TetherClient(stack.child("brain").url, token=OPERATOR_TOKEN) as client:
+        thread = await client.get_thread(thread_id)
+    assert (thread.provider, thread.model, len(thread.turns)) == ("scripted", AWAY_SCRIPT, 2)
+    refused = await asyncio.to_thread(
+        subprocess.run,
+        [str(TETHER), "chat", "--thread", thread_id, "--model", SCRIPT],
+        input="",
+        env=cli_env(stack, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"--model {SCRIPT} (it has {AWAY_SCRIPT})" in refused.stderr
 
 
 async def test_a_reader_that_joins_after_the_text_was_written_is_given_it(

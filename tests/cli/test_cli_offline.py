@@ -139,13 +139,16 @@ def test_help_ends_with_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def commands(group: TyperGroup, path: str = "tether") -> list[tuple[str, Any]]:
+    """Every command under `group`, the lazily loaded ones loaded."""
     found: list[tuple[str, Any]] = []
-    for name, command in group.commands.items():
-        here = f"{path} {name}"
-        if isinstance(command, TyperGroup):
-            found += commands(command, here)
-        else:
-            found.append((here, command))
+    with typer.Context(group) as ctx:
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            here = f"{path} {name}"
+            if isinstance(command, TyperGroup):
+                found += commands(command, here)
+            else:
+                found.append((here, command))
     return found
 
 

@@ -1,8 +1,10 @@
 """The `tether` binary against the whole system as `tether up` starts it (embedded NATS and
 PostgreSQL, the five services): up's progress and summary, human service logs, status,
-runs with prefixes and `last`, every output format, Ctrl-C while following, and a
-followed stream that survives a brain killed mid-run. Also draws the README's CLI
-session from real output (`TETHER_SCREENSHOTS_DIR=docs/images` writes it there). Last,
+runs with prefixes and `last`, every output format, Ctrl-C while following, a
+followed stream that survives a brain killed mid-run, and the offline planner's sums and
+follow-ups in `tether chat`. Also draws the README's CLI
+session from real output (`TETHER_SCREENSHOTS_DIR=docs/images` writes it there). A piped
+`tether run` at an approval: the command that decides it, exit 7. Last,
 `tether up` killed outright, which must take every process it started with it."""
 
 from __future__ import annotations
@@ -249,6 +251,32 @@ async def test_approved_effects_are_applied_once_and_answered_ok(system: System)
     assert asked == 2, [(e.kind, e.data.get("name")) for e in events]  # the read did not ask
 
 
+def test_the_offline_planner_works_sums_and_times_out_in_chat(system: System) -> None:
+    """Issue 29, item 3: on `tether up`'s default provider (rules), a sum is worked out
+    with `calculate` and a follow-up in `tether chat` is read with the conversation; what
+    it cannot do it says plainly."""
+    ran = system.tether("run", "what is 17*23?")
+    assert ran.returncode == 0, ran.stderr
+    assert "17*23 = 391" in ran.stdout
+    chat = subprocess.run(
+        [str(TETHER), "chat"],
+        env=system.env,
+        input="what time is it in Tokyo?\nand in Paris?\nwrite me a poem\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert chat.returncode == 0, chat.stderr
+    tokyo, paris, poem = (
+        chat.stdout.index("Asia/Tokyo"),
+        chat.stdout.index("Europe/Paris"),
+        chat.stdout.index("I cannot answer that"),
+    )
+    assert tokyo < paris < poem, chat.stdout
+    assert chat.stdout.count("start Tether with a real model") == 1, chat.stdout
+
+
 def test_status_counts_replicas_and_queues(system: System) -> None:
     done = system.tether("status", "-o", "json")
     assert done.returncode == 0, done.stderr
@@ -358,6 +386,61 @@ def test_ctrl_c_and_a_dropped_stream(system: System, tmp_path: Path) -> None:
     assert "written" in shown
     assert shown.count("▶ run") == 1
     assert shown.count("[tool.approval_needed]") == 1
+
+
+def test_a_piped_run_says_how_to_approve_and_exits_7(system: System, tmp_path: Path) -> None:
+    """Issue 29 (4, 5): `tether run` on a pipe showed `[tool.approval_needed] file_write …`
+    with no approval id and blocked until the request expired; the id's prefix was not
+    found; `approvals show` printed raw fields. Now it prints the id and the command that
+    approves it and exits 7 (`--wait-approval` waits); the id's prefix shows the card, with
+    the diff, and approves it; the run then completes."""
+    model = write_script(
+        system.scripts,
+        [[call("file_write", path="piped.txt", content="from a pipe\n")], say("piped done")],
+    )
+    ran = system.tether("run", "write from a pipe", "--provider", "scripted", "--model", model)
+    assert ran.returncode == 7, ran.stdout + ran.stderr
+    [approval_id] = re.findall(r"\(approval (apr_[0-9a-f]{32})\)", ran.stdout)
+    assert f"  tether approvals approve {approval_id}\n" in ran.stderr
+    run_id = re.findall(r"▶ run (run_[0-9a-f]{32})", ran.stdout)[0]
+    assert f"follow it again with: tether runs follow {run_id[:12]}" in ran.stderr
+
+    card = system.tether("approvals", "show", approval_id[4:12])
+    assert card.returncode == 0, card.stderr
+    lines = card.stdout.splitlines()
+    assert lines[0] == f"── approval {approval_id}: pending"
+    assert "   tool     file_write" in lines
+    assert any(x.startswith("   why      ") for x in lines)
+    assert any(x.startswith("   expires  ") and x.endswith("s)") for x in lines)
+    assert any(x.startswith("   decides  ") for x in lines)
+    assert "   created piped.txt" in lines
+    assert "     +from a pipe" in lines
+    assert "action_digest" not in card.stdout
+    assert max(len(x) for x in lines) < 120, max(lines, key=len)
+
+    approved = system.tether("approvals", "approve", approval_id[:12])
+    assert approved.returncode == 0, approved.stderr
+    followed = system.tether("runs", "follow", run_id[:12])
+    assert followed.returncode == 0, followed.stderr
+    assert "piped done" in followed.stdout
+    assert (system.home / "workspace" / "piped.txt").read_text() == "from a pipe\n"
+
+    model = write_script(
+        system.scripts,
+        [[call("file_write", path="waited.txt", content="waited\n")], say("waited done")],
+    )
+    out = tmp_path / "waiting.out"
+    waiting = system.start(
+        "run", "write, waiting", "--provider", "scripted", "--model", model, "--wait-approval",
+        out=out,
+    )  # fmt: skip
+    said = out.with_suffix(".err")
+    wait_for(lambda: "tether approvals approve apr_" in said.read_text(), "the command")
+    assert waiting.poll() is None, said.read_text()
+    [approval_id] = re.findall(r"tether approvals approve (apr_[0-9a-f]{32})", said.read_text())
+    assert system.tether("approvals", "approve", approval_id[4:16]).returncode == 0
+    assert waiting.wait(120) == 0, said.read_text()
+    assert "waited done" in out.read_text()
 
 
 def test_draw_the_cli_session(system: System, tmp_path: Path) -> None:

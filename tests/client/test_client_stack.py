@@ -1,7 +1,8 @@
 """The typed client against the real services: a scripted run read back as typed events
 and models, the policy and audit routes as models, a refusal as its error class with its
 status, a thread's turns through `chat`, the sync facade doing the same from code
-without an event loop, and `tether models` reading and writing typed model profiles."""
+without an event loop, `tether models` reading and writing typed model profiles, and
+`wait` answering a run's finished view across a brain killed under it."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def follow_with_the_sync_client(url: str, model: str) -> tuple[list[RunEventKind
     with SyncTetherClient(url) as tether:
         accepted = tether.start_run("six times seven?", provider="scripted", model=model)
         kinds = [event.kind for event in tether.typed_events(accepted.run_id)]
-        run = tether.get_run(accepted.run_id)
+        run = tether.wait(accepted.run_id, timeout=120)
         assert run.status in TERMINAL_STATUSES
         return kinds, run.answer
 
@@ -127,3 +128,28 @@ async def test_tether_models_set_show_and_list(
     bad = ["models", "set", "scripted/typed-1", "--context-window", "3"]
     assert await asyncio.to_thread(main, bad) == 2
     assert "context_window" in capsys.readouterr().err
+
+
+# Keep this test last in the module: it kills the brain the others share (then waits for
+# it to be ready again).
+async def test_wait_answers_the_finished_run_across_a_brain_restart(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    """`wait` follows the run's events; the brain is killed mid-run (its stream drops, its
+    address refuses) and started again: the wait resumes and answers the finished view."""
+    model = write_script(scripts_dir, [[{"pause_s": 3.0}, {"kind": "chunk", "text": "42"}]])
+    brain = stack.child("brain")
+    async with TetherClient(brain.url) as client, TetherClient(brain.url) as watcher:
+        accepted = await client.start_run("six times seven?", provider="scripted", model=model)
+        waiting = asyncio.create_task(client.wait(accepted.run_id, timeout=240))
+        async for event in watcher.events(accepted.run_id):
+            if event.kind == "run.start":
+                break
+        assert brain.proc is not None
+        stack.kill("brain")  # the model is still pausing: the run is mid-step
+        await brain.proc.wait()
+        assert not waiting.done()
+        await stack.start_child(brain)
+        await stack.wait_ready(timeout=180, children=[brain])
+        view = await waiting
+    assert (view.run_id, view.status, view.answer) == (accepted.run_id, "completed", "42")

@@ -6,6 +6,7 @@ text in the event stream is skipped, and the sync facade is the same API, blocki
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import threading
@@ -374,3 +375,92 @@ async def test_agents_are_models_and_only_what_was_given_is_sent(
     await client.delete_agent("writer")
     with pytest.raises(NotFoundError):
         await client.get_agent("nobody")
+
+
+class DroppingStream(Stream):
+    """The first events of a stream, then the connection breaks (a brain killed)."""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for line in super().__aiter__():
+            yield line
+        raise httpx.ReadError("connection reset by peer")
+
+
+class Restarting(Brain):
+    """A brain whose first event stream drops after event 1 while the run goes on; the
+    next resumes after the event named in `Last-Event-ID`, and the run then ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resumed_after: list[str | None] = []
+        self.routes[("GET", "/v1/runs/run_2")] = self.view
+
+    def events(self, request: httpx.Request) -> httpx.Response:
+        self.resumed_after.append(request.headers.get("Last-Event-ID"))
+        headers = {"content-type": "text/event-stream"}
+        if len(self.resumed_after) == 1:
+            first = sse((None, event(1, "step", {"step": 1, "kind": "model", "text": "hm"})))
+            self.streams.append(DroppingStream(first))
+        else:
+            self.streams.append(Stream(EVENTS))
+        return httpx.Response(200, headers=headers, stream=self.streams[-1])
+
+    def view(self, request: httpx.Request) -> httpx.Response:
+        ended = len(self.resumed_after) > 1
+        return self.model(
+            200, RUN.model_copy(update={"status": "completed" if ended else "running"})
+        )
+
+
+async def test_wait_resumes_a_dropped_stream_and_answers_the_finished_run() -> None:
+    brain = Restarting()
+    async with TetherClient(BASE, token="t", transport=httpx.MockTransport(brain)) as client:
+        view = await client.wait("run_2", timeout=30)
+    assert (view.run_id, view.status) == ("run_2", "completed")
+    assert brain.resumed_after == [None, "1"]  # resumed after the last event seen
+    assert all(stream.closed for stream in brain.streams)
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(404, NotFoundError), (403, SafetyError)],
+)
+async def test_wait_raises_what_no_retry_can_mend(status: int, error: type[TetherError]) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, json={"error": {"code": "x", "message": "no"}})
+
+    async with TetherClient(BASE, token="t", transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(error):
+            await client.wait("run_2", timeout=30)
+
+
+async def test_wait_is_bounded_by_its_timeout() -> None:
+    """A run that never ends (its stream stays open, its view says running): a
+    `TimeoutError` naming the run once the timeout passes; the stream is closed."""
+    opened: list[Hanging] = []
+
+    class Hanging(Stream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b": keep-alive\n\n"
+            await asyncio.Event().wait()  # until cancelled
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/events"):
+            opened.append(Hanging(b""))
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=opened[-1]
+            )
+        return httpx.Response(
+            200, json=RUN.model_copy(update={"status": "running"}).model_dump(mode="json")
+        )
+
+    async with TetherClient(BASE, token="t", transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(TimeoutError, match=r"run_2 did not end within 0\.3 s; it goes on"):
+            await client.wait("run_2", timeout=0.3)
+    assert opened
+    assert opened[-1].closed
+
+
+def test_the_sync_wait_blocks_for_the_finished_run() -> None:
+    with SyncTetherClient(BASE, token="t", transport=httpx.MockTransport(Restarting())) as tether:
+        assert tether.wait("run_2", timeout=30).status == "completed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import pytest
@@ -144,3 +145,15 @@ async def test_close_finishes_in_flight_handlers(nats_url: str, prefix: str, bus
     await server.close()
     assert finished.is_set()
     assert (await pending).run_id == "r"
+
+
+async def test_closing_its_own_connection_is_no_warning(
+    nats_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 29, item 2: every service said `WARNING nats disconnected` as it stopped,
+    of the connection it was closing itself; a lost server is still a warning."""
+    caplog.set_level(logging.DEBUG, logger="tether_common.bus")
+    own = await Bus.connect(nats_url, service="closing", subjects=Subjects(prefix))
+    await own.close()
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any(r.getMessage() == "nats connection closed" for r in caplog.records)

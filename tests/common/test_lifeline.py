@@ -1,10 +1,12 @@
 """`tether_common.lifeline`: a helper started any of the ways Tether starts one dies with
 its starter when the starter is SIGKILLed; started plainly, it outlives it (which is what
-the mechanism is for). Also: a child whose starter is already gone ends at once, and a
-pid given to another process does not pass for the starter."""
+the mechanism is for). Also: a child whose starter is already gone ends at once, a pid
+given to another process does not pass for the starter, and no service or library starts
+a process any other way."""
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -143,3 +145,60 @@ def test_start_time_reads_any_process_name(tmp_path: Path) -> None:
         child.kill()
         child.wait()
     assert lifeline.started_at(child.pid) is None
+
+
+# ---- every spawner uses it ------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+# Calls that start a process which may outlive the call. (`subprocess.run` and the like
+# wait for their child, so it ends while its starter lives.)
+SPAWNS = {
+    "Popen", "create_subprocess_exec", "create_subprocess_shell", "open_process",
+    "ProcessPoolExecutor", "StdioServerParameters", "fork", "forkpty", "posix_spawn",
+    "posix_spawnp", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+}  # fmt: skip
+# Spawns armed by the child itself, with why.
+SELF_ARMED = {
+    ("services/output-store/src/tether_output_store/workers.py", "run_worker"): (
+        "a query worker arms itself first thing (`workers.worker_spec`): no preexec_fn, "
+        "so the spawn stays a vfork"
+    ),
+}
+
+
+def spawn_sites() -> dict[tuple[str, str], str]:
+    """Every spawn call in the services and libraries: (file, function) -> its source."""
+    found: dict[tuple[str, str], str] = {}
+    for path in sorted([*REPO.glob("libs/*/src/**/*.py"), *REPO.glob("services/*/src/**/*.py")]):
+        source = path.read_text()
+        tree = ast.parse(source)
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and _called(node) in SPAWNS:
+                    segment = ast.get_source_segment(source, function) or ""
+                    found[(str(path.relative_to(REPO)), function.name)] = segment
+    return found
+
+
+def _called(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def test_every_process_a_service_starts_is_tied_to_it() -> None:
+    sites = spawn_sites()
+    # The scan sees the spawners it is about (it cannot pass by finding nothing).
+    assert {name for _, name in sites} >= {
+        "_launch", "_spawn", "_target", "_ensure_pool", "run_worker", "launch", "popen",
+    }  # fmt: skip
+    unarmed = [
+        site
+        for site, source in sites.items()
+        if "lifeline." not in source
+        and site not in SELF_ARMED
+        and not site[0].endswith("tether_common/lifeline.py")
+    ]
+    assert unarmed == [], "start it through tether_common.lifeline (see its docstring)"

@@ -1,13 +1,18 @@
 """`tether up`'s embedded NATS: locked down by the generated configuration, its secrets
-readable by the owner only, and TLS-only when a certificate and key are configured."""
+readable by the owner only, and TLS-only when a certificate and key are configured. Its
+ports (a taken one refused with who holds it; TIME_WAIT is not taken), readiness asked of
+its own processes, and one `tether up` per home (its lock)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
-from contextlib import AsyncExitStack
+import threading
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 
 import nats
@@ -15,8 +20,16 @@ import pytest
 from nats.aio.client import Client
 from nats.errors import Error as NatsError
 
+from tether_client.endpoints import UpState, write_state
 from tether_client.system import start_locked_nats
-from tether_client.up import holds_port, http_ports, port_free, wait_own_ready
+from tether_client.up import (
+    Running,
+    hold_home,
+    holds_port,
+    http_ports,
+    port_free,
+    wait_own_ready,
+)
 from tether_common.bus import Bus
 from tether_common.embedded import free_port
 from tether_common.errors import ConfigError
@@ -260,3 +273,82 @@ async def test_readiness_is_asked_of_the_process_up_started(
             await ours.stop()
     finally:
         await impostor.stop()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    found = tmp_path / "home"
+    found.mkdir(mode=0o700)
+    monkeypatch.setenv("TETHER_HOME", str(found))
+    return found
+
+
+@contextmanager
+def holding(home: Path) -> Iterator[int]:
+    held = hold_home(home)
+    assert isinstance(held, int), held
+    try:
+        yield held
+    finally:
+        os.close(held)
+
+
+def test_a_second_up_on_a_home_is_told_the_first_s_pid_and_addresses(home: Path) -> None:
+    """Issue 29, item 1: a second `tether up` on the same home started NATS, then died
+    in `pg_ctl`; now it is refused before anything starts, told who runs and where."""
+    with holding(home):
+        starting = hold_home(home)
+        assert starting == Running(os.getpid(), None)
+        assert f"(pid {os.getpid()}, still starting)" in starting.message(home)
+        brain, approvals = "http://127.0.0.1:18700", "http://127.0.0.1:18701"
+        services = {"brain": {"url": brain, "pid": 1}, "approvals": {"url": approvals, "pid": 2}}
+        write_state(UpState(pid=os.getpid(), services=services))
+        ready = hold_home(home)
+        assert isinstance(ready, Running)
+        said = ready.message(home)
+        assert f"already running for {home} (pid {os.getpid()}: API {brain}, " in said
+        assert f"console {brain}/console, approvals {approvals})" in said
+        assert f"`kill {os.getpid()}`" in said
+    with holding(home):  # let go with its holder
+        pass
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize("left", ["gone pid", "live pid of another program", "garbage"])
+def test_what_a_gone_up_left_behind_blocks_nothing(home: Path, left: str) -> None:
+    """An `up.json` (and `up.lock`) left by a `tether up` killed outright, whose pid may
+    since name another process, or torn: the lock alone says who runs."""
+    pid = {"gone pid": dead_pid(), "live pid of another program": os.getppid()}.get(left)
+    state = "{not json" if pid is None else json.dumps({"pid": pid, "services": {}})
+    (home / "up.json").write_text(state)
+    (home / "up.lock").write_text(f"{pid}\n" if pid else "garbage")
+    with holding(home) as held:
+        assert os.pread(held, 32, 0).decode() == f"{os.getpid()}\n"
+
+
+def test_two_ups_starting_at_once_cannot_both_hold_the_home(home: Path) -> None:
+    racers = 8
+    start = threading.Barrier(racers)
+    outcomes: list[int | Running] = []
+
+    def race() -> None:
+        start.wait()
+        outcomes.append(hold_home(home))
+
+    threads = [threading.Thread(target=race) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held = [o for o in outcomes if isinstance(o, int)]
+    try:
+        assert len(held) == 1
+        assert len(outcomes) == racers
+    finally:
+        for fd in held:
+            os.close(fd)

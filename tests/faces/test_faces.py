@@ -13,6 +13,7 @@ a caller without a valid token, or asking for an agent it may not run, is refuse
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +27,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, TextContent
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, TextContent
 from openai.types.chat import ChatCompletionMessageParam
 
 from faces_support import (
@@ -235,6 +236,46 @@ async def test_a_bad_body_is_refused_with_the_error_body(
     assert refused.value.code == "invalid_request"
 
 
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("sent", "param"),
+    [
+        ({"tools": [WEATHER_TOOL]}, "tools"),
+        ({"tools": [WEATHER_TOOL], "tool_choice": "auto"}, "tools"),
+        ({"functions": [WEATHER_TOOL["function"]]}, "functions"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tool_choice": {"type": "function", "function": {"name": "x"}}}, "tool_choice"),
+        ({"function_call": {"name": "get_weather"}}, "function_call"),
+    ],
+)
+async def test_a_clients_own_tools_are_refused_not_ignored(
+    admin: openai.AsyncOpenAI, sent: dict[str, Any], param: str
+) -> None:
+    """Issue 29, 7: the agent's tools are what run (its grants and policy decide), so a
+    client's function-calling tools are a 400 naming the parameter, as OpenAI refuses a
+    parameter it does not support, never silently dropped. No run starts."""
+    with pytest.raises(openai.BadRequestError) as refused:
+        await admin.chat.completions.create(model="default", messages=GREETING, extra_body=sent)
+    assert refused.value.code == "bad_request"
+    assert f"'{param}' is not supported" in refused.value.message
+    assert "agent's own tools" in refused.value.message
+
+
+@pytest.mark.parametrize("sent", [{"tools": []}, {"tool_choice": "none"}, {"tool_choice": "auto"}])
+async def test_tool_parameters_that_ask_for_nothing_pass(
+    admin: openai.AsyncOpenAI, sent: dict[str, Any]
+) -> None:
+    answer = await admin.chat.completions.create(
+        model="default", messages=GREETING, extra_body=sent
+    )
+    assert answer.choices[0].message.content == DEFAULT_ANSWER
+
+
 async def test_a_failed_run_is_an_error(admin: openai.AsyncOpenAI, scripts_dir: Path) -> None:
     # A script with no turns: the run's first model turn fails (`script_exhausted`).
     with pytest.raises(openai.APIStatusError) as failed:
@@ -330,21 +371,44 @@ async def test_a_call_runs_the_agent_with_progress(callers: Callers, scripts_dir
     assert told[:2] == ["tool.call current_time", "tool.result current_time"]
 
 
+async def test_the_server_says_its_real_version(callers: Callers) -> None:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {callers.admin}"})
+    async with (
+        http,
+        streamable_http_client(f"{callers.brain}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        started = await session.initialize()
+    assert started.server_info.name == "tether"
+    assert started.server_info.version == importlib.metadata.version("tether-brain")
+
+
 async def test_a_caller_without_a_valid_token_is_refused(callers: Callers) -> None:
+    """Refusals are JSON-RPC error bodies (Tether's code and the status in `data`), so
+    the SDK's client shows what went wrong, not "Server returned an error response"."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     async with httpx.AsyncClient(base_url=callers.brain, timeout=30) as http:
         for headers in ({}, {"Authorization": "Bearer tth_forged"}):
             response = await http.post("/mcp", json=body, headers=headers)
             assert response.status_code == 401
-            assert response.json()["error"]["code"] == "unauthenticated"
+            assert response.headers["www-authenticate"] == "Bearer"
+            error = response.json()["error"]
+            assert (error["code"], error["data"]) == (
+                INVALID_REQUEST,
+                {"code": "unauthenticated", "status": 401},
+            )
+            assert error["message"].startswith("unauthenticated: ")
         viewer = {"Authorization": f"Bearer {callers.viewer}"}
         response = await http.post("/mcp", json=body, headers=viewer)
         assert response.status_code == 403
-    # The SDK's client meets the same refusal (as its own error, in its task groups).
-    with pytest.raises(ExceptionGroup) as refused:
-        async with session_as(callers, "tth_forged"):
-            pass
-    assert refused.group_contains(MCPError)
+        assert response.json()["error"]["data"]["code"] == "forbidden"
+    # The SDK's client meets the same refusal as its own error, saying why.
+    for token, why in (("tth_forged", "unauthenticated: "), (callers.viewer, "forbidden: ")):
+        with pytest.raises(ExceptionGroup) as refused:
+            async with session_as(callers, token):
+                pass
+        assert refused.group_contains(MCPError, match=why), refused.value
+        assert not refused.group_contains(MCPError, match="Server returned an error response")
 
 
 async def test_requests_that_are_not_mcp_are_refused_cleanly(callers: Callers) -> None:
@@ -358,7 +422,7 @@ async def test_requests_that_are_not_mcp_are_refused_cleanly(callers: Callers) -
             assert response.status_code not in (401, 403)
         response = await http.post("/mcp", content=b"{}", headers=admin)  # no Content-Type
         assert response.status_code == 400
-        assert response.json()["error"]["code"] == "bad_request"
+        assert response.json()["error"]["data"]["code"] == "bad_request"
         # A well-formed request for no method: the protocol's own error, in an answer.
         unknown = {"jsonrpc": "2.0", "id": 1, "method": "no/such"}
         accept = {"Accept": "application/json, text/event-stream"}

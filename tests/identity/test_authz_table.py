@@ -50,7 +50,7 @@ pytestmark = pytest.mark.e2e
 SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills
 
 # Routes that answer anyone, by design: liveness and readiness probes.
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
 METHODS = ("get", "post", "put", "patch", "delete")
 SERVICES = ("brain", "output-store", "approvals")
 # Outside tenants: a client and an operator of tenant B.

@@ -19,6 +19,7 @@ import yaml
 
 from replay_desk import ADMIN, Desk, bearer
 from tether_client.cli import main
+from tether_common.errors import NotFoundError
 from tether_common.testing import call, say
 
 # Starting the package's stack and recording the day take most of the first test's setup.
@@ -171,13 +172,19 @@ async def test_who_may_ask(desk: Desk, day: dict[str, Any]) -> None:
     _, elsewhere = await desk.person("operator", tenant="elsewhere")
     hidden = await post(desk, "replay", body, headers=bearer(elsewhere))
     assert (hidden.status_code, hidden.json()["error"]["code"]) == (404, "not_found")
-    # The admin runs tenant `elsewhere`'s agent: the run is the admin's tenant's, so that
-    # tenant's operator does not see it in the agent's history; the admin does.
-    status, _ = await desk.finish(await desk.start([[call("current_time")], say("ok")], "other"))
+    # Tenant `elsewhere`'s agent is not the admin's to run (a run is its caller's tenant's,
+    # and an agent serves its own tenant only, unless shared); its own operator's run is
+    # in the agent's history, for that operator and the admin alike.
+    turns = [[call("current_time")], say("ok")]
+    with pytest.raises(NotFoundError):
+        await desk.start(turns, "other")
+    status, _ = await desk.finish(await desk.start(turns, "other", token=elsewhere))
     assert status == "completed"
-    theirs = await post(desk, "replay", body | {"agent": "other"}, headers=bearer(elsewhere))
+    theirs = await post(
+        desk, "replay", body | {"agent": "other", "until": _soon()}, headers=bearer(elsewhere)
+    )
     assert theirs.status_code == 200, theirs.text
-    assert theirs.json()["runs"] == 0
+    assert (theirs.json()["runs"], theirs.json()["calls"]) == (1, 1)
     mine = await post(desk, "replay", body | {"agent": "other", "until": _soon()})
     assert (mine.json()["runs"], mine.json()["calls"]) == (1, 1)
     missing = await post(desk, "suggest", {"agent": "nobody", "since": day["since"]})

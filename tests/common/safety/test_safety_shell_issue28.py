@@ -57,6 +57,9 @@ def test_a_write_through_a_reopened_descriptor_asks(command: str) -> None:
         "echo X >/dev/stdin",
         "echo X 3<app.py 1>&3 >/dev/stdout",
         "echo X 3<app.py 2>&3 >/dev/stderr",
+        "echo X 2<app.py 1>&2 >/dev/stdout",  # found by the differential fuzz
+        "echo X 1<app.py 2>&1 >/dev/stderr",
+        "echo X 1<app.py 2>/dev/stdout >/dev/stderr",
         "echo X 1>&- >/dev/stdout",
         "echo X >app.py >/dev/stdout",
         "{ echo X >/dev/stdout; } 1<app.py",

@@ -85,6 +85,7 @@ class Chat:
         self.thread = thread
         self.interactive = sys.stdin.isatty()
         self.token = operator_token() if self.interactive else None
+        self.unreachable = False  # the last post found nothing at the address
 
     def greet(self) -> None:
         if not self.interactive:
@@ -126,8 +127,11 @@ class Chat:
         """Send one message and show its run to the end; True when the turn failed."""
         try:
             accepted = self.runner.run(interruptible(self.send(text)))
-        except KeyboardInterrupt:  # while waiting for the system: this message is dropped
-            err("not sent", "dim")
+        except KeyboardInterrupt:
+            if not self.unreachable:
+                raise  # not waiting: the chat ends, as at the prompt
+            self.unreachable = False
+            err("stopped waiting: that message was not sent", "dim")
             return False
         view = TurnView(accepted.run_id)
         while view.end is None:
@@ -152,8 +156,9 @@ class Chat:
         waiting_since: float | None = None
         while True:
             try:
-                return await self.client.send_message(self.thread.thread_id, text)
+                accepted = await self.client.send_message(self.thread.thread_id, text)
             except (httpx.ConnectError, httpx.ConnectTimeout):
+                self.unreachable = True
                 if waiting_since is None:
                     err(
                         f"cannot reach Tether at {api_url()}: waiting for it to come back "
@@ -163,6 +168,9 @@ class Chat:
                     waiting_since = time.monotonic()
                 elif time.monotonic() - waiting_since > RECONNECT_FOR_S:
                     raise
+            else:
+                self.unreachable = False
+                return accepted
             await asyncio.sleep(RETRY_S)
 
     async def follow(self, view: TurnView) -> None:

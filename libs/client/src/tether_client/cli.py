@@ -13,30 +13,18 @@ from __future__ import annotations
 
 import importlib.metadata
 import sys
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
-from tether_client import (
-    agents_cli,
-    chat_cli,
-    models_cli,
-    policy_cli,
-    runs_cli,
-    skills_cli,
-    status,
-    tokens_cli,
-    tools_cli,
-    webhooks_cli,
-)
 from tether_client.command import SERVER_MODULES, missing_extra
-from tether_client.console import err
 from tether_client.exits import EXIT_CODES_HELP, ExitCode
-from tether_client.ops_cli import approvals_app, audit_app
+from tether_client.lazy import LazyCommand, LazyGroup
 
-__all__ = ["app", "main"]
+__all__ = ["LAZY", "app", "main"]
 
 app = typer.Typer(
+    cls=LazyGroup,
     name="tether",
     help="Drive a Tether system: start it, run prompts, watch runs, decide approvals.\n\n"
     'Example: tether up, then in another terminal: tether run "what time is it in Tokyo?"',
@@ -97,6 +85,8 @@ def up(
     Example: tether up --log-format json > tether.log
     """
     if (why := missing_extra("server", SERVER_MODULES)) is not None:
+        from tether_client.console import err
+
         err(why)
         raise typer.Exit(ExitCode.FAILED)
     from tether_client.up import run_up  # the embedded servers load only for `up`
@@ -105,22 +95,114 @@ def up(
         raise typer.Exit(code)
 
 
-app.command("run")(runs_cli.run_command)
-app.command("status")(status.status_command)
-app.command("chat")(chat_cli.chat_command)
-app.add_typer(runs_cli.app, name="runs")
-app.add_typer(approvals_app, name="approvals")
-app.add_typer(tools_cli.tools_app, name="tools")
-app.add_typer(tools_cli.policy_app, name="policy")
-tools_cli.policy_app.command("replay")(policy_cli.replay_command)
-tools_cli.policy_app.command("suggest")(policy_cli.suggest_command)
-app.add_typer(audit_app, name="audit")
-app.add_typer(tools_cli.outputs_app, name="outputs")
-app.add_typer(skills_cli.app, name="skills")
-app.add_typer(agents_cli.app, name="agents")
-app.add_typer(tokens_cli.app, name="tokens")
-app.add_typer(webhooks_cli.app, name="webhooks")
-app.add_typer(models_cli.app, name="models")
+# Every command but `up`, imported only when it runs, completes or shows its help
+# (`tether_client.lazy`): each entry is the summary `tether --help` lists (a test checks it
+# starts the command's own help) and where the command lives.
+
+
+def _run() -> Any:
+    from tether_client import runs_cli
+
+    return runs_cli.run_command
+
+
+def _status() -> Any:
+    from tether_client import status
+
+    return status.status_command
+
+
+def _chat() -> Any:
+    from tether_client import chat_cli
+
+    return chat_cli.chat_command
+
+
+def _runs() -> Any:
+    from tether_client import runs_cli
+
+    return runs_cli.app
+
+
+def _approvals() -> Any:
+    from tether_client import ops_cli
+
+    return ops_cli.approvals_app
+
+
+def _tools() -> Any:
+    from tether_client import tools_cli
+
+    return tools_cli.tools_app
+
+
+def _policy() -> Any:
+    from tether_client import policy_cli, tools_cli
+
+    tools_cli.policy_app.command("replay")(policy_cli.replay_command)
+    tools_cli.policy_app.command("suggest")(policy_cli.suggest_command)
+    return tools_cli.policy_app
+
+
+def _audit() -> Any:
+    from tether_client import ops_cli
+
+    return ops_cli.audit_app
+
+
+def _outputs() -> Any:
+    from tether_client import tools_cli
+
+    return tools_cli.outputs_app
+
+
+def _skills() -> Any:
+    from tether_client import skills_cli
+
+    return skills_cli.app
+
+
+def _agents() -> Any:
+    from tether_client import agents_cli
+
+    return agents_cli.app
+
+
+def _tokens() -> Any:
+    from tether_client import tokens_cli
+
+    return tokens_cli.app
+
+
+def _webhooks() -> Any:
+    from tether_client import webhooks_cli
+
+    return webhooks_cli.app
+
+
+def _models() -> Any:
+    from tether_client import models_cli
+
+    return models_cli.app
+
+
+LAZY: dict[str, LazyCommand] = {
+    "run": LazyCommand("Start a run and stream its events to the end", _run),
+    "status": LazyCommand("Each service's health and replicas, queue depths", _status),
+    "chat": LazyCommand("Talk to an agent", _chat),
+    "runs": LazyCommand("Inspect, follow, stop and message runs", _runs),
+    "approvals": LazyCommand("Approval requests: list, show, approve, deny", _approvals),
+    "tools": LazyCommand("The tool catalogue, and running one tool by hand", _tools),
+    "policy": LazyCommand("What the gates decide, and why", _policy),
+    "audit": LazyCommand("Check audit trails", _audit),
+    "outputs": LazyCommand("Stored large results (operator token)", _outputs),
+    "skills": LazyCommand("List the brain's skills, or validate skill folders", _skills),
+    "agents": LazyCommand("Agents as resources: list, show, apply, delete", _agents),
+    "tokens": LazyCommand("Principals' bearer tokens (admin)", _tokens),
+    "webhooks": LazyCommand("Where approval notices are sent (operators, admins)", _webhooks),
+    "models": LazyCommand("Model profiles: how each model is prompted", _models),
+}
+LazyGroup.lazy = LAZY
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
+        from tether_client.console import err
+
         err(str(exc.code))
         return ExitCode.FAILED
     return ExitCode.OK

@@ -1,5 +1,5 @@
 """`TetherClient`: the brain's HTTP API, every answer a typed model — runs (start, get,
-list, stop, queue a message, follow their events), threads (create, send, read, list,
+list, stop, queue a message, follow their events, wait for their end), threads (create, send, read, list,
 delete, chat), the policy API (explain a call, an agent's tool catalogue, a manual tool
 run, verify a run's audit trail) and tokens.
 
@@ -10,6 +10,7 @@ route's model raises `MessageError` (`invalid_message`), never a half-read value
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -47,6 +48,7 @@ from tether_common.messages.policy import (
     ToolRunAsked,
 )
 from tether_common.messages.runs import (
+    TERMINAL_STATUSES,
     ListRuns,
     PermissionMode,
     RunAccepted,
@@ -83,6 +85,11 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 _TOOLS: Final = TypeAdapter(list[ToolDescriptor])
+
+# `wait`'s pauses between looks at a run whose stream dropped (a brain restarting):
+# doubling from the first to the last, so a restart is noticed soon and not hammered.
+WAIT_RETRY_FIRST_S = 0.25
+WAIT_RETRY_MAX_S = 4.0
 
 # A code the wire table does not know is classed by its HTTP status, so a caller (the
 # CLI's exit codes) can still tell a refusal from a missing thing from a conflict.
@@ -234,6 +241,57 @@ class TetherClient:
 
     async def stop_run(self, run_id: str) -> RunAccepted:
         return await self._call(RunAccepted, "POST", f"/v1/runs/{run_id}/stop")
+
+    async def wait(self, run_id: str, *, timeout: float | None = 300.0) -> RunView:
+        """Wait for the run to end and answer its finished view (status, answer, usage,
+        steps), as LangGraph's `client.runs.wait`. It follows the run's event stream (no
+        polling while the stream is up); a stream that drops (a brain restart, a network
+        cut) is resumed after the last event seen. Past `timeout` seconds (None: no
+        bound) it raises `TimeoutError`; the run goes on. A run the caller may not read
+        raises as `get_run` does."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._wait(run_id)
+        except TimeoutError:
+            if timeout is None:
+                raise
+            raise TimeoutError(
+                f"run {run_id} did not end within {timeout:g} s; it goes on (follow it, or "
+                "wait again)"
+            ) from None
+
+    async def _wait(self, run_id: str) -> RunView:
+        after, ended, pause = 0, False, WAIT_RETRY_FIRST_S
+        while True:
+            if not ended:
+                try:
+                    async with aclosing(self.events(run_id, after=after)) as stream:
+                        async for event in stream:
+                            after, ended = event.seq, event.kind == "run.end"
+                            pause = WAIT_RETRY_FIRST_S  # it was up: a new drop starts short
+                except httpx.TransportError as exc:
+                    log.info("the event stream of %s dropped (%s); resuming", run_id, exc)
+                except TetherError as exc:
+                    if not exc.retryable:
+                        raise
+            view = await self._view_now(run_id)
+            if view is not None and view.status in TERMINAL_STATUSES:
+                return view
+            # Ended but not yet terminal in the view (its write trails the event), or the
+            # stream closed early, or the brain is away: look again shortly.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, WAIT_RETRY_MAX_S)
+
+    async def _view_now(self, run_id: str) -> RunView | None:
+        """The run's view, or None while the brain cannot say (unreachable, restarting)."""
+        try:
+            return await self.get_run(run_id)
+        except httpx.TransportError:
+            return None
+        except TetherError as exc:
+            if exc.retryable:
+                return None
+            raise
 
     async def queue_message(self, run_id: str, text: str) -> RunAccepted:
         body = ThreadMessageBody(text=text)  # the `{text}` body runs and threads share

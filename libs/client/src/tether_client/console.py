@@ -1,5 +1,7 @@
-"""Where the CLI's output goes: Rich consoles for stdout and stderr, the `-o table|json|yaml`
-formats every read command takes, and server text made safe for a terminal.
+"""Where the CLI's output goes: Rich consoles for stdout and stderr, the `-o` formats every
+read command takes (`table`, `json`, `jsonl`, `yaml`, and `value`; a format may select
+fields, `-o json=run_id,status`: `tether_client.fields`), and server text made safe for a
+terminal.
 
 Everything shown comes from the system (prompts, model answers, tool output, arguments),
 so it may hold terminal control sequences that would rewrite what an operator sees (an
@@ -16,6 +18,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -26,6 +29,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tether_client.fields import parse_selection, records, select
 from tether_common.display import INVISIBLE, shown
 
 __all__ = [
@@ -48,7 +52,33 @@ PIPE_WIDTH = 4096
 class Format(StrEnum):
     table = "table"
     json = "json"
+    jsonl = "jsonl"  # JSON Lines: one compact value a line (a stream's events, a list's items)
     yaml = "yaml"
+    value = "value"  # the selected fields' values alone, tab-separated (needs fields)
+
+
+# The fields `-o FORMAT=PATH,…` selected for this command ((): all). Set while its options
+# are parsed (every command that shows data takes `-o`, its default included), read by
+# `emit`: one option then selects for every format, listings and streams alike.
+_FIELDS: ContextVar[tuple[str, ...]] = ContextVar("tether_output_fields", default=())
+
+
+def parse_output(text: str | Format) -> Format:
+    """`-o FORMAT[=PATH,…]` as its format, its fields kept for `emit`; a bad one is a
+    usage error (exit 2) saying why."""
+    try:
+        chosen = parse_selection(str(text))
+        fmt = Format(chosen.format)
+    except ValueError as exc:
+        names = ", ".join(f.value for f in Format)
+        why = str(exc) if "=" in str(text) else f"{text!r}: choose one of {names}"
+        raise typer.BadParameter(why) from None
+    if chosen.paths and fmt is Format.table:
+        raise typer.BadParameter("fields select from json, jsonl, yaml or value output")
+    if fmt is Format.value and not chosen.paths:
+        raise typer.BadParameter("value shows selected fields: e.g. -o value=run_id,status")
+    _FIELDS.set(chosen.paths)
+    return fmt
 
 
 OutputOption = Annotated[
@@ -56,8 +86,11 @@ OutputOption = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="table (for people), json or yaml (for programs).",
-        case_sensitive=False,
+        help="table (for people); json, jsonl (one value a line) or yaml (for programs); "
+        "FORMAT=PATH,... selects fields (e.g. json=run_id,usage.steps; value=run_id "
+        "prints the values alone).",
+        metavar="FORMAT[=FIELDS]",
+        parser=parse_output,
     ),
 ]
 
@@ -175,12 +208,44 @@ def fields_table(data: Mapping[str, Any]) -> Table:
     return table
 
 
+def _compact(data: Any) -> str:
+    text = json.dumps(to_data(data), ensure_ascii=False, default=str, separators=(",", ":"))
+    return INVISIBLE.sub(_utf16_escape, text)
+
+
+def _value_line(record: Mapping[str, Any]) -> str:
+    """The selected values of one record, tab-separated: text as is (made safe, a tab or
+    newline in it escaped so a record stays one line), others as compact JSON."""
+    cells = []
+    for value in record.values():
+        text = "" if value is None else value if isinstance(value, str) else _compact(value)
+        cells.append(safe(text).replace("\t", "\\t").replace("\n", "\\n"))
+    return "\t".join(cells)
+
+
+def _selected(data: Any, fmt: Format) -> Any:
+    """`data` reduced to the fields `-o` selected, record by record (a list's items)."""
+    paths = _FIELDS.get()
+    if not paths or fmt is Format.table:
+        return data
+    data = to_data(data)
+    if isinstance(data, list):
+        return [select(item, paths) for item in data]
+    return select(data, paths)
+
+
 def emit(data: Any, fmt: Format, table: RenderableType | None = None) -> None:
-    """`data` as JSON or YAML, or, for people, the given table or lines (a `str` is system
-    text, shown safe; default: `data` as a key/value table)."""
+    """`data` as JSON, JSON Lines (a list: an item a line), YAML or selected values, or, for
+    people, the given table or lines (a `str` is system text, shown safe; default: `data`
+    as a key/value table)."""
+    data = _selected(data, fmt)
     match fmt:
         case Format.json:
             sys.stdout.write(_json(data) + "\n")
+        case Format.jsonl:
+            sys.stdout.writelines(_compact(item) + "\n" for item in records(data))
+        case Format.value:
+            sys.stdout.writelines(_value_line(item) + "\n" for item in records(data))
         case Format.yaml:
             sys.stdout.write(_yaml(data))
         case Format.table:

@@ -18,8 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import IntEnum
-
-import httpx
+from typing import TYPE_CHECKING
 
 from tether_common.errors import (
     AuthError,
@@ -31,6 +30,9 @@ from tether_common.errors import (
     SafetyError,
     TetherError,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["EXIT_CODES_HELP", "RUNS_LIST", "ExitCode", "Failure", "describe"]
 
@@ -108,6 +110,8 @@ def describe(exc: BaseException, api_url: str, *, lists: str = RUNS_LIST) -> Fai
     """The failure to report for `exc`; None when it is not an expected one (a bug: let it
     show its traceback). `api_url` names the place when the error does not; `lists`, the
     command that lists what the command's ids name (the hint when one is not found)."""
+    import httpx  # here, not at the top: `tether --help` needs this module but not httpx
+
     where = _origin(exc, api_url) if isinstance(exc, httpx.RequestError) else api_url
     if isinstance(exc, TetherError):
         return _of_tether(exc, lists)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import textwrap
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, ParamSpec
@@ -19,6 +20,7 @@ import httpx
 import typer
 
 from tether_client.approvals_api import ApprovalsClient, approvals, resolve_approval_id
+from tether_client.complete import approval_ids
 from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
 from tether_client.endpoints import approvals_url
 from tether_client.runref import RunRef, resolve_run_id
@@ -48,6 +50,7 @@ __all__ = [
 P = ParamSpec("P")
 
 CARD_ARGS_CHARS = 2000
+CARD_WIDTH = 100  # a card's prose is wrapped here (arguments and diffs are kept as they are)
 CHOICES = {
     "o": "allow_once",
     "once": "allow_once",
@@ -76,6 +79,7 @@ ApprovalId = Annotated[
         "(see `tether approvals list`).",
         metavar="APPROVAL",
         show_default=False,
+        autocompletion=approval_ids,
     ),
 ]
 Note = Annotated[str | None, typer.Option(help="Why: kept with the decision.")]
@@ -135,7 +139,7 @@ def view_card(view: ApprovalView, now: datetime | None = None) -> list[str]:
     lines = [
         f"── approval {view.approval_id}: {view.status}",
         f"   tool     {view.tool}",
-        f"   why      {view.reason}",
+        *_wrapped("   why      ", view.reason),
         f"   risk     danger {view.danger}, reach {view.reach}"
         + (f", scope {view.scope}" if view.scope else ""),
         f"   run      {view.run_id} step {view.step}"
@@ -151,13 +155,32 @@ def view_card(view: ApprovalView, now: datetime | None = None) -> list[str]:
     return lines
 
 
+def _wrapped(head: str, text: str) -> list[str]:
+    """`text` after `head`, wrapped at `CARD_WIDTH` under itself (a reason is a paragraph)."""
+    return textwrap.wrap(
+        text,
+        CARD_WIDTH,
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [head.rstrip()]
+
+
 def _when(at: datetime, now: datetime | None = None) -> str:
     """`2025-05-01 12:03:00 UTC (in 2m 13s)`, or `… (3m 2s ago)`."""
+    at = at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # the services' clock is UTC
     left = int((at - (now or datetime.now(UTC))).total_seconds())
-    minutes, seconds = divmod(abs(left), 60)
-    span = f"{minutes}m {seconds}s" if minutes else f"{seconds}s"
-    relative = f"in {span}" if left >= 0 else f"{span} ago"
+    relative = f"in {_span(left)}" if left >= 0 else f"{_span(-left)} ago"
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC ({relative})"
+
+
+def _span(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {seconds}s" if minutes else f"{seconds}s"
 
 
 def _deciders(view: ApprovalView) -> list[str]:
@@ -312,9 +335,19 @@ def decide_elsewhere(data: Mapping[str, Any], run_id: str) -> None:
     if not approval_id:  # an event from before requests had ids on it
         err(f"an approval is needed: see `tether approvals list --run {run_id}`", "bold yellow")
         return
-    err(f"approval {approval_id} is needed (expires {data.get('expires_at')}); approve it with:")
+    err(f"approval {approval_id} is needed{_expiry(data)}. Approve it with:")
     err(f"  tether approvals approve {approval_id}", "bold yellow")
     err(f"see it: tether approvals show {approval_id}; deny: tether approvals deny {approval_id}")
+
+
+def _expiry(data: Mapping[str, Any]) -> str:
+    """`; it expires …` for an event that says when (else nothing)."""
+    if not (said := data.get("expires_at")):
+        return ""
+    try:
+        return f"; it expires {_when(datetime.fromisoformat(str(said)))}"
+    except ValueError:  # of another form: said as it is
+        return f"; it expires {said}"
 
 
 async def offer_approval(

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tether_client.client import TetherClient
+from tether_client.complete import run_ids
 from tether_common.errors import MessageError, NotFoundError
 
 __all__ = ["REF_CHARS", "RunRef", "one_of", "resolve_run_id", "short"]
@@ -31,6 +32,7 @@ RunRef = Annotated[
         help="A run id, a unique prefix of one (e.g. run_3fa2 or 3fa2), or `last`.",
         metavar="RUN",
         show_default=False,
+        autocompletion=run_ids,
     ),
 ]
 

@@ -181,6 +181,7 @@ class SyncTetherClient:
     get_run = blocking(TetherClient.get_run)
     stop_run = blocking(TetherClient.stop_run)
     queue_message = blocking(TetherClient.queue_message)
+    wait = blocking(TetherClient.wait)
     live = blocking_iter(TetherClient.live)
     events = blocking_iter(TetherClient.events)
     typed_events = blocking_iter(TetherClient.typed_events)

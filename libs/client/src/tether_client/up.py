@@ -194,8 +194,8 @@ def _busy(port: int, spec: ServiceSpec, *, configured: bool) -> ConfigError:
             "port (0: any free one)"
         )
     return ConfigError(
-        f"port {port}, the {spec.name}'s usual port, is in use{by} (another Tether?): set "
-        f"{spec.port_env} to another port (0: any free one)"
+        f"port {port}, the {spec.name}'s usual port, is in use{by}: set {spec.port_env} to "
+        "another port (0: any free one), or stop what holds it"
     )
 
 

@@ -200,6 +200,9 @@ class Bus:
             log.warning("nats error: %s", exc)
 
         async def on_disconnect() -> None:
+            if self._conn is not None and self._conn.is_closed:
+                log.debug("nats connection closed")  # ours, on the way out: nothing lost
+                return
             log.warning("nats disconnected")
 
         async def on_reconnect() -> None:

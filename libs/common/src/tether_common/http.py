@@ -200,7 +200,12 @@ def metrics_router() -> APIRouter:
     allows (`telemetry.attribute_views`), never an id, tenant, principal or argument."""
     router = APIRouter(tags=["health"])
 
-    @router.get("/metrics", include_in_schema=False)
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+        summary="Prometheus metrics (text exposition format)",
+    )
     async def metrics() -> Response:
         return Response(generate_latest(PROMETHEUS), media_type=CONTENT_TYPE_LATEST)
 

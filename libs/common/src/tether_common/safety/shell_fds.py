@@ -36,8 +36,10 @@ def _nodes(node: Node) -> Iterator[Node]:
         yield from _nodes(child)
 
 
-def _changed(redirect: Node) -> frozenset[int]:
-    """The output descriptors this redirection may point anywhere but the pipe."""
+def _effect(redirect: Node) -> tuple[frozenset[int], dict[int, int]]:
+    """The output descriptors this redirection may point anywhere but the pipe, and
+    those it points at another output descriptor (`2>&1`, `>/dev/stderr`): good only
+    while that one is."""
     kind = str(redirect.type)
     fd = redirect.input
     if kind in _BOTH or (kind == ">&" and fd is None and hasattr(redirect.output, "kind")):
@@ -48,26 +50,36 @@ def _changed(redirect: Node) -> frozenset[int]:
         fds = frozenset({0 if kind in _INPUTS else 1})
     fds &= OUTPUTS
     if not fds or kind in _INPUTS:
-        return fds
+        return fds, {}
     target = redirect.output
-    if isinstance(target, int):  # `2>&1`, `>&2`: one pipe onto the other
-        return fds if target not in OUTPUTS else frozenset()
-    if hasattr(target, "kind"):
+    source = None
+    if isinstance(target, int):
+        source = target
+    elif hasattr(target, "kind"):
         path = str(target.word)
-        if path == "/dev/null" or descriptor_of(path) in OUTPUTS:
-            return frozenset()
-    return fds  # a file, `>&-`, a computed target
+        if path == "/dev/null":
+            return frozenset(), {}
+        source = descriptor_of(path)
+    if source in OUTPUTS:
+        return frozenset(), {fd: source for fd in fds if fd != source}
+    return fds, {}  # a file, another descriptor, `>&-`, a computed target
 
 
 def inherited_outputs(trees: list[Node]) -> frozenset[int]:
     """The descriptors among 1 and 2 that stay the inherited output on the whole line."""
-    kept = set(OUTPUTS)
+    changed: set[int] = set()
+    copies: list[tuple[int, int]] = []
     for tree in trees:
         for node in _nodes(tree):
             if node.kind == "redirect":
-                kept -= _changed(node)
+                fds, copied = _effect(node)
+                changed |= fds
+                copies.extend(copied.items())
             elif node.kind == "command":
                 words = [part for part in node.parts if part.kind == "word"]
                 if words and str(words[0].word) == "exec":
                     return frozenset()
-    return frozenset(kept)
+    # A copy of a changed descriptor is changed too (`2<f 1>&2`), in whatever order.
+    for _ in OUTPUTS:
+        changed |= {fd for fd, source in copies if source in changed}
+    return OUTPUTS - changed

@@ -4,9 +4,9 @@ NATS cluster and Tether's services started inside them as real processes.
 
 Needs root and iproute2 (`ip`); and iptables where br_netfilter is on (dockerd loads it
 and sets the FORWARD policy to DROP, which would drop the frames between the lab's hosts):
-the lab then accepts its own bridge's traffic with one rule, removed when it closes. A cut is a pair of blackhole
-routes, one in each namespace, so packets between two hosts vanish both ways while each
-keeps every other link: new connections fail, open ones go silent, as across a real
+the lab then accepts its own bridge's traffic with one rule, removed when it closes.
+A cut is a pair of blackhole routes, one in each namespace, so packets between two hosts
+vanish both ways while each keeps every other link: new connections fail, open ones go silent, as across a real
 partition. `isolate` takes a host's whole link down.
 
 Servers are started from a thread that has entered the host's namespace (`setns` is per

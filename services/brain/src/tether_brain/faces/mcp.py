@@ -2,8 +2,12 @@
 the agents the caller may run (`mcp_server.py`), and its route and life here.
 
 Every HTTP request to `/mcp` carries a Tether bearer token, checked by the identity
-model's dependency before the SDK sees the request (401 `{"error": {code, message}}`
-without one; 403 for a role that starts no runs). The SDK is imported and its session
+model's dependency before the SDK sees the request (401 without one, or with a wrong
+one; 403 for a role that starts no runs). Those refusals, and every other error answer of
+the route, are JSON-RPC error bodies (`McpRoute`): an MCP client reads a non-2xx body as
+the answer to its request when it is one, and shows its message (`unauthenticated: …`),
+where it would otherwise say only "Server returned an error response". Tether's code and
+the status are in the error's `data`. The SDK is imported and its session
 manager started on the first such request, not at every brain start: the import costs
 about a fifth of the start's CPU (replicas restarted on a busy machine pay it while their
 peers take over runs), and most deployments never call the face. The import runs in a
@@ -13,11 +17,15 @@ thread, so the loop goes on serving while it does (the GIL is shared, not held).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, Field
 
 from tether_brain.faces.openai_errors import ERROR_RESPONSES
 from tether_brain.runs.manager import RunManager
@@ -29,6 +37,77 @@ if TYPE_CHECKING:
     from tether_brain.faces.mcp_server import McpServer
 
 log = logging.getLogger(__name__)
+
+
+# JSON-RPC's own codes (the SDK is not imported here: see the module's docstring).
+JSONRPC_INVALID_REQUEST = -32600
+JSONRPC_INTERNAL_ERROR = -32603
+
+
+class RefusalData(BaseModel):
+    code: str = Field(description="Tether's error code (`unauthenticated`, `forbidden`...)")
+    status: int = Field(description="the HTTP status it came with")
+
+
+class RpcErrorDetail(BaseModel):
+    code: int = Field(description="-32600 (invalid request) for a 4xx, -32603 for a 5xx")
+    message: str = Field(description="`<Tether's code>: <what went wrong>`")
+    data: RefusalData
+
+
+class RpcErrorBody(BaseModel):
+    """A route's refusal as a JSON-RPC error response (`id` null: the request was refused
+    before it was read; the SDK's client puts its own id back)."""
+
+    jsonrpc: Literal["2.0"] = "2.0"
+    id: None = None
+    error: RpcErrorDetail
+
+
+def jsonrpc_error(status: int, code: str, message: str) -> RpcErrorBody:
+    rpc_code = JSONRPC_INTERNAL_ERROR if status >= 500 else JSONRPC_INVALID_REQUEST
+    detail = RpcErrorDetail(
+        code=rpc_code, message=f"{code}: {message}", data=RefusalData(code=code, status=status)
+    )
+    return RpcErrorBody(error=detail)
+
+
+# The statuses the route answers with a refusal, for the OpenAPI document.
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    status: {"model": RpcErrorBody, "description": ERROR_RESPONSES[status]["description"]}
+    for status in (400, 401, 403, 413)
+}
+
+
+class McpRoute(APIRoute):
+    """A route whose every error answer (auth and body checks included: they run inside
+    the route's handler) is the app's own, logged and counted, reshaped as JSON-RPC."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:  # answered as the app answers it, then reshaped
+                return await _answered(request, exc)
+
+        return guarded
+
+
+async def _answered(request: Request, exc: Exception) -> Response:
+    handlers = request.app.exception_handlers
+    handler = next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
+    if handler is None:
+        raise exc
+    response: Response = await handler(request, exc)
+    try:
+        error = json.loads(bytes(response.body))["error"]
+        body = jsonrpc_error(response.status_code, str(error["code"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        return response
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return JSONResponse(body.model_dump(), status_code=response.status_code, headers=headers)
 
 
 def _server_class() -> type[McpServer]:
@@ -78,7 +157,7 @@ class McpFace:
                 log.error("the MCP session manager failed", exc_info=error)
 
     def router(self, verifier: Verifier) -> APIRouter:
-        router = APIRouter(tags=["mcp"])
+        router = APIRouter(tags=["mcp"], route_class=McpRoute)
         who_dep = principal_dependency(verifier)
         face = self
 
@@ -102,10 +181,10 @@ class McpFace:
             mcp_endpoint,
             methods=["POST"],
             response_class=Response,
-            responses={k: v for k, v in ERROR_RESPONSES.items() if k in (400, 401, 403, 413)},
+            responses=_REFUSALS,
             openapi_extra=body_limit(TEXT_BODY_LIMIT),
         )
         return router
 
 
-__all__ = ["McpFace"]
+__all__ = ["McpFace", "McpRoute", "RpcErrorBody", "jsonrpc_error"]

@@ -14,6 +14,7 @@ run is not listed, and calling it is the protocol's invalid-params error.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 from typing import Any
 
 import mcp.types as mcp_types
@@ -93,6 +94,7 @@ class McpServer:
         self.follower = Follower(manager)
         self.server: Server[Any] = Server(
             "tether",
+            version=importlib.metadata.version("tether-brain"),  # the SDK says "" unless told
             instructions="Each tool is a Tether agent: give it a task, get its final answer.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,

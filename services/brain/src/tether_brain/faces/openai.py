@@ -19,6 +19,11 @@ A parked run keeps the stream open (keep-alive comments every 15 s) until decide
 follow it, and the run goes on. A failed run is an error (status and `code` from its stop
 reason), in a stream `data: {"error": ...}`, which the SDK raises.
 
+A client's own tools (`tools=`, `functions=`, a forced `tool_choice`) are refused (400
+`bad_request`, as OpenAI refuses a parameter it does not support), never ignored: the
+agent's tools are what run, and an ignored list would read as a model that chose not to
+call them.
+
 The brain had no `/v1/models` route before (model profiles live at `/v1/model-profiles`),
 so nothing collides; the gateway's providers are not listed (an agent is what runs).
 """
@@ -63,7 +68,7 @@ from tether_brain.faces.openai_wire import (
     RunNote,
 )
 from tether_brain.runs.manager import RunManager
-from tether_common.errors import ErrorCode, NotFoundError, TetherError
+from tether_common.errors import ErrorCode, MessageError, NotFoundError, TetherError
 from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit, status_for
 from tether_common.identity import Principal, Verifier, principal_dependency
 from tether_common.messages.runs import Usage
@@ -233,7 +238,17 @@ def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
         openapi_extra=body_limit(TEXT_BODY_LIMIT),
     )
     async def chat_completions(body: ChatRequest, who: Principal = who_dep) -> Response:
-        """Run the agent `model` on the messages; answer its final answer."""
+        """Run the agent `model` on the messages; answer its final answer. A client's own
+        tools (`tools`, `functions`, a forced `tool_choice`) are refused with 400: the
+        agent's tools are what run, as its policy decides."""
+        if (param := body.client_tools()) is not None:
+            raise MessageError(
+                f"'{param}' is not supported: Tether runs the agent's own tools, as its "
+                "grants and policy decide, and never hands a tool call back to the client. "
+                f"Send the request without '{param}'; to give the agent a tool, grant it "
+                "(`tether agents apply`).",
+                code=ErrorCode.BAD_REQUEST,
+            )
         options = (
             body.tether.model_dump(exclude={"wait_s"}, exclude_none=True) if body.tether else {}
         )

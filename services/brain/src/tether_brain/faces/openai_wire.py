@@ -1,6 +1,6 @@
 """The OpenAI chat-completions wire format as the face reads and answers it: the request
-(what Tether uses of it; sampling and tool parameters are ignored: the agent's settings
-and tools are what run), the completion, the streamed chunk, the model list, and the
+(what Tether uses of it; sampling parameters are ignored: the agent's settings are what
+run; a client's own tools are refused, `ChatRequest.client_tools`), the completion, the streamed chunk, the model list, and the
 error body (OpenAI's `{"error": {message, type, code}}`, whose `code` and `message` are
 Tether's own `{"error": {code, message}}`)."""
 
@@ -72,6 +72,25 @@ class ChatRequest(RequestModel):
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1, description="one choice: a run has one answer")
     tether: TetherOptions | None = None
+    # Read only to be refused (`client_tools`): the agent's tools are what run.
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+    tool_choice: Any = None
+    function_call: Any = None
+
+    def client_tools(self) -> str | None:
+        """The parameter that hands the model the client's own tools (OpenAI function
+        calling), or None. Tether cannot honour one: a run calls the agent's tools, as its
+        grants and the gates decide, and never hands a call back to the client, so
+        ignoring it would answer as if the model had had no use for them. An empty list,
+        and a choice of `none` or `auto`, ask for nothing and pass."""
+        for name in ("tools", "functions"):
+            if getattr(self, name):
+                return name
+        for name in ("tool_choice", "function_call"):
+            if getattr(self, name) not in (None, "none", "auto"):
+                return name
+        return None
 
 
 class CompletionUsage(BaseModel):

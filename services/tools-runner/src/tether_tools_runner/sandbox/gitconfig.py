@@ -128,17 +128,24 @@ _GIT = "/usr/bin/git" if os.path.exists("/usr/bin/git") else (shutil.which("git"
 NO_REPOSITORY = "/nonexistent/the-sandbox-gives-git-no-repository-here"
 
 
-def pin_env() -> dict[str, str]:
-    """The environment that gives git no system or global config and pins `PINS`."""
+# Pins needed only where git reads the repository's config as it is: set at all,
+# `diff.external` is run (through `sh -c`) by every `git diff`.
+_FOR_RAW_CONFIG = frozenset({"diff.external"})
+
+
+def pin_env(*, sanitised: bool = False) -> dict[str, str]:
+    """The environment that gives git no system or global config and pins `PINS`
+    (`sanitised`: git reads the sanitised copy, which has none of `_FOR_RAW_CONFIG`)."""
+    pins = {k: v for k, v in PINS.items() if not (sanitised and k in _FOR_RAW_CONFIG)}
     env = {
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_ATTR_NOSYSTEM": "1",
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_PAGER": "cat",
-        "GIT_CONFIG_COUNT": str(len(PINS)),
+        "GIT_CONFIG_COUNT": str(len(pins)),
     }
-    for index, (key, value) in enumerate(PINS.items()):
+    for index, (key, value) in enumerate(pins.items()):
         env[f"GIT_CONFIG_KEY_{index}"] = key
         env[f"GIT_CONFIG_VALUE_{index}"] = value
     return env

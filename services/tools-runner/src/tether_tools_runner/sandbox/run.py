@@ -72,7 +72,9 @@ def describe(limit: str, limits: SandboxLimits) -> str:
     }.get(limit, limit)
 
 
-def sandbox_env(workspace: Path, home: str = SANDBOX_HOME) -> dict[str, str]:
+def sandbox_env(
+    workspace: Path, home: str = SANDBOX_HOME, *, git_sanitised: bool = False
+) -> dict[str, str]:
     """The whole environment of a sandboxed command, built from names, never copied from
     the runner's: nothing of the host (tokens, connection strings, webhook URLs, proxy
     settings, loader or shell hooks) reaches the command. HOME and the XDG folders in the
@@ -92,7 +94,7 @@ def sandbox_env(workspace: Path, home: str = SANDBOX_HOME) -> dict[str, str]:
         "TERM": "dumb",
         "PWD": str(workspace),
         "PAGER": "cat",
-        **pin_env(),
+        **pin_env(sanitised=git_sanitised),
     }
 
 
@@ -329,7 +331,8 @@ async def _start(
             call.home = tempfile.mkdtemp(prefix="tether-home-")
             if user.drops:
                 os.chown(call.home, user.uid, user.gid)
-        env = sandbox_env(workspace, call.home or SANDBOX_HOME)
+        sanitised = call.view is not None and bool(call.view.bwrap_args)
+        env = sandbox_env(workspace, call.home or SANDBOX_HOME, git_sanitised=sanitised)
         env.update(call.view.env if call.view else {})
         proc = await _spawn(argv, workspace, setup, tuple(fds), env)
         if block_write is not None:
