@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -441,6 +442,65 @@ def test_a_piped_run_says_how_to_approve_and_exits_7(system: System, tmp_path: P
     assert system.tether("approvals", "approve", approval_id[4:16]).returncode == 0
     assert waiting.wait(120) == 0, said.read_text()
     assert "waited done" in out.read_text()
+
+
+def completions(system: System, words: str) -> list[str]:
+    """What bash's completion script gets from `tether` for the last of `words`."""
+    cword = str(len(words.split()) - (0 if words.endswith(" ") else 1))
+    asked = system.tether(_TETHER_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=cword)
+    assert (asked.returncode, asked.stderr) == (0, ""), asked.stderr
+    return asked.stdout.split()
+
+
+def test_streams_as_json_lines_fields_and_ids_completed(system: System) -> None:
+    """Issue 29, 7: `-o jsonl` writes a followed run's events one JSON object a line,
+    `-o jsonl=seq,kind` and `-o value=run_id` select fields, and shell completion offers
+    the run ids and pending approval ids the server knows (a prefix narrows them)."""
+    model = write_script(
+        system.scripts,
+        [[call("file_write", path="completed.txt", content="x\n")], say("done")],
+    )
+    started = system.tether(
+        "run", "write for completion", "--provider", "scripted", "--model", model,
+        "-d", "-o", "value=run_id",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    assert re.fullmatch(r"run_[0-9a-f]{32}", run_id), started.stdout
+
+    ids = system.tether("runs", "list", "-o", "value=run_id,status")
+    assert ids.returncode == 0, ids.stderr
+    rows = [line.split("\t") for line in ids.stdout.splitlines()]
+    assert all(len(row) == 2 for row in rows), ids.stdout
+    assert run_id in [row[0] for row in rows]
+
+    assert run_id in completions(system, "tether runs show ")
+    assert completions(system, f"tether runs follow {run_id[:10]}") == [run_id]
+    assert completions(system, "tether runs show la") == ["last"]
+
+    def pending() -> list[str]:
+        listed = system.tether("approvals", "list", "-o", "jsonl=approval_id,run_id")
+        found = [json.loads(line) for line in listed.stdout.splitlines()]
+        return [a["approval_id"] for a in found if a["run_id"] == run_id]
+
+    wait_for(lambda: bool(pending()), "the approval")
+    [approval_id] = pending()
+    assert approval_id in completions(system, "tether approvals approve ")
+    assert completions(system, f"tether approvals show {approval_id[:8]}") == [approval_id]
+    assert completions(system, "tether approvals deny apr_ffffffff") == []
+    assert system.tether("approvals", "approve", approval_id).returncode == 0
+
+    followed = system.tether("runs", "follow", run_id, "-o", "jsonl")
+    assert followed.returncode == 0, followed.stderr
+    events = [json.loads(line) for line in followed.stdout.splitlines()]
+    assert (events[0]["kind"], events[-1]["kind"]) == ("run.start", "run.end")
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    assert all(e["run_id"] == run_id for e in events)
+    picked = system.tether("runs", "follow", run_id, "-o", "jsonl=seq,kind,data.name")
+    assert picked.returncode == 0, picked.stderr
+    lines = [json.loads(line) for line in picked.stdout.splitlines()]
+    assert [set(line) for line in lines] == [{"seq", "kind", "data.name"}] * len(events)
+    assert {"kind": "tool.call", "seq": ANY, "data.name": "file_write"} in lines
 
 
 def test_draw_the_cli_session(system: System, tmp_path: Path) -> None:

@@ -222,13 +222,6 @@ def test_start_is_quiet_and_up_starts_again_at_once_after_ctrl_c(first: Up) -> N
     STOPS.append(again.log.read_text()[len(ready) :])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the services and nats-server share `tether up`'s process group, so a terminal's "
-    "SIGINT reaches them and their worker processes (the runner's fork server, the "
-    "output-store's query workers) directly: needs `start_new_session=True` on the spawns "
-    "in Supervisor._launch and NatsServer.start, as EmbeddedPostgres has (lifeline work)",
-)
 def test_ctrl_c_at_the_terminal_prints_no_traceback() -> None:
     assert len(STOPS) == 2, "the test before did not get as far"
     for stopped in STOPS:

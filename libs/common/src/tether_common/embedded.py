@@ -91,7 +91,10 @@ class NatsServer:
         if self.config_file is not None:
             cmd += ["-c", str(self.config_file)]
         with (self.data_dir / "nats-server.log").open("ab") as log:  # the child keeps its copy
-            self.proc = lifeline.popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            # Its own session: a terminal's Ctrl-C stops it after the services, not first.
+            self.proc = lifeline.popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         wait_for_port(self.host, self.port, timeout=timeout, proc=self.proc)
         return self
 

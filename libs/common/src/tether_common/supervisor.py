@@ -123,6 +123,9 @@ class Supervisor:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 preexec_fn=lifeline.preexec(),  # dies with us, however we die
+                # Not in our process group: a terminal's Ctrl-C reaches `tether up`, which
+                # stops each service in order, not every process (and each worker) at once.
+                start_new_session=True,
             )
         finally:
             if not isinstance(out, int):
