@@ -83,7 +83,7 @@ def test_the_javascript_pattern_names_the_same_ranges() -> None:
     assert js_pattern().endswith("\\u{27E8}]")
 
 
-@pytest.mark.parametrize("fmt", [Format.table, Format.json, Format.yaml])
+@pytest.mark.parametrize("fmt", [Format.table, Format.json, Format.jsonl, Format.yaml])
 def test_the_cli_formats_carry_no_invisible_code_point(
     fmt: Format, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -93,7 +93,7 @@ def test_the_cli_formats_carry_no_invisible_code_point(
     out = capsys.readouterr().out
     assert INVISIBLE.search(out) is None
     match fmt:
-        case Format.json:
+        case Format.json | Format.jsonl:
             assert json.loads(out) == data
         case Format.yaml:
             assert yaml.safe_load(out) == data

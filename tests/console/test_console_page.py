@@ -2,7 +2,8 @@
 the shared kit inlined with the display class from its one definition
 (`tether_common.display`), no part able to end its element early, a CSP that admits
 exactly the page's own inline blocks, and page scripts that put text in only through the
-kit (so every piece of it is shown with invisible code points escaped)."""
+kit (so every piece of it is shown with invisible code points escaped). The brain and
+the approvals service serve one console app, each with the views whose API it answers."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tether_approvals.console import PAGE as APPROVALS_PAGE
-from tether_brain.console.page import STATIC
+from tether_approvals.console import assemble as approvals_console
 from tether_brain.console.page import assemble as runs_console
 from tether_common import display, pages
 
@@ -27,10 +27,21 @@ def test_the_runs_console_inlines_its_parts_and_the_kit() -> None:
     page = runs_console()
     (script,) = re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL)
     assert "async function readEvents(" in script  # the kit
-    assert "class Timeline" in script  # the console's own
-    assert "//page_kit.js" not in page
-    assert "//console.js" not in page
-    assert "/*console.css*/" not in page
+    assert "class Timeline" in script  # the runs views
+    assert "function approvalCard(" in script  # the approvals view
+    for slot in ("//page_kit.js", "//console.js", "//runs.js", "//approvals.js", "/*console.css*/"):
+        assert slot not in page
+    assert '<body data-views="runs approvals">' in page
+
+
+def test_both_services_serve_the_one_console_with_their_views() -> None:
+    """The same app (one script) on both; the approvals service shows only the view whose
+    API it answers, and a console with no view is refused."""
+    script = re.compile(r"<script>(.*?)</script>", flags=re.DOTALL)
+    assert script.findall(runs_console()) == script.findall(approvals_console())
+    assert '<body data-views="approvals">' in approvals_console()
+    with pytest.raises(ValueError, match="at least one view"):
+        pages.console(())
 
 
 def test_the_policy_admits_exactly_the_inline_blocks() -> None:
@@ -62,10 +73,6 @@ def test_a_slot_is_filled_once_and_no_part_closes_its_element(
         pages.assemble(SHELL, parts)
 
 
-def approvals_console() -> str:
-    return pages.assemble(APPROVALS_PAGE.read_text(encoding="utf-8"), {})
-
-
 @pytest.mark.parametrize("page", [runs_console, approvals_console])
 def test_the_kit_takes_the_display_class_from_its_one_definition(page: Callable[[], str]) -> None:
     (script,) = re.findall(r"<script>(.*?)</script>", page(), flags=re.DOTALL)
@@ -87,10 +94,9 @@ RAW_TEXT = re.compile(
 )
 
 
-@pytest.mark.parametrize(
-    "source", [STATIC / "console.js", APPROVALS_PAGE], ids=["runs", "approvals"]
-)
-def test_page_scripts_put_text_in_only_through_the_kit(source: Path) -> None:
+@pytest.mark.parametrize("name", ["console.js", "runs.js", "approvals.js"])
+def test_page_scripts_put_text_in_only_through_the_kit(name: str) -> None:
+    source = pages.CONSOLE / name
     found = [
         f"{n}: {line.strip()}"
         for n, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1)

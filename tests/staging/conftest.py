@@ -74,7 +74,7 @@ async def runner(
         attestation=attestation,
         min_sandbox=settings.min_sandbox,
     )
-    stager = make_stager(settings, builtins, executor, StagedStore(migrated))
+    stager = make_stager(settings, builtins, executor, StagedStore(migrated), home=tmp_path)
     ledger = EffectLedger(migrated, f"test-{uuid.uuid4().hex[:6]}", lease_s=10.0)
     calls = Calls(
         bus, executor, sandbox_level=attestation.level, thresholds={}, ledger=ledger, stager=stager

@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from shipped import as_client
 from tether_brain.loop.dispatch import MAX_TAKEOVERS
-from tether_common.bus import Bus
 from tether_common.identity import bearer_headers
 from tether_common.messages.base import encode
 from tether_common.messages.runs import TERMINAL_STATUSES
@@ -261,7 +261,7 @@ async def over_nats(
 ) -> None:
     """The same rules on the bus: anonymous `unauthenticated`, bob `not_found`."""
     subjects = Subjects(stack.env["TETHER_SUBJECT_PREFIX"])
-    bus = await Bus.connect(stack.env["TETHER_NATS_URL"], service="threads-test", subjects=subjects)
+    bus = await as_client(stack)  # as an API client connects
     try:
         for route, body in (
             (subjects.thread_get, GetThread(thread_id=thread_id)),

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import httpx
 from httpx_sse import aconnect_sse
@@ -35,11 +35,9 @@ from tether_common.errors import (
     TetherError,
     from_wire,
 )
-from tether_common.messages.agents import AgentConfig, AgentList, AgentView
 from tether_common.messages.audit import AuditReport
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import TypedEvent, typed
-from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 from tether_common.messages.policy import (
     AgentCatalog,
     ExplainBody,
@@ -57,18 +55,21 @@ from tether_common.messages.runs import (
     RunView,
     StartRun,
 )
-from tether_common.messages.threads import (
-    CreateThread,
-    ListThreads,
-    ThreadBudgets,
-    ThreadList,
-    ThreadMessageBody,
-    ThreadTurnAccepted,
-    ThreadView,
-    WorkspaceScope,
-)
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.messages.tools import ToolResult as ToolRunResult
+
+# The agents', threads' and tokens' models load with the first call that needs them: a
+# command that only reads runs (`tether runs list`) does not pay for building them.
+if TYPE_CHECKING:
+    from tether_common.messages.agents import AgentConfig, AgentView
+    from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
+    from tether_common.messages.threads import (
+        ThreadBudgets,
+        ThreadList,
+        ThreadTurnAccepted,
+        ThreadView,
+        WorkspaceScope,
+    )
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -148,6 +149,8 @@ def _tenant(tenant: str | None) -> dict[str, str | int] | None:
 
 def _definition(agent: AgentConfig) -> dict[str, Any]:
     """What the agent was given, without a view's own fields (id, version, changed_*)."""
+    from tether_common.messages.agents import AgentConfig, AgentView
+
     own = set(AgentView.model_fields) - set(AgentConfig.model_fields)
     return agent.model_dump(mode="json", exclude_unset=True, exclude=own)
 
@@ -294,6 +297,8 @@ class TetherClient:
             raise
 
     async def queue_message(self, run_id: str, text: str) -> RunAccepted:
+        from tether_common.messages.threads import ThreadMessageBody
+
         body = ThreadMessageBody(text=text)  # the `{text}` body runs and threads share
         return await self._call(RunAccepted, "POST", f"/v1/runs/{run_id}/messages", body)
 
@@ -368,6 +373,8 @@ class TetherClient:
         """A new conversation; its runs share history (and, with `workspace="thread"`,
         one workspace folder) and use `provider`/`model` (None: the brain's); `budgets`
         cap the sum over its turns."""
+        from tether_common.messages.threads import CreateThread, ThreadBudgets, ThreadView
+
         body = CreateThread(
             agent=agent,
             title=title,
@@ -380,15 +387,21 @@ class TetherClient:
 
     async def send_message(self, thread_id: str, text: str) -> ThreadTurnAccepted:
         """The thread's next user message: starts its next run (the accepted turn)."""
+        from tether_common.messages.threads import ThreadMessageBody, ThreadTurnAccepted
+
         body = ThreadMessageBody(text=text)
         path = f"/v1/threads/{thread_id}/messages"
         return await self._call(ThreadTurnAccepted, "POST", path, body)
 
     async def get_thread(self, thread_id: str) -> ThreadView:
+        from tether_common.messages.threads import ThreadView
+
         return await self._call(ThreadView, "GET", f"/v1/threads/{thread_id}")
 
     async def list_threads(self, *, before: datetime | None = None, limit: int = 50) -> ThreadList:
         """Threads, newest first; pass the page's `next` as `before` for the next page."""
+        from tether_common.messages.threads import ListThreads, ThreadList
+
         query = ListThreads(before=before, limit=limit)
         return await self._call(ThreadList, "GET", "/v1/threads", params=_body(query))
 
@@ -407,16 +420,22 @@ class TetherClient:
 
     async def list_agents(self) -> list[AgentView]:
         """The agents the caller may read."""
+        from tether_common.messages.agents import AgentList
+
         return (await self._call(AgentList, "GET", "/v1/agents")).agents
 
     async def get_agent(self, agent_id: str, tenant: str | None = None) -> AgentView:
         """The agent `agent_id` names for the caller (its tenant's, else a shared one);
         `tenant`: that tenant's (an admin's choice)."""
+        from tether_common.messages.agents import AgentView
+
         return await self._call(AgentView, "GET", f"/v1/agents/{agent_id}", params=_tenant(tenant))
 
     async def create_agent(self, agent_id: str, definition: AgentConfig) -> AgentView:
         """A new agent; only the fields `definition` was given are sent (the rest are the
         server's defaults)."""
+        from tether_common.messages.agents import AgentView
+
         body = {"id": agent_id, **_definition(definition)}
         response = await self._http.post("/v1/agents", json=body)
         raise_for_error(response)
@@ -427,6 +446,8 @@ class TetherClient:
     ) -> AgentView:
         """The agent's whole definition replaced, if it still stands at `version` (else
         `ConflictError`)."""
+        from tether_common.messages.agents import AgentView
+
         response = await self._http.put(
             f"/v1/agents/{agent_id}",
             json=_definition(definition),
@@ -490,12 +511,18 @@ class TetherClient:
 
     async def create_token(self, body: CreateToken) -> TokenCreated:
         """A new principal's token (admin); the plain token is in the answer, only there."""
+        from tether_common.messages.identity import TokenCreated
+
         return await self._call(TokenCreated, "POST", "/v1/tokens", body)
 
     async def list_tokens(self) -> TokenList:
+        from tether_common.messages.identity import TokenList
+
         return await self._call(TokenList, "GET", "/v1/tokens")
 
     async def revoke_token(self, token_id: str) -> TokenView:
+        from tether_common.messages.identity import TokenView
+
         return await self._call(TokenView, "DELETE", f"/v1/tokens/{token_id}")
 
 

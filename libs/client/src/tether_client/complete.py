@@ -84,6 +84,6 @@ def _quietly(asking: Coroutine[Any, Any, list[Item]]) -> list[Item]:
     with contextlib.redirect_stderr(io.StringIO()):
         try:
             return asyncio.run(asyncio.wait_for(asking, COMPLETE_TIMEOUT_S))
-        except Exception as exc:  # noqa: BLE001 - see above
+        except Exception as exc:  # any failure: see above
             log.debug("no completion: %r", exc)
             return []

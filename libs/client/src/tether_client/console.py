@@ -14,6 +14,7 @@ them the way those formats do (`\\u202e`), so the data reads back unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -23,7 +24,6 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
-import yaml
 from pydantic import BaseModel
 from rich.console import Console, RenderableType
 from rich.table import Table
@@ -153,17 +153,22 @@ def _json(data: Any) -> str:
     return INVISIBLE.sub(_utf16_escape, text)
 
 
-class _YamlDumper(yaml.SafeDumper):
-    """Double-quotes every string holding an invisible code point, the one YAML style
-    with escapes (PyYAML writes most of them raw in any style when unicode is allowed)."""
+@functools.cache
+def _yaml_dumper() -> Any:
+    """A dumper that double-quotes every string holding an invisible code point, the one
+    YAML style with escapes (PyYAML writes most of them raw in any style when unicode is
+    allowed). Built on first use: only `-o yaml` pays for importing PyYAML."""
+    import yaml
 
+    class Dumper(yaml.SafeDumper):
+        pass
 
-def _quoted_if_invisible(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = '"' if INVISIBLE.search(value) else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    def quoted_if_invisible(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = '"' if INVISIBLE.search(value) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-
-_YamlDumper.add_representer(str, _quoted_if_invisible)
+    Dumper.add_representer(str, quoted_if_invisible)
+    return Dumper
 
 
 def _yaml_escape(found: re.Match[str]) -> str:
@@ -172,7 +177,9 @@ def _yaml_escape(found: re.Match[str]) -> str:
 
 
 def _yaml(data: Any) -> str:
-    text = yaml.dump(to_data(data), Dumper=_YamlDumper, sort_keys=False, allow_unicode=True)
+    import yaml
+
+    text = yaml.dump(to_data(data), Dumper=_yaml_dumper(), sort_keys=False, allow_unicode=True)
     # What is still raw sits in a double-quoted scalar, where \u and \U escapes are valid.
     return INVISIBLE.sub(_yaml_escape, text)
 

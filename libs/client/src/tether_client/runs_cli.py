@@ -25,7 +25,6 @@ from tether_client.client import TetherClient
 from tether_client.console import Format, OutputOption, emit, err, rows_table, say, to_data
 from tether_client.exits import ExitCode
 from tether_client.interrupts import interruptible
-from tether_client.ops_cli import askable, decide_elsewhere, offer_approval
 from tether_client.render import render, style, typed_or_none
 from tether_client.runref import RunRef, resolve_run_id, short
 from tether_client.session import blocking, connect
@@ -126,6 +125,9 @@ async def follow(
 async def approval_here(event: ToolApprovalNeededEvent, fmt: Format) -> bool:
     """Offer the card when someone here can answer it (True: offered); else say the
     commands that decide it."""
+    # Here, not at the top: the approvals' models and client load only for a run that asks.
+    from tether_client.ops_cli import askable, decide_elsewhere, offer_approval
+
     data = event.data.model_dump(mode="json")
     if fmt is Format.table and askable():
         await offer_approval(data)

@@ -20,7 +20,7 @@ from tether_client.console import err
 from tether_client.endpoints import api_url
 from tether_client.exits import RUNS_LIST, Failure, describe
 from tether_common.errors import AuthError
-from tether_common.settings import tether_home
+from tether_common.home import tether_home
 
 __all__ = [
     "blocking",

@@ -91,6 +91,8 @@ class ErrorCode(StrEnum):
     STORE_ERROR = "store_error"
     STORE_UNAVAILABLE = "store_unavailable"
     CHUNK_MISSING = "chunk_missing"
+    # the runner's staging folder cannot be used: calls are approved without a diff
+    STAGING_UNAVAILABLE = "staging_unavailable"
     # model providers (the gateway)
     PROVIDER_ERROR = "provider_error"
     PROVIDER_RATE_LIMITED = "provider_rate_limited"
@@ -260,6 +262,7 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(409, False, ConflictError, C.THREAD_BUSY, C.THREAD_BUDGET_SPENT),
     **_rows(503, True, StoreError, C.STORE_ERROR),
     **_rows(500, False, StoreError, C.STORE_UNAVAILABLE, C.CHUNK_MISSING),
+    **_rows(503, False, TetherError, C.STAGING_UNAVAILABLE),
     **_rows(502, False, ProviderError, C.PROVIDER_ERROR, C.PROVIDER_BAD_RESPONSE),
     **_rows(502, False, ProviderError, C.PROVIDER_AUTH, C.PROVIDER_BAD_REQUEST),
     **_rows(502, False, ProviderError, C.SCRIPT_INVALID, C.SCRIPT_EXHAUSTED),

@@ -1,9 +1,12 @@
-"""Static operator pages (the approvals console, the brain's runs console): one HTML
-document that holds no data, assembled at start from its parts and the shared script
-kit (`page_kit.js`), and served under a strict Content-Security-Policy that admits only
-its own inline script and style (by hash), requests to its own origin, and no framing,
-so nothing a model or a tool wrote can run in it and no other site can clickjack its
-buttons."""
+"""Static operator pages: one HTML document that holds no data, assembled at start from
+its parts and the shared script kit (`page_kit.js`), and served under a strict
+Content-Security-Policy that admits only its own inline script and style (by hash),
+requests to its own origin, and no framing, so nothing a model or a tool wrote can run
+in it and no other site can clickjack its buttons.
+
+The operator console (`console/`: runs and approvals, one sign-in) is such a page: the
+brain serves it with both views, the approvals service (when no console address is
+configured) with the Approvals view alone. Both assemble it here, so it is one app."""
 
 from __future__ import annotations
 
@@ -13,12 +16,25 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from tether_common import display
 
-__all__ = ["KIT_SLOT", "assemble", "content_policy", "kit", "page_headers"]
+__all__ = [
+    "CONSOLE",
+    "KIT_SLOT",
+    "ConsoleView",
+    "assemble",
+    "console",
+    "content_policy",
+    "kit",
+    "page_headers",
+]
 
 KIT = Path(__file__).with_name("page_kit.js")
+CONSOLE = Path(__file__).with_name("console")
+# The console's views; the page shows the ones its server answers the API of.
+ConsoleView = Literal["runs", "approvals"]
 # Where a page's script takes the kit.
 KIT_SLOT = "//page_kit.js"
 # Where the kit takes the class of code points it shows escaped (`tether_common.display`).
@@ -48,6 +64,27 @@ def assemble(shell: str, parts: Mapping[str, str]) -> str:
             raise ValueError(f"the part for {slot!r} closes its element")
         page = page.replace(slot, text)
     return page
+
+
+def console(views: tuple[ConsoleView, ...]) -> str:
+    """The operator console with `views` (`<body data-views>`): its HTML shell with the
+    stylesheet and the scripts inlined, the script starting with the kit."""
+    if not views:
+        raise ValueError("a console shows at least one view")
+
+    def part(name: str) -> str:
+        return (CONSOLE / name).read_text(encoding="utf-8")
+
+    return assemble(
+        part("console.html"),
+        {
+            "%VIEWS%": " ".join(views),
+            "/*console.css*/": part("console.css"),
+            "//console.js": part("console.js"),  # holds the slots of the two below
+            "//runs.js": part("runs.js"),
+            "//approvals.js": part("approvals.js"),
+        },
+    )
 
 
 def _hashes(page: str, tag: str) -> str:

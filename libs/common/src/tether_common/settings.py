@@ -7,32 +7,24 @@ global, so tests build them explicitly.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Re-exported: where the home is was said here first, and services still read it here.
+from tether_common.home import default_home as default_home
+from tether_common.home import tether_home as tether_home
 from tether_common.topology import LOOPBACK, NATS_PORT, POSTGRES_PORT
 
 DEFAULT_NATS_URL = f"nats://{LOOPBACK}:{NATS_PORT}"
-
-
-def default_home() -> Path:
-    return Path.home() / ".tether"
 
 
 def default_workspace() -> Path:
     """The folder tools work in unless `TETHER_RUNNER_WORKSPACE` (the runner) and
     `TETHER_BRAIN_WORKSPACE` (the brain's path checks) say otherwise."""
     return default_home() / "workspace"
-
-
-def tether_home() -> Path:
-    """`TETHER_HOME`, else `~/.tether`: where `tether up` keeps its data and the operator
-    token, and where the CLI looks for them."""
-    return Path(os.environ.get("TETHER_HOME") or default_home()).expanduser()
 
 
 class CommonSettings(BaseSettings):

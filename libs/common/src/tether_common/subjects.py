@@ -304,6 +304,16 @@ class Subjects:
         )
 
     @property
+    def approval_watch(self) -> Route[approvals.WatchApprovals, approvals.ApprovalWatch]:
+        """An operator's live view through the brain's console: events and presence."""
+        return Route(
+            self._s("approvals", "watch"),
+            approvals.WatchApprovals,
+            approvals.ApprovalWatch,
+            QUEUE_APPROVALS,
+        )
+
+    @property
     def approval_notices(self) -> str:
         """Broadcast (live, no stream): one `ApprovalNotice` per request left for a person
         and per decision, expiry or withdrawal of one, for in-house notifiers. Sent from
@@ -413,6 +423,7 @@ class Subjects:
             self.approval_consume,  # type: ignore[list-item]
             self.approval_presence,  # type: ignore[list-item]
             self.approval_withdraw,  # type: ignore[list-item]
+            self.approval_watch,  # type: ignore[list-item]
             self.output_put,  # type: ignore[list-item]
             self.output_get,  # type: ignore[list-item]
             self.output_begin,  # type: ignore[list-item]

@@ -31,6 +31,9 @@ from tether_common.topology import ServiceSpec as ServiceSpec
 
 log = logging.getLogger(__name__)
 
+# Where the approvals service's own console address leads (its `console_url` setting).
+CONSOLE_URL_ENV = "TETHER_APPROVALS_CONSOLE_URL"
+
 
 @dataclass
 class Child:
@@ -111,6 +114,7 @@ class Supervisor:
         own = dict(self.env_for(child.spec)) if self.env_for is not None else {}
         env = service_env(child.spec, os.environ | self.env) | own
         env[child.spec.port_env] = str(child.port)
+        env |= self._console_address(child.spec, env)
         out: int | IO[bytes] = asyncio.subprocess.PIPE
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -135,6 +139,14 @@ class Supervisor:
         watcher = asyncio.create_task(self._watch(child, child.proc))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
+
+    def _console_address(self, spec: ServiceSpec, env: Mapping[str, str]) -> dict[str, str]:
+        """The approvals service's `/console` leads to the brain's, the one console, on
+        whatever port this supervisor gave the brain (unless the address is set)."""
+        brain = next((c for c in self.children if c.spec.name == "brain"), None)
+        if spec.name != "approvals" or brain is None or CONSOLE_URL_ENV in env:
+            return {}
+        return {CONSOLE_URL_ENV: f"{brain.url}/console"}
 
     async def _pump(self, label: str, stream: asyncio.StreamReader) -> None:
         async for line in stream:

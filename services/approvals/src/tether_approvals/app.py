@@ -108,7 +108,7 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         tokens_router(tokens),
         audit_router(service.engine, tokens),
         webhooks_router(WebhookStore(service.engine, settings.webhooks), tokens),
-        console_router(),
+        console_router(settings.console_url),
     ]
     return service.app(
         title="Tether approvals",

@@ -1,8 +1,9 @@
 """The approvals service on the bus: thin handlers (decode → domain → encode).
 
 `create`, `list` (without a token), `consume`, `presence` and `withdraw` are service calls: the bus
-itself is authenticated. `decide` is an operator's act and carries the operator's token,
-checked exactly as over HTTP.
+itself is authenticated. `decide` and `watch` are an operator's acts and carry the
+operator's token, checked exactly as over HTTP (`watch` is the operator event stream of
+`api.py`, polled by the brain's console, with the operator's presence kept the same way).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from tether_approvals.presence import PresenceBoard
 from tether_approvals.store import ApprovalStore
 from tether_common.bus import Bus
 from tether_common.messages.approvals import (
+    ApprovalEvent,
     ApprovalList,
     ApprovalView,
+    ApprovalWatch,
     ConsumeApproval,
     ConsumeResult,
     CreateApproval,
@@ -22,6 +25,7 @@ from tether_common.messages.approvals import (
     ListApprovals,
     Presence,
     PresenceQuery,
+    WatchApprovals,
     WithdrawApproval,
 )
 
@@ -55,9 +59,40 @@ async def serve_bus(
     async def withdraw(req: WithdrawApproval) -> ApprovalView:
         return await lifecycle.withdraw(req)
 
+    async def watch(req: WatchApprovals) -> ApprovalWatch:
+        return await watch_approvals(req, store, tokens, board)
+
     await bus.serve(subjects.approval_create, create)
     await bus.serve(subjects.approval_list, list_approvals)
     await bus.serve(subjects.approval_decide, decide)
     await bus.serve(subjects.approval_consume, consume)
     await bus.serve(subjects.approval_presence, presence)
     await bus.serve(subjects.approval_withdraw, withdraw)
+    await bus.serve(subjects.approval_watch, watch)
+
+
+async def watch_approvals(
+    req: WatchApprovals, store: ApprovalStore, tokens: TokenStore, board: PresenceBoard
+) -> ApprovalWatch:
+    """One poll of an operator's live view. The token is checked on every poll, so a
+    revoked one stops seeing events at once (the HTTP stream checks it when it opens)."""
+    who = await tokens.authenticate(req.token)
+    who.require("approvals.read")
+    if req.leave:
+        if req.session_id is not None:
+            await board.leave(req.session_id, who)
+        return ApprovalWatch(
+            session_id=None,
+            events=[],
+            last_event_id=req.after or 0,
+            heartbeat_s=board.heartbeat_s,
+        )
+    session_id = await board.keep(who, req.session_id, beat=req.beat)
+    events: list[ApprovalEvent] = []
+    if req.after is None:
+        last = await store.last_event_id()
+    else:
+        events, last = await store.events_after(req.after, who)
+    return ApprovalWatch(
+        session_id=session_id, events=events, last_event_id=last, heartbeat_s=board.heartbeat_s
+    )

@@ -48,11 +48,33 @@ class PresenceBoard:
                 .values(seen_at=datetime.now(UTC))
             )
 
-    async def leave(self, session_id: str) -> None:
+    async def leave(self, session_id: str, who: Principal | None = None) -> None:
+        """End a session (given `who`: only one of `who`'s, so an id seen elsewhere
+        cannot end another operator's presence)."""
+        stmt = delete(operator_sessions).where(operator_sessions.c.session_id == session_id)
+        if who is not None:
+            stmt = stmt.where(operator_sessions.c.principal == who.name)
         async with self.engine.begin() as conn:
-            await conn.execute(
-                delete(operator_sessions).where(operator_sessions.c.session_id == session_id)
+            await conn.execute(stmt)
+
+    async def keep(self, who: Principal, session_id: str | None, *, beat: bool) -> str:
+        """`who`'s session of a view polled through another service: a new one without
+        `session_id`; with `beat`, renewed, or a new one when it is gone (pruned after
+        an outage) or not `who`'s (a guessed id renews nobody else's presence)."""
+        if session_id is None:
+            return await self.join(who)
+        if not beat:
+            return session_id
+        async with self.engine.begin() as conn:
+            renewed = await conn.execute(
+                update(operator_sessions)
+                .where(
+                    operator_sessions.c.session_id == session_id,
+                    operator_sessions.c.principal == who.name,
+                )
+                .values(seen_at=datetime.now(UTC))
             )
+        return session_id if renewed.rowcount else await self.join(who)
 
     async def approvers(self, agent: str | None, owner: str | None) -> int:
         """Live sessions whose role may decide and whose scope covers agent and owner."""

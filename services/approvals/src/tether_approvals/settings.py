@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -116,6 +117,28 @@ class ApprovalSettings(HttpSettings):
         description="This service's address as people reach it (the approve/deny links of "
         "a notice's card); default http://<http_host>:<http_port>.",
     )
+
+    console_url: str | None = Field(
+        default=None,
+        description="The operator console (the brain's `/console`) as people reach it: "
+        "this service's `/` and `/console` then lead there, to its Approvals view "
+        "(`tether up` sets it). None: this service serves the same console itself, with "
+        "the Approvals view only.",
+    )
+
+    @field_validator("console_url")
+    @classmethod
+    def _console_is_a_page(cls, url: str | None) -> str | None:
+        """An http(s) address without credentials or fragment: the redirect appends the
+        view's fragment, and a Location header must never carry a secret."""
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"console_url must be an http(s) URL, not {url!r}")
+        if parts.username or parts.password or parts.fragment:
+            raise ValueError("console_url may carry no credentials and no fragment")
+        return url
 
     def link_base(self) -> str:
         return (self.public_url or f"http://{self.http_host}:{self.http_port}").rstrip("/")

@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 from opentelemetry import trace
 
 from tether_common.background import FailureLog, every
+from tether_common.errors import TetherError
 from tether_common.identity import Principal, RemoteVerifier, Verifier, principal_dependency
 from tether_common.messages.tools import Catalog, CatalogRequest
 from tether_common.service import Service
@@ -68,18 +69,29 @@ def replica_name() -> str:
 
 
 def make_stager(
-    settings: RunnerSettings, builtins: Builtins, executor: Executor, store: StagedStore
+    settings: RunnerSettings,
+    builtins: Builtins,
+    executor: Executor,
+    store: StagedStore,
+    *,
+    home: Path,
 ) -> Stager:
     """Staged effects: file tools by scratch copy of the file, shell by scratch copy of
-    the workspace under the runner's staging folder."""
-    root = settings.staging_dir or settings.workspace.parent / "tether-staging"
+    the workspace under the runner's staging folder (`TETHER_RUNNER_STAGING_DIR`, else
+    `staging` in the runner's own TETHER_HOME: a folder a non-root service user can
+    make, unlike one beside a workspace mounted at `/`). A folder that cannot be used is
+    said at start; each stage request then answers `staging_unavailable`."""
     shell = ShellStaging(
         builtins.attestation,
         builtins.limits(),
         sandbox_user(settings.sandbox_uid, settings.sandbox_gid),
-        root,
+        settings.staging_dir or home / "staging",
         settings.staging_max_bytes,
     )
+    try:
+        shell.prepare()
+    except TetherError as exc:
+        log.warning("calls that need approval will be asked without a diff: %s", exc.message)
     return Stager(
         executor, builtins.workspaces(), builtins.file_workers(), builtins.book, store, shell
     )
@@ -110,7 +122,7 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     )
     ledger = EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s)
     staged = StagedStore(service.engine)
-    stager = make_stager(settings, builtins, executor, staged)
+    stager = make_stager(settings, builtins, executor, staged, home=common.home)
     calls = Calls(
         service.bus,
         executor,

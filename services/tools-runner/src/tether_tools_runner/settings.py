@@ -74,8 +74,9 @@ class RunnerSettings(HttpSettings):
     mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=600)
     mcp_max_attempts: int = Field(default=5, ge=1, le=100)
     # Staged effects (tether_tools_runner.staging): where a staged shell call's scratch
-    # copy of the workspace is made (None: `tether-staging` beside the workspace root),
-    # and the most a copy (or the files a staged call touches) may hold.
+    # copy of the workspace is made (None: `staging` in TETHER_HOME, which the runner's
+    # user can make; beside a workspace at `/workspace` would be `/`), and the most a copy
+    # (or the files a staged call touches) may hold.
     staging_dir: Path | None = None
     staging_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     offload_thresholds: dict[str, int] = Field(

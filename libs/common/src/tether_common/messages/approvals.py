@@ -308,6 +308,29 @@ class ApprovalEvent(WireModel):
     ts: datetime
 
 
+class WatchApprovals(WireRequest):
+    """One poll of an operator's live view held by another service (the brain's console):
+    the events after `after` that `token` may see (None: from now on), with the
+    operator's presence kept like the event stream's. `session_id` None joins; `beat`
+    renews the session (a new one when it is gone or not the token's); `leave` ends it."""
+
+    token: str
+    after: int | None = Field(default=None, ge=0)
+    session_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
+    beat: bool = False
+    leave: bool = False
+
+
+class ApprovalWatch(WireModel):
+    """The events read (in scope only), where the next poll goes on from, the session
+    (None once left), and how often it should beat (`PresenceBoard.heartbeat_s`)."""
+
+    session_id: str | None
+    events: list[ApprovalEvent]
+    last_event_id: int = Field(ge=0)
+    heartbeat_s: float = Field(gt=0)
+
+
 class DecisionBody(WireRequest):
     """`POST /v1/approvals/{approval_id}/decision`."""
 

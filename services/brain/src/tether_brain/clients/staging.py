@@ -1,7 +1,8 @@
 """Staging a call before its approval: the runner runs it against a copy of the
 workspace and answers its change set (`tether_common.messages.staging`), which the card
-shows and the approval is bound to. Best effort: a runner that cannot be asked (or an
-older one) leaves the call to be approved the old way."""
+shows and the approval is bound to. Best effort: a runner that cannot stage it (its
+staging folder unusable: `staging_unavailable`), cannot be asked, or an older one leaves
+the call to be approved the old way, on a card that says why it shows no diff."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ async def stage(
     bus: Bus, run_id: str, call: CallRecord, tool: ToolDescriptor, workspace: str | None
 ) -> StagedEffect | None:
     """The runner's staging of `call` (its change set, or why it has none); None when
-    the tool does not stage or the runner did not answer."""
+    the tool does not stage. A runner that answers an error (or none) gives an
+    unstageable effect naming the error: never a change set, and never a reason to
+    refuse the call (`error_code` stays unset)."""
     if not tool.stageable:
         return None
     request = ExecuteTool(
@@ -37,7 +40,8 @@ async def stage(
         return await bus.request(bus.subjects.tool_stage, request, timeout=STAGE_TIMEOUT_S)
     except TetherError as exc:
         log.warning("call %s not staged (approved the old way): %s", call.id, exc.message)
-        return None
+        reason = f"the runner could not stage it ({exc.code}: {exc.message})"
+        return StagedEffect(call_id=call.id, stageable=False, reason=reason)
 
 
 __all__ = ["STAGE_TIMEOUT_S", "stage"]

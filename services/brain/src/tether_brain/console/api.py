@@ -1,30 +1,19 @@
 """The console's JSON routes that the brain's API lacked: a run's approval requests, a
-decision on one of them, and the console's settings. Each takes the caller's principal
-like every other route (`tether_common.identity`)."""
+decision on one of them, the console's settings, and (from `console.approvals`) the
+approvals routes of the Approvals view. Each takes the caller's principal like every
+other route (`tether_common.identity`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Security
-from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import BaseModel
 
+from tether_brain.console.approvals import ApprovalsProxy, approvals_proxy_router, bearer_token
 from tether_brain.runs.manager import RunManager
-from tether_common.bus import Bus
 from tether_common.errors import NotFoundError
 from tether_common.http import PathId
 from tether_common.identity import Principal, Verifier, principal_dependency
-from tether_common.identity.http import SCHEME
-from tether_common.messages.approvals import (
-    ApprovalList,
-    ApprovalView,
-    DecideApproval,
-    DecisionBody,
-    ListApprovals,
-)
-
-APPROVALS_TIMEOUT_S = 10.0
+from tether_common.messages.approvals import ApprovalList, ApprovalView, DecisionBody
 
 
 class ConsoleSettings(BaseModel):
@@ -34,43 +23,14 @@ class ConsoleSettings(BaseModel):
     trace_url: str | None
 
 
-async def bearer_token(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(SCHEME)],
-) -> str:
-    """The caller's own token, passed on to the approvals service (the principal
-    dependency, declared before it on each route, has already verified it)."""
-    return "" if credentials is None else credentials.credentials.strip()
-
-
-class RunApprovals:
-    """A run's approval requests at the approvals service, asked with the caller's token:
-    its role and team scope apply there exactly as on the approvals service's own API."""
-
-    def __init__(self, bus: Bus) -> None:
-        self.bus = bus
-
-    async def of_run(self, run_id: str, token: str) -> ApprovalList:
-        query = ListApprovals(status=None, run_id=run_id, limit=1000, token=token)
-        return await self.bus.request(
-            self.bus.subjects.approval_list, query, timeout=APPROVALS_TIMEOUT_S
-        )
-
-    async def decide(self, approval_id: str, body: DecisionBody, token: str) -> ApprovalView:
-        req = DecideApproval(
-            approval_id=approval_id, decision=body.decision, note=body.note, token=token
-        )
-        return await self.bus.request(
-            self.bus.subjects.approval_decide, req, timeout=APPROVALS_TIMEOUT_S
-        )
-
-
 def console_api_router(
     manager: RunManager, verifier: Verifier, *, trace_url: str | None
 ) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["console"])
     who_dep = principal_dependency(verifier)
     token_dep = Security(bearer_token)
-    approvals = RunApprovals(manager.bus)
+    approvals = ApprovalsProxy(manager.bus)
+    router.include_router(approvals_proxy_router(approvals, verifier))
 
     @router.get("/console/settings")
     async def console_settings(who: Principal = who_dep) -> ConsoleSettings:

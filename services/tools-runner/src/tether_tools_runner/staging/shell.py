@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether_common.errors import ErrorCode, TetherError
 from tether_common.safety import classify
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, SandboxUser, run_sandboxed
 from tether_tools_runner.staging.changes import Staged, compare
@@ -98,23 +99,41 @@ class ShellStaging:
 
     def prepare(self) -> None:
         """The staging folder: made, the runner's own, 0711 (the sandbox user may pass
-        through it to its scratch folder but neither list it nor rename anything in it)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        through it to its scratch folder but neither list it nor rename anything in it).
+        Raises `staging_unavailable` naming the folder when it cannot be that."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            raise self._unusable(exc) from exc
         try:
             if os.fstat(fd).st_uid != os.geteuid():
-                raise ToolFailure("staging_unavailable", "the staging folder has a foreign owner.")
+                raise self._unusable("it has a foreign owner")
             os.fchmod(fd, _ROOT_MODE)
+        except OSError as exc:
+            raise self._unusable(exc) from exc
         finally:
             os.close(fd)
 
     def _make_scratch(self) -> Path:
         self.prepare()
         scratch = self.root / secrets.token_hex(12)
-        scratch.mkdir(mode=0o700)
-        if self.user.drops:
-            os.chown(scratch, self.user.uid, self.user.gid, follow_symlinks=False)
+        try:
+            scratch.mkdir(mode=0o700)
+            if self.user.drops:
+                os.chown(scratch, self.user.uid, self.user.gid, follow_symlinks=False)
+        except OSError as exc:
+            self._remove(scratch)
+            raise self._unusable(exc) from exc
         return scratch
+
+    def _unusable(self, why: OSError | str) -> TetherError:
+        reason = why if isinstance(why, str) else why.strerror or type(why).__name__
+        return TetherError(
+            f"the staging folder {self.root} cannot be used: {reason} (set "
+            "TETHER_RUNNER_STAGING_DIR to a folder the runner may create)",
+            code=ErrorCode.STAGING_UNAVAILABLE,
+        )
 
     @staticmethod
     def _remove(scratch: Path) -> None:

@@ -4,13 +4,21 @@
 `file_write`/`file_edit`, the workspace for `shell`); its change set is stored under the
 call's effect key and answered for the approval card. `apply`: the stored set with the
 approved digest, for this very call (key, tool and arguments), is applied exactly, or
-nothing is (`stale_effect`) when a touched path is no longer its base."""
+nothing is (`stale_effect`) when a touched path is no longer its base.
+
+A stage request that fails for a reason of the runner's own (its staging folder cannot
+be made, a scratch copy cannot be written, the set cannot be stored) answers a structured
+error (`staging_unavailable`, `store_error`), logged here and counted by the bus; the
+brain then asks without a diff and the card says why."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from tether_common.errors import ErrorCode, StoreError, TetherError
 from tether_common.messages.staging import STALE_EFFECT, StagedEffect
 from tether_common.messages.tools import ExecuteTool, ToolResult, effect_key
 from tether_tools_runner.context import bound, current_run_id
@@ -51,7 +59,25 @@ class Stager:
 
     async def stage(self, call: ExecuteTool) -> StagedEffect:
         """The call's change set, or why it cannot be staged (then it is approved the
-        old way). Nothing in the workspace changes."""
+        old way). Nothing in the workspace changes. Raises a `TetherError` when the
+        runner itself cannot stage (see the module docstring)."""
+        try:
+            return await self._stage(call)
+        except TetherError as exc:
+            _logged(call, exc)
+            raise
+        except OSError as exc:
+            what = exc.strerror or type(exc).__name__
+            raise _logged(
+                call,
+                TetherError(f"staging failed: {what}", code=ErrorCode.STAGING_UNAVAILABLE),
+            ) from exc
+        except SQLAlchemyError as exc:
+            raise _logged(
+                call, StoreError(f"the change set could not be stored: {type(exc).__name__}")
+            ) from exc
+
+    async def _stage(self, call: ExecuteTool) -> StagedEffect:
         refusal = self.executor.refusal_for(call)
         if refusal is not None:
             return _unstageable(call, f"{refusal[0]}: {refusal[1]}")
@@ -166,6 +192,18 @@ def _applied_text(found: Staged) -> str:
 
 def _unstageable(call: ExecuteTool, reason: str) -> StagedEffect:
     return StagedEffect(call_id=call.call_id, stageable=False, reason=reason)
+
+
+def _logged(call: ExecuteTool, exc: TetherError) -> TetherError:
+    log.warning(
+        "run %s call %s (%s) could not be staged: %s (%s)",
+        call.run_id,
+        call.call_id,
+        call.name,
+        exc.message,
+        exc.code,
+    )
+    return exc
 
 
 __all__ = ["STAGED_UNKNOWN", "Stager"]

@@ -1,60 +1,4 @@
-"use strict";
-//page_kit.js
-// The runs console. Everything shown comes from the authenticated API; every piece of
-// text a model, a tool or a user wrote is put in the page with the kit's `el` or
-// `setText` (as text, never as HTML, with invisible and reordering code points shown
-// escaped), and links are built only from ids and the configured trace URL.
-// The token lives in sessionStorage only: it leaves with the tab, never in a URL.
-const KEY = "tether.console.token";
-const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/;
-const TERMINAL = new Set(["completed", "stopped", "failed"]);
-const POLL_MS = 2000;
-let settings = { trace_url: null };
-let view = null; // the page shown: { stop() }
-
-const token = () => sessionStorage.getItem(KEY);
-const auth = (extra) => Object.assign({ "Authorization": "Bearer " + token() }, extra || {});
-const enc = encodeURIComponent;
-
-function setStatus(text, isError) {
-  setText($("status"), text);
-  $("status").className = isError ? "error" : "";
-}
-
-class ApiError extends Error {
-  constructor(status, error) {
-    super(error.message);
-    this.status = status;
-    this.code = error.code;
-  }
-}
-
-async function api(path, options) {
-  const response = await fetch(path, Object.assign({ headers: auth() }, options || {}));
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const error = (body && body.error) || { code: "http_" + response.status, message: response.statusText };
-    if (response.status === 401) signOut("that token is not valid (" + error.code + ")");
-    throw new ApiError(response.status, error);
-  }
-  return body;
-}
-
-function post(path, body) {
-  return api(path, {
-    method: "POST",
-    headers: auth({ "Content-Type": "application/json" }),
-    body: JSON.stringify(body || {}),
-  });
-}
-
-function clear(node) {
-  while (node.firstChild) node.removeChild(node.firstChild);
-}
-
-function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "";
-}
+// The runs views: the list and one run's page.
 
 function runLink(runId, text) {
   return el("a", { "href": "#/runs/" + enc(runId), "class": "mono" }, text || runId);
@@ -69,10 +13,6 @@ function facts(dl, pairs) {
     if (value instanceof Node) dd.appendChild(value); else setText(dd, String(value));
     dl.appendChild(dd);
   }
-}
-
-function pretty(value) {
-  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
 // ---- the runs list ----------------------------------------------------------------
@@ -342,40 +282,6 @@ function traceLink(runId, traceId) {
   box.appendChild(link);
 }
 
-function approvalCard(runId, approval, refresh) {
-  const card = el("div", { "class": "card", "data-id": approval.approval_id });
-  card.appendChild(el("b", { "class": "tool" }, approval.tool));
-  card.appendChild(el("div", { "class": "muted" }, "step " + approval.step + " · reach " + approval.reach + " · danger " + approval.danger + " · expires " + when(approval.expires_at)));
-  card.appendChild(el("div", { "class": "reason" }, approval.reason));
-  card.appendChild(el("pre", { "class": "args" }, pretty(approval.args)));
-  if (approval.changes) card.appendChild(changeSet(approval.changes));  // a staged effect
-  const actions = card.appendChild(el("div", { "class": "actions" }));
-  const note = el("input", { "class": "note", "placeholder": "note (optional)" });
-  // Deletes are never remembered: only once or deny is offered.
-  const isDelete = approval.scope === "delete" || approval.effect === "delete";
-  const choices = [["allow_once", "Approve once"]];
-  if (!isDelete) choices.push(["allow_run", "For this run"]);
-  choices.push(["deny", "Deny"]);
-  const problem = el("span", { "class": "card-error error" });
-  for (const [decision, label] of choices) {
-    const button = el("button", { "type": "button", "data-decision": decision }, label);
-    button.addEventListener("click", async () => {
-      try {
-        const path = "/v1/runs/" + enc(runId) + "/approvals/" + enc(approval.approval_id) + "/decision";
-        await post(path, { decision, note: note.value || null });
-        card.remove();
-        refresh();
-      } catch (err) {
-        setText(problem, err.code + ": " + err.message);
-      }
-    });
-    actions.appendChild(button);
-  }
-  actions.appendChild(note);
-  actions.appendChild(problem);
-  return card;
-}
-
 function runPage(runId) {
   $("run-view").hidden = false;
   for (const id of ["timeline", "approvals", "run-facts", "run-usage"]) clear($(id));
@@ -385,7 +291,7 @@ function runPage(runId) {
   setText($("run-title"), runId);
   setText($("audit-state"), "checking…");
   const timeline = new Timeline(runId, $("timeline"));
-  const cards = new Map(); // approval_id -> the card of a pending request
+  const asked = new Map(); // approval_id -> the card of a pending request
   const streamAbort = new AbortController();
   const base = "/v1/runs/" + enc(runId);
   let stopped = false;
@@ -426,16 +332,17 @@ function runPage(runId) {
       // it); new ones are added, settled ones removed.
       const pending = new Map();
       list.approvals.filter((a) => a.status === "pending").forEach((a) => pending.set(a.approval_id, a));
-      for (const [approvalId, card] of cards) {
-        if (!pending.has(approvalId)) { card.remove(); cards.delete(approvalId); }
+      for (const [approvalId, card] of asked) {
+        if (!pending.has(approvalId)) { card.remove(); asked.delete(approvalId); }
       }
       for (const [approvalId, approval] of pending) {
-        if (cards.has(approvalId)) continue;
-        const card = approvalCard(runId, approval, loadApprovals);
-        cards.set(approvalId, card);
+        if (asked.has(approvalId)) continue;
+        // The Approvals view's own card: decided here, it leaves there too.
+        const card = approvalCard(approval, (decided) => { upsert(decided); loadApprovals(); });
+        asked.set(approvalId, card);
         $("approvals").appendChild(card);
       }
-      $("approvals-panel").hidden = cards.size === 0;
+      $("approvals-panel").hidden = asked.size === 0;
       setText($("approvals-error"), "");
     } catch (err) {
       if (stopped) return;
@@ -528,45 +435,3 @@ function runPage(runId) {
   };
 }
 
-// ---- signing in and routing ---------------------------------------------------------
-
-function route() {
-  if (view) view.stop();
-  view = null;
-  if (!token()) return;
-  const match = location.hash.match(/^#\/runs\/([^/?#]+)$/);
-  const runId = match ? decodeURIComponent(match[1]) : null;
-  view = runId && ID.test(runId) ? runPage(runId) : listPage();
-}
-
-async function start() {
-  $("signin-form").hidden = true;
-  $("signout").hidden = false;
-  try {
-    settings = await api("/v1/console/settings");
-  } catch (err) {
-    if (err.status !== 401) setText($("signin-error"), err.code + ": " + err.message);
-    return;
-  }
-  route();
-}
-
-function signOut(message) {
-  if (view) view.stop();
-  view = null;
-  sessionStorage.removeItem(KEY);
-  $("signin-form").hidden = false;
-  $("signout").hidden = true;
-  setText($("signin-error"), message || "");
-  setStatus("signed out");
-}
-
-$("signin-form").addEventListener("submit", (e) => {
-  e.preventDefault();
-  sessionStorage.setItem(KEY, $("token").value.trim());
-  $("token").value = "";
-  start();
-});
-$("signout").addEventListener("click", () => signOut());
-window.addEventListener("hashchange", () => { if (token()) route(); });
-if (token()) start();
