@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -24,6 +25,7 @@ import typer
 from typer.testing import CliRunner
 
 from tether_client.cli import LAZY, app
+from tether_client.complete import offer
 from tether_client.console import Format, OutputOption, emit
 from tether_client.fields import MAX_PATHS, parse_selection
 from tether_client.lazy import loaded
@@ -157,6 +159,34 @@ def test_completing_an_id_with_the_system_down_is_silent(tmp_path: Path, words: 
     assert (asked.returncode, asked.stderr) == (0, "")
     expected = ["last"] if words.endswith(("show ", "follow ", "verify ")) else []
     assert asked.stdout.split() == expected
+
+
+HOSTILE = [
+    "$(touch /tmp/owned)",
+    "`id`",
+    "'; rm -rf ~; '",
+    '"quoted" \\ back',
+    "line\nbreak\r",
+    "ansi \x1b]0;title\x07 \x9b2J",
+    "bidi \u202egpj.sh zero\u200bwidth",
+    "colon:separated:help",
+    "(( parens ))",
+]
+
+
+@pytest.mark.parametrize("said", HOSTILE)
+def test_what_completion_offers_cannot_reach_the_shell(said: str) -> None:
+    """The shell evaluates what a completion prints (zsh `eval`s it), and the server says
+    what is offered: only ids made of id characters, beside descriptions of plain ones."""
+    offered = offer(
+        [("run_ab12", f"running {said}"), (f"run_ab{said}", "x"), ("apr_1", said)],
+        "ab",
+        "run",
+    )
+    assert [value for value, _ in offered] == ["run_ab12"]
+    [(_, described)] = offered
+    assert re.fullmatch(r"[A-Za-z0-9 _.,/@+=-]*", described), described
+    assert described.startswith("running")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,8 @@
-"""The runs console (`/console` on the brain) in a real headless Chromium against the real
-services: a run started with the scripted provider appears on the list and updates live;
+"""The console (`/console` on the brain: runs and approvals, one sign-in) in a real headless
+Chromium against the real services: signed in once, the runs list and the Approvals
+view; a card decided there resumes its run; a token sees only its tenant's requests; the
+approvals service's own address leads here; the open console counts as an operator
+present. A run started with the scripted provider appears on the list and updates live;
 its page shows the timeline (model text, the call's arguments, the gate's ask, the
 approval, the outcome, the stored output with its digest and a download), usage, audit
 state and the trace link; an approver approves the parked call from the page and the run
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -39,7 +43,14 @@ from chromium_browser import (
 )
 from display_corpus import SERVICE_CORPUS
 from tether_brain.console.page import assemble
+from tether_common.bus import Bus
 from tether_common.display import INVISIBLE, shown
+from tether_common.messages.approvals import (
+    ApprovalView,
+    CreateApproval,
+    Presence,
+    PresenceQuery,
+)
 from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
@@ -204,7 +215,7 @@ async def test_watch_a_run_approve_its_call_and_see_it_finish(
 
     await asyncio.to_thread(open_run, browser, run_id)
     (asked,) = [a for a in await console.approvals(run_id) if a["status"] == "pending"]
-    card = f'.card[data-id="{asked["approval_id"]}"]'
+    card = f'#approvals .card[data-id="{asked["approval_id"]}"]'
     await asyncio.to_thread(wait_for, browser, card)
     assert f"seq 1 {COUNT}" in text_of(browser, f"{card} .args")
     call_item = '#timeline li[data-kind="tool.call"]'
@@ -275,7 +286,7 @@ async def test_a_viewer_cannot_decide_and_an_operator_messages_and_stops(
     )
     assert (await console.events(run_id))[-1]["kind"] == "tool.approval_needed"
     (asked,) = await console.approvals(run_id)
-    card = f'.card[data-id="{asked["approval_id"]}"]'
+    card = f'#approvals .card[data-id="{asked["approval_id"]}"]'
 
     await asyncio.to_thread(enter, browser, console.url, console.tokens["viewer"])
     await asyncio.to_thread(wait_for, browser, f'tr[data-run-id="{run_id}"]')
@@ -362,11 +373,13 @@ async def test_payloads_are_shown_as_text_and_never_run(
     nothing_ran(browser)
 
     await asyncio.to_thread(open_run, browser, run_id)
-    await asyncio.to_thread(wait_for, browser, ".card[data-id]")
-    card_args = text_of(browser, ".card .args")
+    await asyncio.to_thread(wait_for, browser, "#approvals .card[data-id]")
+    card_args = text_of(browser, "#approvals .card .args")
     assert json.loads(card_args) == {"command": f"echo '{SHELL_TEXT}'"}
     nothing_ran(browser)
-    browser.find_element(By.CSS_SELECTOR, '.card button[data-decision="allow_once"]').click()
+    browser.find_element(
+        By.CSS_SELECTOR, '#approvals .card button[data-decision="allow_once"]'
+    ).click()
     await asyncio.to_thread(status_is, browser, "completed")
     await asyncio.to_thread(wait_for, browser, '#timeline li[data-kind="run.end"]')
 
@@ -442,7 +455,12 @@ async def test_the_page_is_served_locked_down(stack: Supervisor) -> None:
         assert page.headers["cache-control"] == "no-store"
         assert page.text == assemble()  # the static document, whoever asks
         # The data behind it needs a token like every route.
-        for path in ("/v1/console/settings", "/v1/runs/run_x/approvals"):
+        for path in (
+            "/v1/console/settings",
+            "/v1/runs/run_x/approvals",
+            "/v1/approvals",
+            "/v1/approvals/events",
+        ):
             refused = await http.get(path)
             assert refused.status_code == 401, path
             assert refused.json()["error"]["code"] == "unauthenticated"
@@ -477,3 +495,200 @@ def test_artefacts_go_where_asked(
     assert artefacts_dir(tmp_path_factory) == tmp_path / "shots"
     monkeypatch.delenv("TETHER_TEST_ARTEFACTS")
     assert artefacts_dir(tmp_path_factory).parent == tmp_path_factory.getbasetemp()
+
+
+# ---- one console: runs and approvals, one sign-in -----------------------------------
+
+BOARD = "#board"
+
+
+def board_card(approval_id: str) -> str:
+    return f'{BOARD} .card[data-id="{approval_id}"]'
+
+
+def open_approvals(driver: WebDriver) -> None:
+    driver.find_element(By.ID, "nav-approvals").click()
+    wait_until(driver, lambda d: d.find_element(By.ID, "board").is_displayed())
+
+
+async def present(bus: Bus, agent: str) -> int:
+    route = bus.subjects.approval_presence
+    reply: Presence = await bus.request(route, PresenceQuery(agent=agent))
+    return reply.approvers
+
+
+async def eventually_present(bus: Bus, agent: str, wanted: bool) -> None:
+    """Whether an approver for `agent` is connected, within the presence TTL (15 s)."""
+    for _ in range(int(WAIT_S / 0.2)):
+        if (await present(bus, agent) > 0) == wanted:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"an approver for {agent} present: never {wanted}")
+
+
+async def test_one_sign_in_sees_runs_and_approvals_and_a_decision_resumes_the_run(
+    console: Console,
+    browser: WebDriver,
+    stack_bus: Bus,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    token = console.tokens["approver"]
+    await asyncio.to_thread(enter, browser, console.url, token)
+    # The open console is an operator present, as the approvals page's stream was.
+    await eventually_present(stack_bus, "default", True)
+    run_id = await console.start(
+        [[call("shell", command="seq 1 5")], say("Counted to 5.")],
+        prompt="count to 5",
+        allow_shell=True,
+    )
+    row = f'tr[data-run-id="{run_id}"]'
+    await asyncio.to_thread(
+        wait_for, browser, f'{row}[data-status="awaiting_approval"]', timeout=60
+    )
+    (asked,) = await console.approvals(run_id)
+    card = board_card(asked["approval_id"])
+    # The tab counts pending requests from any view; the Approvals view shows the card.
+    await asyncio.to_thread(wait_until, browser, lambda d: text_of(d, "#pending-count") != "")
+    await asyncio.to_thread(open_approvals, browser)
+    await asyncio.to_thread(wait_for, browser, card)
+    assert "seq 1 5" in text_of(browser, f"{card} .args")
+    assert "danger:" in text_of(browser, card)
+    assert text_of(browser, f"{card} .run a") == run_id  # a link to the run's page
+    screenshot(browser, tmp_path_factory, "console-approvals")
+
+    browser.find_element(By.CSS_SELECTOR, f"{card} .note").send_keys("from the board")
+    browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="allow_once"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)
+    browser.find_element(By.ID, "nav-runs").click()
+    await asyncio.to_thread(wait_for, browser, f'{row}[data-status="completed"]', timeout=60)
+    (decided,) = await console.approvals(run_id)
+    assert (decided["decision"], decided["decided_by"], decided["note"]) == (
+        "allow_once",
+        "token:con-approver",
+        "from the board",
+    )
+    # One token, typed once, kept in the tab only: never a URL, cookie or localStorage.
+    kept = browser.execute_script(
+        "return [sessionStorage.getItem('tether.console.token'), localStorage.length]"
+    )
+    assert kept == [token, 0]
+    assert browser.get_cookies() == []
+    visited = browser.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    assert not [url for url in [browser.current_url, *visited] if token in url]
+    assert all(url.startswith(console.url) for url in visited)  # this origin only
+    assert no_violations(browser) == []
+    browser.find_element(By.ID, "signout").click()
+    await eventually_present(stack_bus, "default", False)
+
+
+async def tenant_token(console: Console, name: str, tenant: str) -> str:
+    made = await console.http.post(
+        "/v1/tokens", json={"name": name, "role": "approver", "tenant": tenant}
+    )
+    assert made.status_code == 201, made.text
+    return str(made.json()["token"])
+
+
+async def ask(bus: Bus, tenant: str, command: str) -> ApprovalView:
+    body = CreateApproval(
+        run_id=f"run_{tenant}_{command.split()[-1]}",
+        step=1,
+        tool="shell",
+        args={"command": command},
+        reason="asks a person",
+        action_digest=uuid.uuid4().hex,
+        expires_in_s=120,
+        tenant=tenant,
+    )
+    reply: ApprovalView = await bus.request(bus.subjects.approval_create, body)
+    return reply
+
+
+async def test_a_tenant_token_sees_and_decides_only_its_tenant_approvals(
+    console: Console, browser: WebDriver, stack_bus: Bus
+) -> None:
+    token_a = await tenant_token(console, "con-tenant-a", "con-ta")
+    token_b = await tenant_token(console, "con-tenant-b", "con-tb")
+    await asyncio.to_thread(enter, browser, console.url, token_a)
+    await asyncio.to_thread(open_approvals, browser)
+    theirs = await ask(stack_bus, "con-tb", "echo theirs")
+    mine = await ask(stack_bus, "con-ta", "echo mine")
+    # Live, in order: A's arrives after B's was created, and B's never shows.
+    await asyncio.to_thread(wait_for, browser, board_card(mine.approval_id))
+    assert browser.find_elements(By.CSS_SELECTOR, board_card(theirs.approval_id)) == []
+    # And after a reload (the list, not the stream), still A's only.
+    browser.refresh()
+    await asyncio.to_thread(wait_for, browser, board_card(mine.approval_id))
+    assert browser.find_elements(By.CSS_SELECTOR, board_card(theirs.approval_id)) == []
+    assert "echo theirs" not in text_of(browser, "main")
+
+    # Through the brain's routes, B's token reaches nothing of A's: not listed, and a
+    # decision answers 404 like a request that does not exist.
+    async with httpx.AsyncClient(base_url=console.url, timeout=WAIT_S) as http:
+        for status in ("pending", "all"):
+            listed = await http.get(
+                "/v1/approvals", params={"status": status}, headers=bearer(token_b)
+            )
+            assert listed.status_code == 200, listed.text
+            ids = {a["approval_id"] for a in listed.json()["approvals"]}
+            assert theirs.approval_id in ids
+            assert mine.approval_id not in ids
+            assert "con-ta" not in listed.text
+        for approval_id, expected in ((mine.approval_id, 404), ("apr_nothing", 404)):
+            refused = await http.post(
+                f"/v1/approvals/{approval_id}/decision",
+                json={"decision": "allow_once"},
+                headers=bearer(token_b),
+            )
+            assert refused.status_code == expected, refused.text
+            assert refused.json()["error"]["code"] == "not_found"
+    # A's own token decides A's card through the page.
+    card = board_card(mine.approval_id)
+    browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="deny"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)
+    denied = await console.http.get("/v1/approvals?status=all&limit=1000")
+    (row,) = [a for a in denied.json()["approvals"] if a["approval_id"] == mine.approval_id]
+    assert (row["status"], row["decided_by"]) == ("denied", "token:con-tenant-a")
+
+
+async def test_the_approvals_console_leads_to_the_unified_one(
+    console: Console, stack: Supervisor, browser: WebDriver, stack_bus: Bus
+) -> None:
+    approvals_url = stack.child("approvals").url
+    target = f"{console.url}/console#/approvals"
+    async with httpx.AsyncClient(base_url=approvals_url, timeout=WAIT_S) as http:
+        for path, expected in (
+            ("/console", target),
+            ("/", target),
+            ("/?approval=apr_0123abcd", f"{target}/apr_0123abcd"),  # a notice's link
+        ):
+            moved = await http.get(path)
+            assert moved.status_code == 303, (path, moved.text)
+            assert moved.headers["location"] == expected
+            assert moved.headers["cache-control"] == "no-store"
+        # Only an id goes into the address it leads to.
+        for hostile in ("javascript:alert(1)", "x#y", "a/b", "a\r\nSet-Cookie:x=1", "<b>"):
+            refused = await http.get("/", params={"approval": hostile})
+            assert refused.status_code == 422, hostile
+            assert "location" not in refused.headers
+
+    token = console.tokens["approver"]
+    asked = await ask(stack_bus, "default", "echo led-here")
+    browser.get("about:blank")
+    browser.get(f"{approvals_url}/?approval={asked.approval_id}")
+    await asyncio.to_thread(
+        wait_until, browser, lambda d: d.current_url.startswith(f"{console.url}/console")
+    )
+    if browser.find_elements(By.CSS_SELECTOR, "#signout:not([hidden])"):
+        browser.find_element(By.ID, "signout").click()
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.ID, "signin").click()
+    card = board_card(asked.approval_id)
+    await asyncio.to_thread(wait_for, browser, f"{card}.focus")  # the notice's request
+    assert browser.find_element(By.ID, "board").is_displayed()
+    assert not browser.find_element(By.ID, "list-view").is_displayed()
+    assert browser.current_url == f"{console.url}/console#/approvals/{asked.approval_id}"
+    browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="deny"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)

@@ -1,15 +1,11 @@
 """deploy/k8s checked without a cluster: every manifest of the base and of each overlay
 against the Kubernetes JSON Schemas (kubernetes-validate, offline, strict), and the
 Deployments against the supervisor's service table, the settings classes and the
-generated NATS permissions.
-
-Overlays are rendered here with just enough of `kustomize build` (no binary needed):
-resources, a ConfigMap generator, labels, namespace, images, replicas and JSON 6902
-patches chosen by kind and name. Any other kustomization field fails the test loudly."""
+generated NATS permissions. Overlays are rendered by tests/kustomize_render.py (no
+binary needed); namespaces and Pod Security are tests/deploy/test_deploy_pod_security.py."""
 
 from __future__ import annotations
 
-import copy
 import os
 import secrets
 from pathlib import Path
@@ -20,6 +16,7 @@ import pytest
 import yaml
 from pydantic_settings import BaseSettings
 
+from kustomize_render import Doc, build
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
 from tether_common.natsauth import USERS, EnvRef, password_env, render_config
@@ -30,116 +27,6 @@ from tether_common.supervisor import SERVICES, ServiceSpec
 from tether_gateway.settings import GatewaySettings
 from tether_output_store.settings import OutputSettings
 from tether_tools_runner.settings import RunnerSettings
-
-Doc = dict[str, Any]
-KNOWN_FIELDS = {
-    "apiVersion",
-    "kind",
-    "resources",
-    "configMapGenerator",
-    "labels",
-    "namespace",
-    "images",
-    "replicas",
-    "patches",
-}
-CLUSTER_SCOPED = {"Namespace"}
-
-
-def load_docs(path: Path) -> list[Doc]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def build(folder: Path) -> list[Doc]:
-    spec: Doc = yaml.safe_load((folder / "kustomization.yaml").read_text())
-    unknown = spec.keys() - KNOWN_FIELDS
-    assert not unknown, f"{folder}: the renderer does not understand {sorted(unknown)}"
-    docs: list[Doc] = []
-    for entry in spec.get("resources", []):
-        target = folder / entry
-        docs += build(target) if target.is_dir() else load_docs(target)
-    docs += [_generated_config_map(folder, gen) for gen in spec.get("configMapGenerator", [])]
-    docs = copy.deepcopy(docs)
-    for doc in docs:
-        _apply_labels(doc, spec.get("labels", []))
-        if "namespace" in spec and doc["kind"] not in CLUSTER_SCOPED:
-            doc["metadata"]["namespace"] = spec["namespace"]
-        _apply_images(doc, spec.get("images", []))
-        _apply_replicas(doc, spec.get("replicas", []))
-    for patch in spec.get("patches", []):
-        _apply_patch(docs, patch)
-    return docs
-
-
-def _generated_config_map(folder: Path, gen: Doc) -> Doc:
-    assert gen.get("options", {}).get("disableNameSuffixHash"), "hash suffixes not modelled"
-    data = {name: (folder / name).read_text() for name in gen["files"]}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": gen["name"]},
-        "data": data,
-    }
-
-
-def _apply_labels(doc: Doc, labels: list[Doc]) -> None:
-    for entry in labels:
-        assert not entry.get("includeSelectors"), "selector labels not modelled"
-        doc["metadata"].setdefault("labels", {}).update(entry["pairs"])
-
-
-def _containers(doc: Doc) -> list[Doc]:
-    if doc["kind"] != "Deployment":
-        return []
-    containers: list[Doc] = doc["spec"]["template"]["spec"]["containers"]
-    return containers
-
-
-def _apply_images(doc: Doc, images: list[Doc]) -> None:
-    for container in _containers(doc):
-        for image in images:
-            if container["image"].split(":")[0] == image["name"]:
-                container["image"] = f"{image.get('newName', image['name'])}:{image['newTag']}"
-
-
-def _apply_replicas(doc: Doc, replicas: list[Doc]) -> None:
-    for entry in replicas:
-        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == entry["name"]:
-            doc["spec"]["replicas"] = entry["count"]
-
-
-def _apply_patch(docs: list[Doc], patch: Doc) -> None:
-    target, ops = patch["target"], yaml.safe_load(patch["patch"])
-    matched = [
-        d
-        for d in docs
-        if d["kind"] == target["kind"]
-        and target.get("name", d["metadata"]["name"]) == d["metadata"]["name"]
-    ]
-    assert matched, f"patch matches nothing: {target}"
-    for doc in matched:
-        for op in ops:
-            _json6902(doc, op)
-
-
-def _json6902(doc: Doc, op: Doc) -> None:
-    *parents, last = [p for p in op["path"].split("/") if p]
-    node: Any = doc
-    for part in parents:
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    key: Any = int(last) if isinstance(node, list) and last != "-" else last
-    if op["op"] == "remove":
-        del node[key]
-    elif op["op"] == "replace":
-        assert key in node if isinstance(node, dict) else key < len(node), op
-        node[key] = op["value"]
-    elif op["op"] == "add" and isinstance(node, list):
-        node.append(op["value"]) if key == "-" else node.insert(key, op["value"])
-    elif op["op"] == "add":
-        node[key] = op["value"]
-    else:
-        raise AssertionError(f"unsupported patch op {op}")
-
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -182,13 +69,24 @@ def base() -> list[Doc]:
     return docs
 
 
-def find(docs: list[Doc], kind: str, name: str) -> Doc:
-    (found,) = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+def find(docs: list[Doc], kind: str, name: str, namespace: str | None = None) -> Doc:
+    """The one `kind` named `name` (in `namespace`, when the name is in several)."""
+    (found,) = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and d["metadata"]["name"] == name
+        and namespace in (None, d["metadata"].get("namespace"))
+    ]
     return found
 
 
+def deployment_of(docs: list[Doc], spec: ServiceSpec) -> Doc:
+    return find(docs, "Deployment", f"tether-{spec.name}")
+
+
 def container_of(docs: list[Doc], spec: ServiceSpec) -> Doc:
-    pod = find(docs, "Deployment", f"tether-{spec.name}")["spec"]["template"]["spec"]
+    pod = deployment_of(docs, spec)["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     return dict(container)
 
@@ -216,9 +114,10 @@ def test_each_deployment_matches_the_service_table(base: list[Doc], spec: Servic
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     for bound in ("requests", "limits"):
         assert {"cpu", "memory"} <= container["resources"][bound].keys()
-    service = find(base, "Service", f"tether-{spec.name}")
+    namespace = deployment_of(base, spec)["metadata"]["namespace"]
+    service = find(base, "Service", f"tether-{spec.name}", namespace)
     assert service["spec"]["ports"][0]["port"] == spec.default_port
-    find(base, "PodDisruptionBudget", f"tether-{spec.name}")
+    find(base, "PodDisruptionBudget", f"tether-{spec.name}", namespace)
 
 
 @pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
@@ -228,7 +127,7 @@ def test_each_container_is_locked_down(base: list[Doc], spec: ServiceSpec) -> No
     assert context["readOnlyRootFilesystem"] is True
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"]}
-    pod = find(base, "Deployment", f"tether-{spec.name}")["spec"]["template"]["spec"]
+    pod = deployment_of(base, spec)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
 
 
@@ -247,47 +146,70 @@ def test_hpas_scale_brain_gateway_and_runner(base: list[Doc]) -> None:
     assert scaled == {f"tether-{name}" for name in AUTOSCALED}
 
 
-def referenced_env(docs: list[Doc], container: Doc) -> set[str]:
+def referenced_env(docs: list[Doc], spec: ServiceSpec) -> set[str]:
+    """The variables a service's container is given, from its own namespace's objects."""
+    namespace = deployment_of(docs, spec)["metadata"]["namespace"]
+    container = container_of(docs, spec)
     names = {e["name"] for e in container.get("env", [])}
     for source in container.get("envFrom", []):
         ref = source.get("configMapRef") or source["secretRef"]
         kind = "ConfigMap" if "configMapRef" in source else "Secret"
-        found = find(docs, kind, ref["name"])
+        found = find(docs, kind, ref["name"], namespace)
         names |= set(found.get("data") or {}) | set(found.get("stringData") or {})
     return names
 
 
 def test_every_environment_variable_is_a_known_setting(tree: list[Doc]) -> None:
     for spec in SERVICES:
-        for name in referenced_env(tree, container_of(tree, spec)):
+        for name in referenced_env(tree, spec):
             assert name in KNOWN_ENV or name.startswith("OTEL_"), (spec.name, name)
+
+
+# Where the NATS chart is installed (nats/values.yaml): it reads every user's password.
+NATS_NAMESPACE = "tether"
 
 
 @pytest.mark.parametrize("spec", SERVICES, ids=[s.name for s in SERVICES])
 def test_each_service_connects_to_nats_as_itself(base: list[Doc], spec: ServiceSpec) -> None:
+    """Each service reads its own password; a namespace other than NATS's holds only the
+    passwords of the services it runs (the runner's: its own)."""
+    namespace = deployment_of(base, spec)["metadata"]["namespace"]
     env = {e["name"]: e for e in container_of(base, spec)["env"]}
     assert env["TETHER_NATS_USER"]["value"] == spec.name
     ref = env["TETHER_NATS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    secret = find(base, "Secret", ref["name"])
+    secret = find(base, "Secret", ref["name"], namespace)
     assert ref["key"] == spec.name
-    assert set(secret["stringData"]) == set(USERS)
+    if namespace == NATS_NAMESPACE:
+        assert set(secret["stringData"]) == set(USERS)
+    else:
+        running = {
+            s.name for s in SERVICES if deployment_of(base, s)["metadata"]["namespace"] == namespace
+        }
+        assert set(secret["stringData"]) == running
 
 
 def test_the_nats_chart_gets_the_generated_permissions(base: list[Doc]) -> None:
     generated = render_config(Subjects(), {u: EnvRef(password_env(u)) for u in USERS})
-    config_map = find(base, "ConfigMap", "tether-nats-auth")
+    config_map = find(base, "ConfigMap", "tether-nats-auth", NATS_NAMESPACE)
     assert config_map["data"]["nats-server.conf"] == generated
     values: dict[str, Any] = yaml.safe_load((K8S / "nats/values.yaml").read_text())
+    assert f"-n {NATS_NAMESPACE} " in (K8S / "nats/values.yaml").read_text()
     assert values["config"]["cluster"]["replicas"] == 3
     assert values["config"]["jetstream"]["enabled"] is True
     env = values["container"]["env"]
     for user in USERS:
-        assert env[password_env(user)]["valueFrom"]["secretKeyRef"]["key"] == user
+        ref = env[password_env(user)]["valueFrom"]["secretKeyRef"]
+        assert ref["key"] == user
+        assert user in find(base, "Secret", ref["name"], NATS_NAMESPACE)["stringData"]
 
 
 def egress_of(docs: list[Doc], name: str) -> list[Doc]:
     rules: list[Doc] = find(docs, "NetworkPolicy", name)["spec"]["egress"]
     return rules
+
+
+def namespaces(docs: list[Doc]) -> set[str]:
+    return {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
 
 
 def test_only_the_runner_and_gateway_reach_the_internet(base: list[Doc]) -> None:
@@ -305,19 +227,19 @@ def test_only_the_runner_and_gateway_reach_the_internet(base: list[Doc]) -> None
             assert set(rule["to"][0]["ipBlock"]["except"]) >= PRIVATE_RANGES
     (web,) = egress_of(base, "tether-tools-runner-web")
     assert {p["port"] for p in web["ports"]} == {80, 443}
-    default = find(base, "NetworkPolicy", "tether-default-deny")["spec"]
-    assert default["policyTypes"] == ["Ingress", "Egress"]
-    assert "ingress" not in default
-    assert "egress" not in default
+    for namespace in namespaces(base):  # each namespace denies all its Tether pods first
+        default = find(base, "NetworkPolicy", "tether-default-deny", namespace)["spec"]
+        assert default["policyTypes"] == ["Ingress", "Egress"]
+        assert "ingress" not in default
+        assert "egress" not in default
+        if namespace != NATS_NAMESPACE:  # the runner's and the installer's: every pod
+            assert default["podSelector"] == {}
 
 
 @pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/prod"])
-def test_overlays_pin_images_and_a_namespace(overlay: str) -> None:
+def test_overlays_pin_images_and_keep_base_namespaces(overlay: str) -> None:
     docs = build(K8S / overlay)
-    (namespace,) = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
-    for doc in docs:
-        if doc["kind"] != "Namespace":
-            assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
+    assert namespaces(docs) == namespaces(build(K8S / "base"))
     for spec in SERVICES:
         image = container_of(docs, spec)["image"]
         # <prefix>/<service>:<tag>, the names compose gives the images it builds.
@@ -348,10 +270,14 @@ def test_the_runner_seccomp_profile_is_installed_on_every_node(base: list[Doc]) 
     runner = find(base, "Deployment", "tether-tools-runner")["spec"]["template"]["spec"]
     wanted = runner["containers"][0]["securityContext"]["seccompProfile"]
     assert wanted["type"] == "Localhost"
-    config_map = find(base, "ConfigMap", "tether-seccomp-profile")
+    daemon_set = find(base, "DaemonSet", "tether-seccomp-installer")
+    # A pod mounts ConfigMaps of its own namespace only.
+    config_map = find(
+        base, "ConfigMap", "tether-seccomp-profile", daemon_set["metadata"]["namespace"]
+    )
     (name,) = config_map["data"]
     assert config_map["data"][name] == SECCOMP_PROFILE.read_text()
-    installer = find(base, "DaemonSet", "tether-seccomp-installer")["spec"]["template"]["spec"]
+    installer = daemon_set["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in installer["volumes"]}
     assert volumes["profile"]["configMap"]["name"] == "tether-seccomp-profile"
     host = volumes["kubelet-seccomp"]["hostPath"]["path"]
@@ -369,19 +295,23 @@ def test_the_runner_seccomp_profile_is_installed_on_every_node(base: list[Doc]) 
     assert installer["automountServiceAccountToken"] is False
 
 
-def container_env(docs: list[Doc], container: Doc) -> dict[str, str]:
-    """The environment a container starts with, from its ConfigMaps and Secrets."""
+def container_env(docs: list[Doc], spec: ServiceSpec) -> dict[str, str]:
+    """The environment a service's container starts with, from the ConfigMaps and
+    Secrets of its own namespace."""
+    namespace = deployment_of(docs, spec)["metadata"]["namespace"]
+    container = container_of(docs, spec)
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
         ref = source.get("configMapRef") or source["secretRef"]
         kind = "ConfigMap" if "configMapRef" in source else "Secret"
-        found = find(docs, kind, ref["name"])
+        found = find(docs, kind, ref["name"], namespace)
         env |= (found.get("data") or {}) | (found.get("stringData") or {})
     for entry in container.get("env", []):
         if "value" in entry:
             env[entry["name"]] = entry["value"]
         elif ref := entry["valueFrom"].get("secretKeyRef"):
-            env[entry["name"]] = find(docs, "Secret", ref["name"])["stringData"][ref["key"]]
+            secret = find(docs, "Secret", ref["name"], namespace)
+            env[entry["name"]] = secret["stringData"][ref["key"]]
     return env
 
 
@@ -391,7 +321,7 @@ def test_each_service_refuses_the_shipped_placeholder_secrets(
 ) -> None:
     """Applied as shipped, every pod stops at start naming what to fill in; with the
     REPLACE-ME values replaced it starts."""
-    shipped = container_env(base, container_of(base, spec))
+    shipped = container_env(base, spec)
 
     def refused(env: dict[str, str]) -> set[str]:
         for var in [v for v in os.environ if v.startswith("TETHER_")]:

@@ -67,6 +67,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "approvals.consume": {"approval_id": "apr_1", "action_digest": "0" * 64},
     "approvals.presence": {},
     "approvals.withdraw": {"approval_id": "apr_1", "run_id": "run_1"},
+    "approvals.watch": {"token": "t"},
     "outputs.put": {"run_id": "run_1", "content": "x"},
     "outputs.get": {"ref": "out_1", "run_id": "run_1"},
     "outputs.begin": {"run_id": "run_1", "size": 1, "sha256": "0" * 64},

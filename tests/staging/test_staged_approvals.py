@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -251,6 +252,32 @@ async def test_a_network_command_is_not_staged_and_is_approved_the_old_way(
     assert status == "completed"
     [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "shell"]
     assert "applied the approved change set" not in json.dumps(result)
+
+
+async def test_a_runner_that_cannot_stage_asks_without_a_diff_and_says_why(
+    stack: Supervisor, scripts_dir: Path, shared: Path
+) -> None:
+    """The runner's staging folder is a file (as `/tether-staging` was to a non-root
+    runner): the stage request answers `staging_unavailable`, the card holds no change
+    set and says why, and approving runs the command the old way."""
+    own(shared)
+    folder = shared.parent / "staging"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.write_text("not a folder")
+    try:
+        command = "echo unstaged > unstaged.txt"
+        run_id = await start(stack, scripts_dir, [[call("shell", command=command)], say("ok")])
+        [card] = await cards(stack, run_id, 1)
+    finally:
+        folder.unlink()
+    assert card["changes"] is None
+    assert "(not staged: the runner could not stage it (staging_unavailable: " in card["reason"]
+    await decide(stack, card["approval_id"])
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "shell"]
+    assert "applied the approved change set" not in json.dumps(result)
+    assert (shared / "unstaged.txt").read_text() == "unstaged\n"
 
 
 class Terminal(io.StringIO):

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.clients.staging import stage
 from tether_common.bus import Bus
@@ -53,12 +54,10 @@ def is_a_link(tmp_path: Path) -> Path:
 
 
 def someone_elses(tmp_path: Path) -> Path:
-    (tmp_path / "staging").mkdir()
-    user = sandbox_user()
-    uid = user.uid if os.geteuid() != user.uid else os.geteuid() + 1
     if os.geteuid() != 0:
         pytest.skip("giving a folder away needs root")
-    os.chown(tmp_path / "staging", uid, uid)
+    (tmp_path / "staging").mkdir()
+    os.chown(tmp_path / "staging", sandbox_user().uid, sandbox_user().gid)
     return tmp_path / "staging"
 
 
@@ -82,7 +81,7 @@ async def stager(
     tmp_path: Path,
     workspace: Path,
     attestation: Attestation,
-    migrated: object,
+    migrated: AsyncEngine,
 ) -> AsyncIterator[Stager]:
     folder = request.param(tmp_path)
     settings = RunnerSettings(workspace=workspace, staging_dir=folder)
@@ -94,7 +93,7 @@ async def stager(
         min_sandbox=settings.min_sandbox,
     )
     try:
-        yield make_stager(settings, builtins, executor, StagedStore(migrated), home=tmp_path)  # type: ignore[arg-type]  # the migrated engine
+        yield make_stager(settings, builtins, executor, StagedStore(migrated), home=tmp_path)
     finally:
         builtins.close()
 
@@ -116,10 +115,11 @@ async def test_the_stage_request_answers_staging_unavailable(
     with caplog.at_level(logging.WARNING), pytest.raises(TetherError) as refused:
         await bus.request(bus.subjects.tool_stage, shell_call(), timeout=30.0)
     assert refused.value.code == ErrorCode.STAGING_UNAVAILABLE
-    assert str(stager.shell.root if stager.shell else "") in refused.value.message
+    assert stager.shell is not None
+    assert str(stager.shell.root) in refused.value.message
     assert not (workspace / "made.txt").exists()
-    logged = [r.getMessage() for r in caplog.records if "could not be staged" in r.getMessage()]
-    assert logged and "run-staging-unavailable" in logged[0]
+    [logged] = [r.getMessage() for r in caplog.records if "could not be staged" in r.getMessage()]
+    assert "run-staging-unavailable" in logged
 
 
 async def test_the_brain_asks_without_a_diff_and_says_why(stager: Stager, bus: Bus) -> None:

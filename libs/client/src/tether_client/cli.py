@@ -1,5 +1,6 @@
-"""The `tether` command line (Typer + Rich): the root app, its sub-apps, and `main`, which
-turns every expected failure into one line, a hint and an exit code (the table is in
+"""The `tether` command line (Typer + Rich): the root app, the table of its commands
+(`LAZY`: each imported only when used, `tether_client.lazy`), and `main`, which turns
+every expected failure into one line, a hint and an exit code (the table is in
 `tether_client.exits` and at the end of `tether --help`).
 
     tether up | status | run PROMPT | chat
@@ -11,14 +12,17 @@ turns every expected failure into one line, a hint and an exit code (the table i
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import typer
 
 from tether_client.command import SERVER_MODULES, missing_extra
 from tether_client.exits import EXIT_CODES_HELP, ExitCode
+from tether_client.fields import SELECTED
 from tether_client.lazy import LazyCommand, LazyGroup
 
 __all__ = ["LAZY", "app", "main"]
@@ -100,40 +104,9 @@ def up(
 # starts the command's own help) and where the command lives.
 
 
-def _run() -> Any:
-    from tether_client import runs_cli
-
-    return runs_cli.run_command
-
-
-def _status() -> Any:
-    from tether_client import status
-
-    return status.status_command
-
-
-def _chat() -> Any:
-    from tether_client import chat_cli
-
-    return chat_cli.chat_command
-
-
-def _runs() -> Any:
-    from tether_client import runs_cli
-
-    return runs_cli.app
-
-
-def _approvals() -> Any:
-    from tether_client import ops_cli
-
-    return ops_cli.approvals_app
-
-
-def _tools() -> Any:
-    from tether_client import tools_cli
-
-    return tools_cli.tools_app
+def _from(module: str, attribute: str) -> Callable[[], Any]:
+    """A loader: `module.attribute` (a Typer sub-app or a command's function)."""
+    return lambda: getattr(importlib.import_module(f"tether_client.{module}"), attribute)
 
 
 def _policy() -> Any:
@@ -144,63 +117,37 @@ def _policy() -> Any:
     return tools_cli.policy_app
 
 
-def _audit() -> Any:
-    from tether_client import ops_cli
-
-    return ops_cli.audit_app
-
-
-def _outputs() -> Any:
-    from tether_client import tools_cli
-
-    return tools_cli.outputs_app
-
-
-def _skills() -> Any:
-    from tether_client import skills_cli
-
-    return skills_cli.app
-
-
-def _agents() -> Any:
-    from tether_client import agents_cli
-
-    return agents_cli.app
-
-
-def _tokens() -> Any:
-    from tether_client import tokens_cli
-
-    return tokens_cli.app
-
-
-def _webhooks() -> Any:
-    from tether_client import webhooks_cli
-
-    return webhooks_cli.app
-
-
-def _models() -> Any:
-    from tether_client import models_cli
-
-    return models_cli.app
-
-
 LAZY: dict[str, LazyCommand] = {
-    "run": LazyCommand("Start a run and stream its events to the end", _run),
-    "status": LazyCommand("Each service's health and replicas, queue depths", _status),
-    "chat": LazyCommand("Talk to an agent", _chat),
-    "runs": LazyCommand("Inspect, follow, stop and message runs", _runs),
-    "approvals": LazyCommand("Approval requests: list, show, approve, deny", _approvals),
-    "tools": LazyCommand("The tool catalogue, and running one tool by hand", _tools),
+    "run": LazyCommand(
+        "Start a run and stream its events to the end", _from("runs_cli", "run_command")
+    ),
+    "status": LazyCommand(
+        "Each service's health and replicas, queue depths", _from("status", "status_command")
+    ),
+    "chat": LazyCommand("Talk to an agent", _from("chat_cli", "chat_command")),
+    "runs": LazyCommand("Inspect, follow, stop and message runs", _from("runs_cli", "app")),
+    "approvals": LazyCommand(
+        "Approval requests: list, show, approve, deny", _from("ops_cli", "approvals_app")
+    ),
+    "tools": LazyCommand(
+        "The tool catalogue, and running one tool by hand", _from("tools_cli", "tools_app")
+    ),
     "policy": LazyCommand("What the gates decide, and why", _policy),
-    "audit": LazyCommand("Check audit trails", _audit),
-    "outputs": LazyCommand("Stored large results (operator token)", _outputs),
-    "skills": LazyCommand("List the brain's skills, or validate skill folders", _skills),
-    "agents": LazyCommand("Agents as resources: list, show, apply, delete", _agents),
-    "tokens": LazyCommand("Principals' bearer tokens (admin)", _tokens),
-    "webhooks": LazyCommand("Where approval notices are sent (operators, admins)", _webhooks),
-    "models": LazyCommand("Model profiles: how each model is prompted", _models),
+    "audit": LazyCommand("Check audit trails", _from("ops_cli", "audit_app")),
+    "outputs": LazyCommand(
+        "Stored large results (operator token)", _from("tools_cli", "outputs_app")
+    ),
+    "skills": LazyCommand(
+        "List the brain's skills, or validate skill folders", _from("skills_cli", "app")
+    ),
+    "agents": LazyCommand(
+        "Agents as resources: list, show, apply, delete", _from("agents_cli", "app")
+    ),
+    "tokens": LazyCommand("Principals' bearer tokens (admin)", _from("tokens_cli", "app")),
+    "webhooks": LazyCommand(
+        "Where approval notices are sent (operators, admins)", _from("webhooks_cli", "app")
+    ),
+    "models": LazyCommand("Model profiles: how each model is prompted", _from("models_cli", "app")),
 }
 LazyGroup.lazy = LAZY
 
@@ -210,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     Typer's standalone mode shows usage errors (exit 2) and turns Ctrl-C into 130; every
     command ends in `typer.Exit` with its code (`session.blocking`)."""
     command = typer.main.get_command(app)
+    SELECTED.set(())  # a command without `-o` inherits no earlier one's fields
     try:
         command.main(args=argv, prog_name="tether", standalone_mode=True)
     except SystemExit as exc:

@@ -19,7 +19,6 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from contextvars import ContextVar
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -29,7 +28,7 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from tether_client.fields import parse_selection, records, select
+from tether_client.fields import SELECTED, parse_selection, records, select
 from tether_common.display import INVISIBLE, shown
 
 __all__ = [
@@ -57,12 +56,6 @@ class Format(StrEnum):
     value = "value"  # the selected fields' values alone, tab-separated (needs fields)
 
 
-# The fields `-o FORMAT=PATH,…` selected for this command ((): all). Set while its options
-# are parsed (every command that shows data takes `-o`, its default included), read by
-# `emit`: one option then selects for every format, listings and streams alike.
-_FIELDS: ContextVar[tuple[str, ...]] = ContextVar("tether_output_fields", default=())
-
-
 def parse_output(text: str | Format) -> Format:
     """`-o FORMAT[=PATH,…]` as its format, its fields kept for `emit`; a bad one is a
     usage error (exit 2) saying why."""
@@ -77,7 +70,7 @@ def parse_output(text: str | Format) -> Format:
         raise typer.BadParameter("fields select from json, jsonl, yaml or value output")
     if fmt is Format.value and not chosen.paths:
         raise typer.BadParameter("value shows selected fields: e.g. -o value=run_id,status")
-    _FIELDS.set(chosen.paths)
+    SELECTED.set(chosen.paths)
     return fmt
 
 
@@ -232,7 +225,7 @@ def _value_line(record: Mapping[str, Any]) -> str:
 
 def _selected(data: Any, fmt: Format) -> Any:
     """`data` reduced to the fields `-o` selected, record by record (a list's items)."""
-    paths = _FIELDS.get()
+    paths = SELECTED.get()
     if not paths or fmt is Format.table:
         return data
     data = to_data(data)

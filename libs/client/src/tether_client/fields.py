@@ -14,13 +14,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_PATHS", "PATH", "Selection", "parse_selection", "pick", "records", "select"]
+__all__ = [
+    "MAX_PATHS",
+    "PATH",
+    "SELECTED",
+    "Selection",
+    "parse_selection",
+    "pick",
+    "records",
+    "select",
+]
 
 PATH = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
 MAX_PATHS = 32
+
+# The fields the running command's `-o FORMAT=PATH,…` selected ((): all). Set while its
+# options are parsed (`console.parse_output`: every command that shows data takes `-o`,
+# its default included), read by `console.emit`, so one option selects for every format,
+# listings and streams alike; `cli.main` clears it before each command.
+SELECTED: ContextVar[tuple[str, ...]] = ContextVar("tether_output_fields", default=())
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,17 +17,15 @@ thread, so the loop goes on serving while it does (the GIL is shared, not held).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from tether_brain.faces.openai_errors import ERROR_RESPONSES
+from tether_brain.faces.shaped import ShapedRoute
 from tether_brain.runs.manager import RunManager
 from tether_common.errors import ErrorCode, MessageError
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
@@ -79,35 +77,12 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 }
 
 
-class McpRoute(APIRoute):
+class McpRoute(ShapedRoute):
     """A route whose every error answer (auth and body checks included: they run inside
     the route's handler) is the app's own, logged and counted, reshaped as JSON-RPC."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def guarded(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:  # answered as the app answers it, then reshaped
-                return await _answered(request, exc)
-
-        return guarded
-
-
-async def _answered(request: Request, exc: Exception) -> Response:
-    handlers = request.app.exception_handlers
-    handler = next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
-    if handler is None:
-        raise exc
-    response: Response = await handler(request, exc)
-    try:
-        error = json.loads(bytes(response.body))["error"]
-        body = jsonrpc_error(response.status_code, str(error["code"]), str(error["message"]))
-    except (ValueError, KeyError, TypeError):
-        return response
-    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    return JSONResponse(body.model_dump(), status_code=response.status_code, headers=headers)
+    def shape(self, status: int, code: str, message: str) -> dict[str, Any]:
+        return jsonrpc_error(status, code, message).model_dump()
 
 
 def _server_class() -> type[McpServer]:

@@ -5,15 +5,13 @@ their matching error class and Tether's clients still read `error.code`."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.responses import Response
 
 from tether_brain.faces.openai_wire import ErrorBody
+from tether_brain.faces.shaped import ShapedRoute, reshaped
 
 _TYPES = {
     401: "authentication_error",
@@ -48,36 +46,21 @@ def openai_detail(status: int, code: str, message: str) -> dict[str, Any]:
     return {"message": message, "type": error_type(status), "code": code, "param": None}
 
 
+def _openai_body(status: int, code: str, message: str) -> dict[str, Any]:
+    return {"error": openai_detail(status, code, message)}
+
+
 async def answered(request: Request, exc: Exception) -> Response:
-    """The app's own answer to `exc`, reshaped (re-raised if the app has none)."""
-    handlers = request.app.exception_handlers
-    handler = next((handlers[c] for c in type(exc).__mro__ if c in handlers), None)
-    if handler is None:
-        raise exc
-    response: Response = await handler(request, exc)
-    try:
-        error = json.loads(bytes(response.body))["error"]
-        detail = openai_detail(response.status_code, error["code"], error["message"])
-    except (ValueError, KeyError, TypeError):
-        return response
-    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    return JSONResponse({"error": detail}, status_code=response.status_code, headers=headers)
+    """The app's own answer to `exc`, in OpenAI's shape (re-raised if the app has none)."""
+    return await reshaped(request, exc, _openai_body)
 
 
-class OpenAIRoute(APIRoute):
+class OpenAIRoute(ShapedRoute):
     """A route whose every error leaves in OpenAI's shape (validation and auth included:
     the body and the bearer token are read inside the route's handler)."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def guarded(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except Exception as exc:  # answered as the app answers it
-                return await answered(request, exc)
-
-        return guarded
+    def shape(self, status: int, code: str, message: str) -> dict[str, Any]:
+        return _openai_body(status, code, message)
 
 
 __all__ = ["ERROR_RESPONSES", "OpenAIRoute", "answered", "error_type", "openai_detail"]
