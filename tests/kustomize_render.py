@@ -58,7 +58,9 @@ def _generated_config_map(folder: Path, gen: Doc) -> Doc:
     data = {name: (folder / name).read_text() for name in gen.get("files", [])}
     for name in gen.get("envs", []):
         data |= env_file(folder / name)
-    metadata = {"name": gen["name"]} | ({"namespace": gen["namespace"]} if "namespace" in gen else {})
+    metadata = {"name": gen["name"]} | (
+        {"namespace": gen["namespace"]} if "namespace" in gen else {}
+    )
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
@@ -108,7 +110,8 @@ def _apply_patch(docs: list[Doc], patch: Doc) -> None:
         for d in docs
         if d["kind"] == target["kind"]
         and target.get("name", d["metadata"]["name"]) == d["metadata"]["name"]
-        and target.get("namespace", d["metadata"].get("namespace")) == d["metadata"].get("namespace")
+        and target.get("namespace", d["metadata"].get("namespace"))
+        == d["metadata"].get("namespace")
     ]
     assert matched, f"patch matches nothing: {target}"
     for doc in matched:

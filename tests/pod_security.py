@@ -167,9 +167,9 @@ def _app_armor(pod: Pod, _v: Version) -> list[str]:
         if kind is not None and kind not in allowed:
             found.append(f"{owner}: {kind}")
     for key, value in (pod.metadata.get("annotations") or {}).items():
-        if key.startswith(APPARMOR_ANNOTATION) and value not in ("", "runtime/default"):
-            if not value.startswith("localhost/"):
-                found.append(f"{key}={value}")
+        allowed_value = value in ("", "runtime/default") or value.startswith("localhost/")
+        if key.startswith(APPARMOR_ANNOTATION) and not allowed_value:
+            found.append(f"{key}={value}")
     return found
 
 
@@ -196,7 +196,9 @@ def _proc_mount(pod: Pod, version: Version) -> list[str]:
 def _seccomp_baseline(pod: Pod, _v: Version) -> list[str]:
     contexts = [pod.context(), *(Pod.of(c) for c in pod.containers())]
     return [
-        "Unconfined" for c in contexts if (c.get("seccompProfile") or {}).get("type") == "Unconfined"
+        "Unconfined"
+        for c in contexts
+        if (c.get("seccompProfile") or {}).get("type") == "Unconfined"
     ]
 
 
@@ -228,7 +230,11 @@ def _restricted_volumes(pod: Pod, _v: Version) -> list[str]:
 
 
 def _allow_privilege_escalation(pod: Pod, _v: Version) -> list[str]:
-    return [c["name"] for c in pod.containers() if Pod.of(c).get("allowPrivilegeEscalation") is not False]
+    return [
+        c["name"]
+        for c in pod.containers()
+        if Pod.of(c).get("allowPrivilegeEscalation") is not False
+    ]
 
 
 def _run_as_non_root(pod: Pod, _v: Version) -> list[str]:
@@ -302,9 +308,7 @@ def violations(pod: Pod, level: Level, version: Version = LATEST) -> list[Violat
     checks = {} if level == "privileged" else dict(BASELINE)
     if level == "restricted":
         checks |= RESTRICTED
-    return [
-        Violation(check, detail) for check, fn in checks.items() for detail in fn(pod, version)
-    ]
+    return [Violation(check, detail) for check, fn in checks.items() for detail in fn(pod, version)]
 
 
 def enforced(namespace: Doc) -> Level:

@@ -8,10 +8,12 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from pydantic import ValidationError
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
 from chromium_browser import chromium, sign_in, wait_for
+from tether_approvals.settings import ApprovalSettings
 from tether_approvals.testing import ApprovalsHarness
 
 
@@ -85,3 +87,22 @@ async def test_an_unchanged_card_is_not_drawn_again(
     assert redrawn, "a changed view did not redraw the card"
     await approvals.decide(created.approval_id, "deny")
     await asyncio.to_thread(wait_for, browser, card, gone=True)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        "ftp://console.example/console",
+        "/console",
+        "http:///console",
+        "https://user:secret@console.example/console",
+        "https://console.example/console#/runs",
+    ],
+)
+def test_the_console_address_is_a_plain_web_page(url: str) -> None:
+    """Where `/console` leads: http(s), a host, no credentials (a Location header is not
+    a place for them) and no fragment (the view's is appended)."""
+    with pytest.raises(ValidationError, match="console_url"):
+        ApprovalSettings(console_url=url)
+    assert ApprovalSettings(console_url="https://ops.example/console").console_url

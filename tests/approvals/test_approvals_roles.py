@@ -44,9 +44,11 @@ async def test_every_operator_route_needs_a_token(
 async def test_health_and_console_are_open(approvals: ApprovalsHarness) -> None:
     assert (await approvals.http.get("/healthz")).status_code == 200
     assert (await approvals.http.get("/readyz")).status_code == 200
+    # Alone (no console address configured), the one console with its Approvals view.
     page = await approvals.http.get("/")
     assert page.status_code == 200
-    assert "Operator token" in page.text
+    assert '<body data-views="approvals">' in page.text
+    assert (await approvals.http.get("/console")).text == page.text
     policy = page.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in policy
     assert "'sha256-" in policy

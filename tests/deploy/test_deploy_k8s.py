@@ -140,10 +140,12 @@ def test_the_sandbox_gets_a_user_namespace_instead_of_capabilities(base: list[Do
 
 
 def test_hpas_scale_brain_gateway_and_runner(base: list[Doc]) -> None:
-    scaled = {
-        d["spec"]["scaleTargetRef"]["name"] for d in base if d["kind"] == "HorizontalPodAutoscaler"
-    }
+    hpas = [d for d in base if d["kind"] == "HorizontalPodAutoscaler"]
+    scaled = {d["spec"]["scaleTargetRef"]["name"] for d in hpas}
     assert scaled == {f"tether-{name}" for name in AUTOSCALED}
+    for hpa in hpas:  # an autoscaler scales a Deployment of its own namespace
+        target = hpa["spec"]["scaleTargetRef"]["name"]
+        find(base, "Deployment", target, hpa["metadata"]["namespace"])
 
 
 def referenced_env(docs: list[Doc], spec: ServiceSpec) -> set[str]:
@@ -264,16 +266,17 @@ KUBELET_SECCOMP_ROOT = Path("/var/lib/kubelet/seccomp")
 PUBLIC_SERVICES = {"tether-brain", "tether-approvals", "tether-output-store"}
 
 
-def test_the_runner_seccomp_profile_is_installed_on_every_node(base: list[Doc]) -> None:
+def test_the_runner_seccomp_profile_is_installed_on_every_node(tree: list[Doc]) -> None:
     """The Localhost profile the runner pods name exists on the node: a DaemonSet copies
-    the ConfigMap holding deploy/seccomp/tether-bwrap.json into the kubelet's folder."""
-    runner = find(base, "Deployment", "tether-tools-runner")["spec"]["template"]["spec"]
+    the ConfigMap holding deploy/seccomp/tether-bwrap.json into the kubelet's folder (as
+    rendered by each overlay, so none can move one side alone)."""
+    runner = find(tree, "Deployment", "tether-tools-runner")["spec"]["template"]["spec"]
     wanted = runner["containers"][0]["securityContext"]["seccompProfile"]
     assert wanted["type"] == "Localhost"
-    daemon_set = find(base, "DaemonSet", "tether-seccomp-installer")
+    daemon_set = find(tree, "DaemonSet", "tether-seccomp-installer")
     # A pod mounts ConfigMaps of its own namespace only.
     config_map = find(
-        base, "ConfigMap", "tether-seccomp-profile", daemon_set["metadata"]["namespace"]
+        tree, "ConfigMap", "tether-seccomp-profile", daemon_set["metadata"]["namespace"]
     )
     (name,) = config_map["data"]
     assert config_map["data"][name] == SECCOMP_PROFILE.read_text()
@@ -347,7 +350,8 @@ def test_the_ingress_example_reaches_only_the_public_apis() -> None:
     for rule in spec["rules"]:
         for path in rule["http"]["paths"]:
             service = path["backend"]["service"]
-            ports = find(prod, "Service", service["name"])["spec"]["ports"]
+            found = find(prod, "Service", service["name"], ingress["metadata"]["namespace"])
+            ports = found["spec"]["ports"]
             assert service["port"]["name"] in {p["name"] for p in ports}
             backends.add(service["name"])
     assert backends == PUBLIC_SERVICES

@@ -294,7 +294,8 @@ async def test_a_route_without_authorisation_fails_the_table(world: World) -> No
 DOCS = {"/openapi.json"}
 # Public pages outside the document: the approvals console's and the runs console's
 # static pages (they hold no data; they ask for a token, then use the authenticated API).
-PAGES = {"approvals": {"/"}, "brain": {"/console"}}
+# The console's page (the approvals service's two addresses lead to the brain's).
+PAGES = {"approvals": {"/", "/console"}, "brain": {"/console"}}
 APPS = {
     "brain": ("tether_brain", "BrainSettings"),
     "output-store": ("tether_output_store", "OutputSettings"),

@@ -136,7 +136,10 @@ def leaks(response: httpx.Response | bytes | str, mark: str) -> bool:
 
 
 def error_code(response: httpx.Response) -> Any:
+    """Tether's error code of an answer: `error.code`, or under `error.data` in a JSON-RPC
+    error (the MCP face's, whose `error.code` is JSON-RPC's number)."""
     try:
-        return response.json()["error"]["code"]
+        error = response.json()["error"]
+        return error["data"]["code"] if "jsonrpc" in response.json() else error["code"]
     except (ValueError, KeyError, TypeError):
         return None
