@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PROVIDER ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-local run test pytest lint format bench fuzz clean nats-config bytecode compose-test
+.PHONY: help install install-local run test pytest lint format bench fuzz clean nats-config bytecode compose-test docs site
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -46,14 +46,26 @@ run: install $(if $(filter local,$(PROVIDER)),install-local) bytecode  ## start 
 lint: $(VENV)/.synced-bench  ## ruff format check, ruff lint, mypy strict, import contracts
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy libs/common/src libs/client/src services/*/src tests bench
+	$(BIN)/mypy libs/common/src libs/client/src services/*/src tests bench docs/gen_reference.py
 	$(BIN)/lint-imports
 
 format: install  ## rewrite the code in house format
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint pytest  ## lint, then the whole suite against real NATS and PostgreSQL
+test: lint site pytest  ## lint, build the docs site, then the whole suite against real NATS and PostgreSQL
+
+# The docs site (mkdocs.yml): `docs` writes the reference pages from the code, then builds;
+# `site` only builds, strict (a broken link or anchor fails), as `make test` does: the
+# pages as committed, which a test compares with the code (tests/docs). Offline: no web
+# fonts, no plugin that downloads.
+docs: install  ## write docs/reference from the code, then build the site into site/
+	$(BIN)/python docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+site: install
+	@out=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
+	  --site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
 
 pytest: install-local bytecode
 	$(BIN)/pytest
