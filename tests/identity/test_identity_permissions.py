@@ -28,6 +28,7 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "approvals.decide": "tenant",
         "webhooks.manage": "tenant",
         "service.read": "tenant",
+        "kill.read": "tenant",
     },
     "approver": {
         "runs.read": "tenant",
@@ -35,12 +36,14 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "agents.read": "tenant",
         "approvals.read": "tenant",
         "approvals.decide": "tenant",
+        "kill.read": "tenant",
     },
     "viewer": {
         "runs.read": "tenant",
         "outputs.read": "tenant",
         "agents.read": "tenant",
         "approvals.read": "tenant",
+        "kill.read": "tenant",
     },
     "owner": {
         "runs.start": "tenant",

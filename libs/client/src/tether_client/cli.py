@@ -7,7 +7,7 @@ every expected failure into one line, a hint and an exit code (the table is in
     tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
     tether tools list|run    tether policy explain|replay|suggest    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
-    tether models list|show|set|probe
+    tether models list|show|set|probe    tether kill --tenant T | --agent A | --all | --lift | --list
 """
 
 from __future__ import annotations
@@ -148,6 +148,9 @@ LAZY: dict[str, LazyCommand] = {
         "Where approval notices are sent (operators, admins)", _from("webhooks_cli", "app")
     ),
     "models": LazyCommand("Model profiles: how each model is prompted", _from("models_cli", "app")),
+    "kill": LazyCommand(
+        "Stop every running run of a tenant, an agent or all", _from("kill_cli", "kill_command")
+    ),
 }
 LazyGroup.lazy = LAZY
 

@@ -1,7 +1,7 @@
 """`TetherClient`: the brain's HTTP API, every answer a typed model — runs (start, get,
 list, stop, queue a message, follow their events, wait for their end), threads (create, send, read, list,
 delete, chat), the policy API (explain a call, an agent's tool catalogue, a manual tool
-run, verify a run's audit trail) and tokens.
+run, verify a run's audit trail), tokens and the kill switch.
 
 Errors: every refusal raises the `tether_common.errors` class of its wire code, with
 `code`, `message`, `retryable` and the HTTP `status`; a body the client cannot read as the
@@ -63,6 +63,7 @@ from tether_common.messages.tools import ToolResult as ToolRunResult
 if TYPE_CHECKING:
     from tether_common.messages.agents import AgentConfig, AgentView
     from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
+    from tether_common.messages.kills import KillList, KillRequest, KillView, LiftRequest
     from tether_common.messages.threads import (
         ThreadBudgets,
         ThreadList,
@@ -524,6 +525,28 @@ class TetherClient:
         from tether_common.messages.identity import TokenView
 
         return await self._call(TokenView, "DELETE", f"/v1/tokens/{token_id}")
+
+    # -- the kill switch
+
+    async def kill(self, body: KillRequest) -> KillView:
+        """Stop every running run in scope and refuse new ones until lifted (admin); the
+        kill in force on that target (an existing one is returned as it was)."""
+        from tether_common.messages.kills import KillView
+
+        return await self._call(KillView, "POST", "/v1/kill", body)
+
+    async def lift_kill(self, body: LiftRequest) -> KillView:
+        """Lift the kill in force on the target (admin); 404 if there is none."""
+        from tether_common.messages.kills import KillView
+
+        return await self._call(KillView, "POST", "/v1/kill/lift", body)
+
+    async def kills(self, *, lifted: bool = False) -> KillList:
+        """The kills in force (with `lifted`, the lifted ones too) the caller may see."""
+        from tether_common.messages.kills import KillList
+
+        params = {"lifted": "true"} if lifted else None
+        return await self._call(KillList, "GET", "/v1/kill", params=params)
 
 
 def _is_ask(response: httpx.Response) -> bool:

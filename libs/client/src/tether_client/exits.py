@@ -86,6 +86,8 @@ def _of_tether(exc: TetherError, lists: str) -> Failure:
             return Failure(ExitCode.AUTH, message, _AUTH_HINTS.get(exc.code))
         case NotFoundError():
             return Failure(ExitCode.NOT_FOUND, message, f"check the id (`{lists}`)")
+        case ConflictError() if exc.code == "killed":
+            return Failure(ExitCode.CONFLICT, message, "`tether kill --list` shows the kill switch")
         case ConflictError():
             return Failure(ExitCode.CONFLICT, message, "read it again and retry if still wanted")
         case MessageError() | ConfigError():

@@ -1,11 +1,13 @@
-"""`tether status`: each service's health and replicas, queue depths, parked work, versions.
+"""`tether status`: each service's health and replicas, queue depths, parked work, the kill
+switches in force, versions.
 
 Health is each service's own `/healthz` and `/readyz`. Replicas and queue depths come from
 the NATS server's monitoring endpoint (`/connz`: connections are named `tether-<service>`,
 one per replica wherever it runs; `/jsz`: every JetStream consumer's pending count):
 `tether up` enables it on loopback and records its address, `TETHER_NATS_MONITOR_URL`
 names another server's. Parked work is the approvals waiting for a decision and the runs
-waiting on them, as the caller's token may see them.
+waiting on them, as the caller's token may see them; the kill switches are those the
+token may see (an admin's: all of them).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from rich.text import Text
 from tether_client.console import Format, OutputOption, emit, err, rows_table
 from tether_client.endpoints import DEFAULT_URLS, read_state, service_url
 from tether_client.exits import ExitCode
+from tether_client.kill_cli import line as kill_line
 from tether_client.ops_cli import ApprovalsClient
 from tether_client.session import blocking, connect, operator_token
 from tether_common.errors import TetherError
+from tether_common.messages.kills import KillView
 
 __all__ = ["SystemStatus", "gather", "status_command"]
 
@@ -59,6 +63,7 @@ class SystemStatus:
     queues: list[dict[str, Any]] = field(default_factory=list)
     pending_approvals: int | None = None
     parked_runs: int | None = None
+    kills: list[dict[str, Any]] | None = None  # the kill switches in force (None: unread)
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -156,6 +161,16 @@ async def parked(found: SystemStatus) -> None:
         found.notes.append(f"pending approvals: {type(exc).__name__}: {exc}")
 
 
+async def kill_switches(found: SystemStatus) -> None:
+    """The kill switches in force that the caller's token may see."""
+    try:
+        async with connect() as client:
+            kills = (await client.kills()).kills
+        found.kills = [k.model_dump(mode="json", exclude={"version"}) for k in kills]
+    except (TetherError, httpx.HTTPError) as exc:  # status reports what it cannot read
+        found.notes.append(f"kill switches: {type(exc).__name__}: {exc}")
+
+
 def local_versions() -> dict[str, str]:
     found = {"python": platform.python_version()}
     for dist in DISTRIBUTIONS:
@@ -178,6 +193,7 @@ async def gather() -> SystemStatus:
             return found
         await from_monitor(http, found)
     await parked(found)
+    await kill_switches(found)
     return found
 
 
@@ -206,6 +222,8 @@ def render(found: SystemStatus) -> Group:
             f"{_count(found.parked_runs)} runs awaiting approval"
         )
     )
+    for kill in found.kills or []:
+        parts.append(Text(f"KILLED: {kill_line(KillView.model_validate(kill))}", style="bold red"))
     parts.append(Text("versions: " + ", ".join(f"{k} {v}" for k, v in found.versions.items())))
     return Group(*parts)
 

@@ -87,6 +87,7 @@ class ErrorCode(StrEnum):
     NO_OPERATOR = "no_operator"
     THREAD_BUSY = "thread_busy"
     THREAD_BUDGET_SPENT = "thread_budget_spent"
+    KILLED = "killed"
     # storage
     STORE_ERROR = "store_error"
     STORE_UNAVAILABLE = "store_unavailable"
@@ -260,6 +261,8 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(409, False, ConflictError, C.NO_OPERATOR, C.ALREADY_VOTED),
     # A thread whose last turn has not ended, or whose budget its turns have spent.
     **_rows(409, False, ConflictError, C.THREAD_BUSY, C.THREAD_BUDGET_SPENT),
+    # An admin's kill switch is in force for the run's tenant or agent, or for all.
+    **_rows(409, False, ConflictError, C.KILLED),
     **_rows(503, True, StoreError, C.STORE_ERROR),
     **_rows(500, False, StoreError, C.STORE_UNAVAILABLE, C.CHUNK_MISSING),
     **_rows(503, False, TetherError, C.STAGING_UNAVAILABLE),

@@ -100,7 +100,14 @@ ROLES: dict[str, Role] = {
         reads=(RUN_EVENTS, APPROVAL_DECISIONS),
         # `run_deltas_all`: a run's live text, published by the replica running it and
         # heard by the replica serving a reader (it authorises the reader first).
-        broadcasts=("run_stopping", "run_child_ended", "agent_grants_changed", "run_deltas_all"),
+        # `kills_changed`: a kill switch set or lifted on one replica, heard by all.
+        broadcasts=(
+            "run_stopping",
+            "run_child_ended",
+            "agent_grants_changed",
+            "kills_changed",
+            "run_deltas_all",
+        ),
     ),
     # `identity`: served where the identity tables are, called by the services without.
     "gateway": Role(serves=(QUEUE_GATEWAY,), calls=(QUEUE_IDENTITY,)),

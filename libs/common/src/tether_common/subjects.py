@@ -154,6 +154,11 @@ class Subjects:
         """Broadcast: an agent's grants changed; every brain replica reloads them."""
         return self._s("agents", "grants_changed")
 
+    @property
+    def kills_changed(self) -> str:
+        """Broadcast: a kill switch was set or lifted; every brain replica re-reads them."""
+        return self._s("kills", "changed")
+
     def run_events(self, run_id: str) -> str:
         return self._s("events", run_id)
 

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from tether_brain.agents.config import Agents
 from tether_brain.agents.store import AgentStore
 from tether_brain.api.agents import agents_router
+from tether_brain.api.kill import kill_router
 from tether_brain.api.models import models_router
 from tether_brain.api.policy import policy_router
 from tether_brain.api.runs import runs_router
@@ -26,12 +27,14 @@ from tether_brain.loop.acting import Actor
 from tether_brain.loop.dispatch import Loop
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.advancing import Runner
+from tether_brain.runs.kills import KillSwitch
 from tether_brain.runs.leases import Leases
 from tether_brain.runs.maintenance import Maintenance
 from tether_brain.runs.manager import RunManager
 from tether_brain.runs.tasks import RunTasks
 from tether_brain.settings import BrainSettings
 from tether_brain.skills import FolderSkillStore
+from tether_brain.state.kills import Kills
 from tether_brain.state.run import RunState
 from tether_brain.threads import ThreadManager, ThreadStore
 from tether_brain.threads.handlers import serve_threads
@@ -42,6 +45,7 @@ from tether_common.decisions import required_key
 from tether_common.identity import TokenStore, bus_principal, serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.deltas import DeltaAsk, RunDelta
+from tether_common.messages.kills import KillsChanged
 from tether_common.messages.runs import (
     TERMINAL_STATUSES,
     ChildEnded,
@@ -122,6 +126,8 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         launch=launch,
         prices=settings.prices,
     )
+    # The kill switches in force here: read before serving, then kept current.
+    kills = Kills()
     runner = Runner(
         store,
         tasks,
@@ -129,12 +135,17 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         approvals,
         lease_s=settings.lease_s,
         decision_key=required_key(common.decision_key),
+        kills=kills,
+    )
+    kill_switch = KillSwitch(
+        service.engine, bus, agents, kills, store, tasks, runner, lease_s=settings.lease_s
     )
     maintenance = Maintenance(
         bus,
         store,
         tasks,
         runner,
+        kill_switch,
         lease_s=settings.lease_s,
         lease_margin=settings.lease_margin,
         bus_loss_s=settings.bus_loss_s,
@@ -182,6 +193,9 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         await overrides.seed()
         await overrides.load()
         await serve_verify(bus, identity)
+        # Before serving: no run in scope of a kill may start (it survives restarts).
+        await kill_switch.refresh()
+        await bus.listen(subjects.kills_changed, KillsChanged, kill_switch.on_changed)
         await bus.listen(subjects.agent_grants_changed, GrantsChanged, overrides.on_changed)
         service.background.start("grants refresh", overrides.refresh_forever())
         await bus.serve(subjects.run_start, start_run)
@@ -215,6 +229,7 @@ def create_app(common: CommonSettings, settings: BrainSettings) -> FastAPI:
         on_stop=on_stop,
         routers=[
             runs_router(manager, toolbox, identity),
+            kill_router(kill_switch, identity),
             threads_router(threads, identity),
             tokens_router(identity),
             console_page_router(),

@@ -68,6 +68,47 @@ function pretty(value) {
 //runs.js
 //approvals.js
 
+// ---- the kill switch: a banner while one applies to what this token may see ----------
+
+let killTimer = null;
+
+function killTarget(k) {
+  if (k.scope === "all") return "all runs";
+  if (k.scope === "tenant") return "the runs of tenant " + k.tenant;
+  return "the runs of agent " + k.agent + " (tenant " + k.tenant + ")";
+}
+
+// A role that may not read kills (403) sees no banner; its starts still say `killed`.
+async function showKills() {
+  let kills = [];
+  try {
+    kills = (await api("/v1/kill")).kills;
+  } catch (err) {
+    if (err.status !== 403) return; // unreadable for now: the banner stays as it was
+  }
+  const banner = $("kill-banner");
+  clear(banner);
+  for (const k of kills) {
+    const why = k.reason ? " (" + k.reason + ")" : "";
+    banner.appendChild(el("p", { "class": "kill" },
+      "Kill switch: " + killTarget(k) + " stopped by " + k.killed_by + " at " + when(k.killed_at) +
+      why + "; no run starts until an admin lifts it."));
+  }
+  banner.hidden = kills.length === 0;
+}
+
+function startKills() {
+  stopKills();
+  showKills();
+  killTimer = setInterval(showKills, POLL_MS);
+}
+
+function stopKills() {
+  if (killTimer !== null) clearInterval(killTimer);
+  killTimer = null;
+  $("kill-banner").hidden = true;
+}
+
 // ---- signing in and routing ---------------------------------------------------------
 
 function showNav(current) {
@@ -110,6 +151,7 @@ async function start() {
   }
   $("nav").hidden = false;
   startApprovals();
+  if (VIEWS.has("runs")) startKills(); // the brain's console: it answers /v1/kill
   route();
 }
 
@@ -117,6 +159,7 @@ function signOut(message) {
   if (view) view.stop();
   view = null;
   stopApprovals();
+  stopKills();
   sessionStorage.removeItem(KEY);
   $("signin-form").hidden = false;
   $("signout").hidden = true;

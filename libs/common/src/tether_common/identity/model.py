@@ -50,6 +50,8 @@ Action = Literal[
     "audit.read",
     "service.read",  # a service's own operational routes (runner /sandbox, /metrics)
     "tokens.manage",  # create, list, revoke tokens
+    "kill.manage",  # set and lift a kill switch (runs of a tenant, an agent, or all)
+    "kill.read",  # see the kill switches in force (others': those that apply to its tenant)
 ]
 
 _ALL: dict[Role, Reach] = {"admin": "all"}
@@ -90,6 +92,9 @@ PERMISSIONS: Mapping[Action, Mapping[Role, Reach]] = {
     "audit.read": _ALL,
     "service.read": _ALL | {"operator": "tenant"},
     "tokens.manage": _ALL,
+    "kill.manage": _ALL,
+    # Whoever works in a tenant may see why its runs are refused (the refusal says so too).
+    "kill.read": _ALL | {"operator": "tenant", "approver": "tenant", "viewer": "tenant"},
 }
 ACTIONS: tuple[Action, ...] = tuple(PERMISSIONS)
 

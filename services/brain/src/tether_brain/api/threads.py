@@ -39,6 +39,7 @@ def threads_router(manager: ThreadManager, verifier: Verifier) -> APIRouter:
                 401: UNAUTHENTICATED,
                 403: "the role may not start runs, or not with this agent, provider or model",
                 404: "no such agent for this caller (`not_found`)",
+                409: "a kill switch is in force for this tenant or agent (`killed`)",
                 422: INVALID,
             }
         ),
@@ -67,8 +68,9 @@ def threads_router(manager: ThreadManager, verifier: Verifier) -> APIRouter:
                 401: UNAUTHENTICATED,
                 403: "the role may not post messages or start runs (`forbidden`)",
                 404: MISSING,
-                409: "the last turn's run has not ended (`thread_busy`), or the thread's "
-                "budget is spent (`thread_budget_spent`)",
+                409: "the last turn's run has not ended (`thread_busy`), the thread's "
+                "budget is spent (`thread_budget_spent`), or a kill switch is in force for "
+                "its tenant or agent (`killed`)",
                 413: "the body is larger than the route reads (`body_too_large`)",
                 422: INVALID + "; `limit_unenforceable` for a token budget the provider "
                 "cannot report",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from tether_brain.state.control import STOP_REQUESTED
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_common.messages.events import Guard
@@ -100,12 +101,15 @@ def retrieved(state: RunState) -> bool:
     )
 
 
-def boundary_stop(state: RunState, stop_requested: bool) -> str | None:
-    """The stop reason due before the next step, if any (each limit before what it bounds)."""
+def boundary_stop(state: RunState, stop: str | None) -> str | None:
+    """The stop reason due before the next step, if any (each limit before what it bounds):
+    `stop`, the reason this run was told to stop with (a stop, a kill switch), first."""
     limits, usage = state.limits, state.usage
     reason = None
-    if stop_requested or state.stop_requested:
-        return "stop_requested"
+    if stop is not None:
+        return stop
+    if state.stop_requested:
+        return STOP_REQUESTED
     if limits.max_seconds is not None and state.active_seconds >= limits.max_seconds:
         reason = "max_seconds"
     elif (limits.max_cost is not None and usage.cost >= limits.max_cost) or (

@@ -28,6 +28,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (401, "no valid bearer token (`unauthenticated`, `token_expired`)"),
         (403, "the token may not run this agent, provider or model (`forbidden`)"),
         (404, "no such agent for this caller (`not_found`)"),
+        (409, "a kill switch is in force for this tenant or agent (`killed`)"),
         (413, "the body is larger than the route reads (`body_too_large`)"),
         (422, "the body does not validate (`invalid_request`)"),
         (503, "a service the run needs is unavailable (retryable)"),

@@ -98,7 +98,7 @@ class Answers:
         if turn is None:
             if control.handback.is_set():
                 return Outcome.HANDED_BACK
-            return await self.completion.end(state, "stopped", "stop_requested", None)
+            return await self.completion.end(state, "stopped", control.why, None)
         assert turn.error is not None
         reason = f"model_error: {turn.error.code}: {turn.error.message}"
         return await self.completion.end(state, "failed", reason, None)

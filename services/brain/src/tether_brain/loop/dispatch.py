@@ -131,7 +131,7 @@ class Loop:
             mark = time.monotonic()
             if control.handback.is_set():
                 return Outcome.HANDED_BACK
-            if (ended := rules.boundary_stop(state, control.stop.is_set())) is not None:
+            if (ended := rules.boundary_stop(state, control.stop_reason)) is not None:
                 answer = state.answer or (STEP_LIMIT_ANSWER if ended == "max_steps" else None)
                 return await self.completion.end(state, "stopped", ended, answer)
             if (gone := self._agent_gone(state)) is not None:

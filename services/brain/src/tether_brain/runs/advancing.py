@@ -1,7 +1,8 @@
 """Putting runs in motion on this replica: a new run or a child, a run taken over, a
 parent whose helpers have ended, a parked run resumed by an operator's decision (only
 one the approvals service signed for the approval it waits on). Every start claims the
-run first, so exactly one replica advances it."""
+run first, so exactly one replica advances it. A run a kill switch covers is put in
+motion only to stop (`killed`) at its first boundary, whatever woke it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from tether_brain.clients.approval import ApprovalClient, Decision, decision_pro
 from tether_brain.loop.dispatch import Loop
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.tasks import RunTasks
-from tether_brain.state.control import Control
+from tether_brain.state.control import STOP_REQUESTED, Control
+from tether_brain.state.kills import KILLED, Kills, RunScope
 from tether_brain.state.run import RunState
 from tether_common.decisions import DecisionKey
 from tether_common.errors import TetherError
@@ -34,8 +36,10 @@ class Runner:
         *,
         lease_s: float,
         decision_key: DecisionKey,
+        kills: Kills,
     ) -> None:
         self.store = store
+        self.kills = kills
         self.tasks = tasks
         self.approvals = approvals
         self.lease_s = lease_s
@@ -52,12 +56,17 @@ class Runner:
         stopping: bool = False,
     ) -> None:
         """Advance the run in a task of the group; `leased_at` is when the request that
-        gave us its lease was sent (the fence counts from there)."""
+        gave us its lease was sent (the fence counts from there). A run a kill switch
+        covers only stops: a decision that woke it is not acted on (its call is reported
+        not run, its approval withdrawn), a new child makes no step."""
+        stop = STOP_REQUESTED if stopping else None
+        if self.kills.covers(RunScope.of(state)):
+            stop, decision = KILLED, None
 
         async def work(control: Control) -> None:
             await self._advance(state, control, decision, helpers_done)
 
-        self.tasks.spawn(state, work, leased_at=leased_at, stopping=stopping)
+        self.tasks.spawn(state, work, leased_at=leased_at, stop=stop)
 
     async def launch_child(self, child: RunState) -> None:
         """A helper run the loop starts: created leased to us, then advanced here."""

@@ -1,6 +1,7 @@
 """Lease maintenance, forever until cancelled: probe NATS, renew the leases of the runs
-advancing here, fence the runs whose lease this replica cannot prove, adopt orphaned runs
-and resume parents whose helpers have ended.
+advancing here, fence the runs whose lease this replica cannot prove, adopt orphaned runs,
+resume parents whose helpers have ended, and re-read the kill switches (every third of a
+lease, so a replica that missed a kill's notice stops what it covers within a lease).
 
 Fencing: a replica acts on a run only while it can prove its lease. Each lease is counted
 from the moment the request that set it was sent (`leases.Leases`); once
@@ -18,6 +19,7 @@ import logging
 
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.advancing import Runner
+from tether_brain.runs.kills import KillSwitch
 from tether_brain.runs.tasks import RunTasks
 from tether_common.background import FailureLog, every
 from tether_common.bus import Bus
@@ -40,6 +42,7 @@ class Maintenance:
         store: RunStore,
         tasks: RunTasks,
         runner: Runner,
+        kill_switch: KillSwitch,
         *,
         lease_s: float,
         lease_margin: float,
@@ -49,6 +52,7 @@ class Maintenance:
         self.store = store
         self.tasks = tasks
         self.runner = runner
+        self.kill_switch = kill_switch
         self.lease_s = lease_s
         self.lease_margin = lease_margin
         self.bus_loss_s = bus_loss_s
@@ -63,6 +67,9 @@ class Maintenance:
             group.create_task(every(quarter, self._renew, FailureLog(log, "lease renewal")))
             group.create_task(self._fencing())
             group.create_task(self._adoption())
+            group.create_task(
+                every(self.lease_s / 3, self.kill_switch.refresh, FailureLog(log, "kill switch"))
+            )
 
     def bus_usable(self) -> bool:
         """NATS answered a round trip within `bus_loss_s`: runs held here can still move."""

@@ -16,6 +16,7 @@ from tether_brain.runs.advancing import Runner
 from tether_brain.runs.streaming import Streams
 from tether_brain.runs.tasks import RunTasks
 from tether_brain.settings import BrainSettings
+from tether_brain.state.kills import RunScope
 from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Limits, RunState
 from tether_common.bus import Bus
@@ -74,9 +75,13 @@ class RunManager:
         return RunAccepted(run_id=state.run_id, status=state.status)
 
     def prepare(self, req: StartRun, who: Principal) -> RunState:
-        """A new run as `who` may start it (403/404/422 otherwise), not yet stored: leased
-        to this replica once `store.create` commits it, then `launch`ed."""
+        """A new run as `who` may start it (403/404/422 otherwise; 409 `killed` while a
+        kill switch covers it), not yet stored: leased to this replica once `store.create`
+        commits it, then `launch`ed."""
         use = self.access.check_use(who, req)
+        self.runner.kills.refuse(
+            RunScope(who.tenant, agent_tenant=use.agent[0], agent=use.agent[1])
+        )
         provider, model = use.provider, use.model
         # The agent's budget defaults fill what the request leaves open; its ceilings cap.
         asked = req.model_dump(include=set(BUDGET_FIELDS))
@@ -196,7 +201,7 @@ class RunManager:
     async def on_stop_broadcast(self, req: StopRun) -> None:
         control = self.tasks.control(req.run_id)
         if control is not None:
-            control.stop.set()
+            control.halt()
 
     async def on_child_ended(self, notice: ChildEnded) -> None:
         await self.runner.resume_parent(notice.parent_id)

@@ -15,6 +15,7 @@ from typing import Any
 from tether_brain.persistence.store import RunStore
 from tether_brain.runs.leases import Leases
 from tether_brain.state.control import Control
+from tether_brain.state.kills import RunScope
 from tether_brain.state.run import RunState
 from tether_common.metrics import runs_fenced
 
@@ -60,14 +61,15 @@ class RunTasks:
         advance: Advance,
         *,
         leased_at: float,
-        stopping: bool = False,
+        stop: str | None = None,
     ) -> None:
         """Advance the run in a task of its own; `leased_at` is when the request that gave
-        us its lease was sent (the fence counts from there)."""
+        us its lease was sent (the fence counts from there); `stop`: the reason it is to
+        stop with at its first boundary."""
         self.leases.taken(state.run_id, leased_at)
-        control = self._controls.setdefault(state.run_id, Control())
-        if stopping:
-            control.stop.set()
+        control = self._controls.setdefault(state.run_id, Control(scope=RunScope.of(state)))
+        if stop is not None:
+            control.halt(stop)
         task = asyncio.create_task(advance(control), name=f"run:{state.run_id}")
         self._tasks[state.run_id] = task
 
@@ -82,6 +84,16 @@ class RunTasks:
                 log.error("run task %s died: %r (its lease will lapse)", state.run_id, exc)
 
         task.add_done_callback(forget)
+
+    def halt(self, where: Callable[[RunScope], bool], why: str) -> list[str]:
+        """Tell every run advancing here whose scope `where` admits to stop with `why`
+        (at its next boundary; a model stream is cut at once); the runs told."""
+        told = []
+        for run_id, control in self._controls.items():
+            if control.scope is not None and where(control.scope) and not control.stop.is_set():
+                control.halt(why)
+                told.append(run_id)
+        return told
 
     def let_go(self, run_id: str) -> None:
         """The calling run task's commit gave the lease up (parked, ended, handed back):
