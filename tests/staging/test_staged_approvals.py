@@ -340,7 +340,8 @@ async def test_the_runs_console_shows_the_change_set_on_the_card(
         with chromium(tmp_path / "chromium") as driver:
             sign_in(driver, url + "/console", TOKEN)
             driver.get(f"{url}/console#/runs/{run_id}")
-            shown = f'.card[data-id="{card["approval_id"]}"] .changes'
+            # The run's own card (the Approvals view holds the same card, not shown here).
+            shown = f'#approvals .card[data-id="{card["approval_id"]}"] .changes'
             wait_for(driver, shown)
             box = driver.find_element(By.CSS_SELECTOR, shown)
             added = [s.text for s in box.find_elements(By.CSS_SELECTOR, ".diff .add")]
@@ -393,10 +394,12 @@ async def test_a_name_with_a_bidi_control_reads_as_what_it_is(
     def look(url: str) -> str:
         with chromium(tmp_path / "chromium") as driver:
             sign_in(driver, url, TOKEN)
+            where = "#board"  # the approvals service's page: its Approvals view alone
             if url.endswith("/console"):
                 driver.get(f"{url}#/runs/{run_id}")
-            wait_for(driver, entry)
-            (text,) = texts_of(driver, entry)
+                where = "#approvals"  # the run's own card on the unified console
+            wait_for(driver, f"{where} {entry}")
+            (text,) = texts_of(driver, f"{where} {entry}")
             return text
 
     assert await asyncio.to_thread(look, stack.child("brain").url + "/console") == (
