@@ -115,20 +115,11 @@ async def stack(
 ) -> AsyncIterator[Supervisor]:
     """The five services as real processes, as `tether up` starts them (tests/shipped.py):
     a locked bus of their own, each service its own NATS user and secrets."""
-    # Not under pytest's basetemp (0700): under root the sandbox's user needs the workspace.
-    base = Path(tempfile.mkdtemp(prefix="tether-stack-"))
     extra = {
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
         "TETHER_DB_POOL_SIZE": "10",  # many stacks share the suite's one PostgreSQL
     }
-    try:
-        async with shipped_stack(
-            base,
-            database_url,
-            operator_token=OPERATOR_TOKEN,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
-            extra_env=extra | stack_extra_env,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    async with shipped_stack(
+        None, database_url, operator_token=OPERATOR_TOKEN, extra_env=extra | stack_extra_env
+    ) as supervisor:
+        yield supervisor

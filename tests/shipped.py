@@ -38,26 +38,21 @@ async def one_service(
     ready_s: float = 60.0,
 ) -> AsyncIterator[Supervisor]:
     """One service alone (the test plays the others on the bus as the observer), started
-    as `tether up` starts it, in a temporary home removed afterwards."""
-    base = Path(tempfile.mkdtemp(prefix=f"tether-{name}-"))
-    try:
-        async with shipped_stack(
-            base,
-            database_url,
-            operator_token=operator_token,
-            decision_key=os.environ.get("TETHER_DECISION_KEY"),
-            extra_env=extra_env,
-            specs=(BY_NAME[name],),
-            ready_s=ready_s,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    as `tether up` starts it."""
+    async with shipped_stack(
+        None,
+        database_url,
+        operator_token=operator_token,
+        extra_env=extra_env,
+        specs=(BY_NAME[name],),
+        ready_s=ready_s,
+    ) as supervisor:
+        yield supervisor
 
 
 @asynccontextmanager
 async def shipped_stack(
-    base: Path,
+    base: Path | None,
     database_url: str,
     *,
     operator_token: str,
@@ -68,10 +63,15 @@ async def shipped_stack(
     ready_s: float = READY_S,
 ) -> AsyncIterator[Supervisor]:
     """The five services (or some: `specs`, said by the test) as `tether up` starts them,
-    under `base`; their logs are printed when they fail to start."""
+    under `base` (None: a temporary home, removed afterwards; not under pytest's private
+    basetemp, as the sandbox's user needs the workspace); their logs are printed when they
+    fail to start. The decision key is the suite's (`TETHER_DECISION_KEY`) unless given."""
     prefix = prefix or f"s{uuid.uuid4().hex[:10]}"
-    logs = base / "logs"
     async with AsyncExitStack() as stack:
+        if base is None:
+            base = Path(tempfile.mkdtemp(prefix="tether-stack-"))
+            stack.callback(shutil.rmtree, base, ignore_errors=True)
+        logs = base / "logs"
         bus = start_locked_nats(
             base, stack, prefix=prefix, observers={OBSERVER: secrets.token_urlsafe(24)}
         )
@@ -80,7 +80,7 @@ async def shipped_stack(
             nats_url=bus.url,
             database_url=database_url,
             operator_token=operator_token,
-            decision_key=decision_key or new_key(),
+            decision_key=decision_key or os.environ.get("TETHER_DECISION_KEY") or new_key(),
         )
         env |= {"TETHER_SUBJECT_PREFIX": prefix, "TETHER_LOG_LEVEL": "INFO"}
         env |= dict(extra_env or {})
@@ -103,25 +103,21 @@ def locked_bus(stack: Supervisor) -> LockedBus:
 
 async def observe(stack: Supervisor, service: str = "test") -> Bus:
     """A bus client with every right on `stack`'s bus (the test's own, not a service's)."""
-    bus = locked_bus(stack)
-    return await Bus.connect(
-        bus.url,
-        service=service,
-        subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"]),
-        user=OBSERVER,
-        password=bus.observers[OBSERVER],
-    )
+    return await _connect(stack, OBSERVER, locked_bus(stack).observers[OBSERVER], service)
 
 
 async def as_client(stack: Supervisor) -> Bus:
     """A bus client as an API client connects: the `client` user, in its own account."""
-    bus = locked_bus(stack)
+    return await _connect(stack, CLIENT_USER, locked_bus(stack).passwords[CLIENT_USER])
+
+
+async def _connect(stack: Supervisor, user: str, password: str, service: str = "") -> Bus:
     return await Bus.connect(
-        bus.url,
-        service=CLIENT_USER,
+        locked_bus(stack).url,
+        service=service or user,
         subjects=Subjects(stack.env["TETHER_SUBJECT_PREFIX"]),
-        user=CLIENT_USER,
-        password=bus.passwords[CLIENT_USER],
+        user=user,
+        password=password,
     )
 
 

@@ -4,18 +4,15 @@ HTTP client on its prefix, and helpers that speak its contract."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from shipped import observe, shipped_stack
+from shipped import observe, one_service
 from tether_approvals.testing import ApprovalsHarness
-from tether_common.supervisor import SERVICES, Supervisor
+from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"
 RULES = [
@@ -32,10 +29,11 @@ QUORUM_RULES = [
 
 
 @pytest.fixture(scope="session")
-async def approvals_processes(database_url: str) -> AsyncIterator[Supervisor]:
+async def approvals_processes(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Supervisor]:
     """The approvals service alone (one process; tests may add replicas or restart it),
     on a locked bus of its own as `tether up` starts it, with the rules these tests need."""
-    base = Path(tempfile.mkdtemp(prefix="tether-approvals-"))
     env = {
         "TETHER_DB_POOL_SIZE": "10",
         "TETHER_APPROVALS_SWEEP_INTERVAL_S": "0.2",
@@ -43,22 +41,12 @@ async def approvals_processes(database_url: str) -> AsyncIterator[Supervisor]:
         "TETHER_APPROVALS_RULES": json.dumps(RULES),
         "TETHER_APPROVALS_QUORUM_RULES": json.dumps(QUORUM_RULES),
         "TETHER_APPROVALS_APPROVERS": json.dumps(["tether_approvals.testing:deny_forbidden_tools"]),
-        "TETHER_APPROVALS_AUDIT_JSONL": str(base / "audit.jsonl"),
+        "TETHER_APPROVALS_AUDIT_JSONL": str(tmp_path_factory.mktemp("audit") / "audit.jsonl"),
     }
-    spec = next(s for s in SERVICES if s.name == "approvals")
-    try:
-        async with shipped_stack(
-            base,
-            database_url,
-            operator_token=OPERATOR_TOKEN,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
-            extra_env=env,
-            specs=(spec,),
-            ready_s=60,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    async with one_service(
+        "approvals", database_url, operator_token=OPERATOR_TOKEN, extra_env=env
+    ) as supervisor:
+        yield supervisor
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -70,7 +69,6 @@ async def hooks_service(hooks_database_url: str) -> AsyncIterator[Supervisor]:
             base,
             hooks_database_url,
             operator_token=OPERATOR_TOKEN,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
             extra_env=env,
             specs=(BY_NAME["approvals"],),
             ready_s=60,

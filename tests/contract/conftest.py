@@ -3,12 +3,8 @@ all of them (edge cases and schemathesis), on a subject prefix of their own."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -40,23 +36,15 @@ async def edge_stack(
     edge_database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Supervisor]:
     """As `tether up` starts it (a locked bus of its own), on a database of its own."""
-    base = Path(tempfile.mkdtemp(prefix="tether-edge-"))
     env = {
         "TETHER_GATEWAY_SCRIPTS_DIR": str(tmp_path_factory.mktemp("edge-scripts")),
         "TETHER_DB_POOL_SIZE": "10",
         "TETHER_RUNNER_MIN_SANDBOX": '{"shell": "rlimits"}',
     }
-    try:
-        async with shipped_stack(
-            base,
-            edge_database_url,
-            operator_token=OPERATOR_TOKEN,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
-            extra_env=env,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    async with shipped_stack(
+        None, edge_database_url, operator_token=OPERATOR_TOKEN, extra_env=env
+    ) as supervisor:
+        yield supervisor
 
 
 @pytest.fixture(scope="package")

@@ -4,9 +4,6 @@ the approvals service and verified over NATS by both (one identity for every ser
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -32,21 +29,12 @@ BOOTSTRAP = "identity-cli-operator-token"
 @pytest.fixture(scope="module")
 async def services(database_url: str) -> AsyncIterator[Supervisor]:
     """A brain and an approvals service, as `tether up` starts them, on a bus of their own."""
-    base = Path(tempfile.mkdtemp(prefix="tether-identity-"))
     specs = tuple(s for s in SERVICES if s.name in ("brain", "approvals"))
-    try:
-        async with shipped_stack(
-            base,
-            database_url,
-            operator_token=BOOTSTRAP,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
-            extra_env={"TETHER_DB_POOL_SIZE": "6"},
-            specs=specs,
-            ready_s=60,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    env = {"TETHER_DB_POOL_SIZE": "6"}
+    async with shipped_stack(
+        None, database_url, operator_token=BOOTSTRAP, extra_env=env, specs=specs, ready_s=60
+    ) as supervisor:
+        yield supervisor
 
 
 @pytest.fixture

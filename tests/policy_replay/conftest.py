@@ -10,9 +10,6 @@ gateway, failed with "no script named …"), and their services swept its approv
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -45,25 +42,17 @@ def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="package")
 async def stack(database_url: str, scripts_dir: Path) -> AsyncIterator[Supervisor]:
     """As `tether up` starts it (a locked bus of its own), with the agents above."""
-    base = Path(tempfile.mkdtemp(prefix="tether-replay-"))
     env = {
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
         "TETHER_DB_POOL_SIZE": "10",
         "TETHER_BRAIN_AGENTS": json.dumps(AGENTS),
         "TETHER_BRAIN_GUARDRAILS": json.dumps(GUARDRAILS),
     }
-    try:
-        async with shipped_stack(
-            base,
-            await new_database(database_url, "replay"),
-            operator_token=OPERATOR_TOKEN,
-            decision_key=os.environ["TETHER_DECISION_KEY"],
-            extra_env=env,
-            ready_s=120,
-        ) as supervisor:
-            yield supervisor
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    database = await new_database(database_url, "replay")
+    async with shipped_stack(
+        None, database, operator_token=OPERATOR_TOKEN, extra_env=env, ready_s=120
+    ) as supervisor:
+        yield supervisor
 
 
 @pytest.fixture(scope="package")
