@@ -180,7 +180,7 @@ def setup_metrics(
 def attribute_views() -> list[View]:
     """Each instrument of ours keeps only the attributes its spec names, whatever a caller
     records: no id, tenant or argument can reach a metric (`/metrics` is not behind a
-    token; see README, Observability)."""
+    token; see docs/operations/observability.md)."""
     return [
         View(instrument_name=spec.name, meter_name=METER_NAME, attribute_keys=set(spec.attributes))
         for spec in SPECS
