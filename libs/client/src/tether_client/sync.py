@@ -204,3 +204,6 @@ class SyncTetherClient:
     create_token = blocking(TetherClient.create_token)
     list_tokens = blocking(TetherClient.list_tokens)
     revoke_token = blocking(TetherClient.revoke_token)
+    kill = blocking(TetherClient.kill)
+    lift_kill = blocking(TetherClient.lift_kill)
+    kills = blocking(TetherClient.kills)
