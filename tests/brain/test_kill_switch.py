@@ -311,8 +311,12 @@ async def test_a_kill_the_brain_was_not_told_of_is_read_with_its_sweep(world: Wo
             ),
             {"tenant": world.tenant_b},
         )
-    await until(lambda: world.all_in([run_id], KILLED), LEASE_S, "the run killed by a sweep")
-    await world.refused(op_b)
+    took = await until(lambda: world.all_in([run_id], KILLED), LEASE_S, "killed by a sweep")
+    assert took <= LEASE_S
+    assert (await world.statuses([run_id]))[run_id] == KILLED
+    refusal = await world.refused(op_b)
+    assert "stopped by another replica" in refusal["message"], refusal
+    assert f"tether kill --lift --tenant {world.tenant_b}" in refusal["message"], refusal
 
 
 @pytest.mark.parametrize("role", ROLES)
