@@ -278,6 +278,25 @@ def test_the_offline_planner_works_sums_and_times_out_in_chat(system: System) ->
     assert chat.stdout.count("start Tether with a real model") == 1, chat.stdout
 
 
+def test_the_default_agent_reads_the_workspace_without_asking(system: System) -> None:
+    """Issue 27, item 2, on the shipped path: `tether up`'s defaults (the rules planner,
+    the default agent) read, list and search the workspace; none of it asks (a run that
+    asked would exit 7 with a piped standard input)."""
+    workspace = system.home / "workspace"
+    (workspace / "docs").mkdir(exist_ok=True)
+    (workspace / "docs" / "notes.txt").write_text("the whale is blue\n")
+    for prompt, shown in (
+        ("show me docs/notes.txt", "the whale is blue"),
+        ("list the files in docs", "notes.txt"),
+        ("which files mention whale?", "docs/notes.txt:1: the whale is blue"),
+    ):
+        ran = system.tether("run", prompt)
+        assert ran.returncode == 0, (prompt, ran.stdout, ran.stderr)
+        assert "approval" not in ran.stdout + ran.stderr, ran.stdout
+        assert shown in ran.stdout, ran.stdout
+        assert "■ completed" in ran.stdout
+
+
 def test_status_counts_replicas_and_queues(system: System) -> None:
     done = system.tether("status", "-o", "json")
     assert done.returncode == 0, done.stderr

@@ -154,6 +154,50 @@ def test_a_follow_up_is_read_with_the_conversation(
     run(call)  # the tool takes it
 
 
+WORKSPACE_TOOLS = [
+    OfferedToolSpec(name=name, description=name, parameters={})
+    for name in ("file_read", "file_list", "file_search")
+]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "name", "arguments"),
+    [
+        ("show me notes.txt", "file_read", {"path": "notes.txt"}),
+        ("What is in config.ini?", "file_read", {"path": "config.ini"}),
+        ("read src/main.py", "file_read", {"path": "src/main.py"}),
+        ("open report-2024.csv", "file_read", {"path": "report-2024.csv"}),
+        ("list the files", "file_list", {"path": "."}),
+        ("list the files in src", "file_list", {"path": "src"}),
+        ("what files are in reports/?", "file_list", {"path": "reports"}),
+        ("which files mention whale?", "file_search", {"pattern": "whale"}),
+        ("search the files for TODO", "file_search", {"pattern": "TODO"}),
+        ("find 'port=' in the files", "file_search", {"pattern": "port="}),
+    ],
+)
+def test_the_workspace_is_read_with_the_file_tools(
+    prompt: str, name: str, arguments: dict[str, Any]
+) -> None:
+    """The default agent reads the workspace without asking (issue 27); the offline
+    planner is how a first run shows it, so it reads, lists and searches too."""
+    req = request(prompt, tools=[*OFFERED, *WORKSPACE_TOOLS])
+    [call] = calls_of(req)
+    assert (call.name, dict(call.arguments)) == (name, arguments)
+    assert "port=8080" in answered(req, [call], ["config.ini:1: port=8080"])
+
+
+@pytest.mark.parametrize(
+    "prompt", ["what is 3.5 * 2?", "what time is it in Tokyo?", "write notes.txt for me"]
+)
+def test_a_number_or_a_write_is_not_read_as_a_file(prompt: str) -> None:
+    planned = plan(request(prompt, tools=[*OFFERED, *WORKSPACE_TOOLS]))
+    assert not isinstance(planned, list) or planned[0].name not in {
+        "file_read",
+        "file_list",
+        "file_search",
+    }, planned
+
+
 @pytest.mark.parametrize(
     "turns",
     [

@@ -3,7 +3,9 @@
 It reads a request (`rules_asks`) and calls the built-in tool that answers it: a sum
 ("what is 17*23?") with `calculate`, the time somewhere ("what time is it in Tokyo?",
 several places at once) with `current_time`, a clock time from one place to others ("9am
-in London in Tokyo?") with `convert_time`; a follow-up ("and in Paris?", "and times 3?")
+in London in Tokyo?") with `convert_time`, a file of the workspace ("show me notes.txt")
+with `file_read`, a folder ("list the files in src") with `file_list`, words ("which
+files mention whale?") with `file_search`; a follow-up ("and in Paris?", "and times 3?")
 is read with the conversation's earlier requests. Once the tools have answered, it
 answers from their results. Anything else gets a plain answer saying what it can and
 cannot do, and which settings turn on a real model. Every answer says what it is, so
@@ -29,6 +31,9 @@ from tether_gateway.providers.base import estimate_tokens
 from tether_gateway.providers.rules_asks import (
     Ask,
     Convert,
+    ListFiles,
+    ReadFile,
+    SearchFiles,
     Sum,
     TimeIn,
     Unclear,
@@ -39,8 +44,9 @@ LABEL = "[rules planner — deterministic, not a language model]"
 
 CAN = (
     "I can work out arithmetic ('what is 17*23?'), tell the time somewhere ('what time is "
-    "it in Tokyo?', then 'and in Paris?') and convert a time between places ('what is 9am "
-    "in London in Tokyo?')."
+    "it in Tokyo?', then 'and in Paris?'), convert a time between places ('what is 9am "
+    "in London in Tokyo?'), and read the workspace ('show me notes.txt', 'list the files "
+    "in src', 'which files mention whale?')."
 )
 REAL_MODEL = (
     "For anything else, start Tether with a real model: TETHER_PROVIDER=local (the bundled "
@@ -98,6 +104,12 @@ def tool_calls(ask: Ask) -> list[tuple[str, dict[str, Any]]] | str:
                 ("convert_time", {"time": time, "from_timezone": from_zone, "to_timezone": to})
                 for to in to_zones
             ]
+        case ReadFile(path):
+            return [("file_read", {"path": path})]
+        case ListFiles(path):
+            return [("file_list", {"path": path})]
+        case SearchFiles(pattern):
+            return [("file_search", {"pattern": pattern})]
         case Unclear(why):
             return why
         case _:

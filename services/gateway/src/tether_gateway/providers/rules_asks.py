@@ -1,10 +1,12 @@
 """What the rules planner reads in a request: a sum to work out, the time somewhere, a
-clock time to convert between places, or a follow-up ("and in Paris?", "and times 3?")
-that takes its frame from an earlier request of the conversation.
+clock time to convert between places, a file of the workspace to read, a folder to list
+or words to search for, or a follow-up ("and in Paris?", "and times 3?") that takes its
+frame from an earlier request of the conversation.
 
 Reading only: every value found is handed to a tool that checks it (`calculate` refuses
-anything but arithmetic, the clock tools any zone or time they cannot read), so a wrong
-guess here is a failed tool call the answer names, never a wrong answer.
+anything but arithmetic, the clock tools any zone or time they cannot read, the file
+tools any path outside the workspace), so a wrong guess here is a failed tool call the
+answer names, never a wrong answer.
 """
 
 from __future__ import annotations
@@ -14,7 +16,18 @@ from dataclasses import dataclass, replace
 
 from tether_common.places import place_zone, zones_named
 
-__all__ = ["Ask", "Convert", "Sum", "TimeIn", "Unclear", "read", "read_in_conversation"]
+__all__ = [
+    "Ask",
+    "Convert",
+    "ListFiles",
+    "ReadFile",
+    "SearchFiles",
+    "Sum",
+    "TimeIn",
+    "Unclear",
+    "read",
+    "read_in_conversation",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +54,42 @@ class Unclear:
     why: str
 
 
-Ask = Sum | TimeIn | Convert | Unclear
+@dataclass(frozen=True, slots=True)
+class ReadFile:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListFiles:
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFiles:
+    pattern: str
+
+
+Ask = Sum | TimeIn | Convert | ReadFile | ListFiles | SearchFiles | Unclear
+
+# A file of the workspace as people name one: a name with an extension, maybe in folders.
+FILE_NAME = re.compile(
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7})(?![\w/])"
+)
+READ_WORDS = re.compile(
+    r"\b(read|show|open|cat|print|display|contents? of|what(?:'s| is) in|look at)\b",
+    re.IGNORECASE,
+)
+LIST_WORDS = re.compile(
+    r"\b(list|ls)\b.*\bfiles?\b|\bwhat files\b|\bwhich files are\b|^\s*ls\b", re.IGNORECASE
+)
+FOLDER = re.compile(
+    r"\b(?:in|under)\s+(?:the\s+)?(?:folder\s+)?([\w.-]+(?:/[\w.-]+)*)/?", re.IGNORECASE
+)
+SEARCH = re.compile(
+    r"\b(?:search(?: the files)? for|grep(?: for)?|find|mention(?:s|ing)?|contain(?:s|ing)?)"
+    r"\s+(?:the words?\s+)?[\"'“]?([^\"'”?]+?)[\"'”]?\s*(?:\bin\b.*)?\??\s*$",
+    re.IGNORECASE,
+)
 
 TIME_WORDS = re.compile(
     r"\b(time|clock|o'clock|hour|date|day is it|today|timezone|time zone)\b", re.IGNORECASE
@@ -118,6 +166,8 @@ def _call_form(expression: str) -> str:
 
 def read(text: str) -> Ask | None:
     """What `text` asks of the planner on its own, or None."""
+    if (asked := _workspace_ask(text)) is not None:
+        return asked
     zones = zones_named(text)
     clock = CLOCK.search(text)
     wants_clock = TIME_WORDS.search(text) or "convert" in text.lower() or len(zones) >= 2
@@ -132,6 +182,20 @@ def read(text: str) -> Ask | None:
         return Sum(expression)
     if TIME_WORDS.search(text):
         return TimeIn(_distinct(zones) or ("UTC",))
+    return None
+
+
+def _workspace_ask(text: str) -> Ask | None:
+    """A file to read ("show me notes.txt"), a folder to list ("list the files in src"),
+    or words to search for ("which files mention whale?"), or None."""
+    if LIST_WORDS.search(text):
+        folder = FOLDER.search(text)
+        return ListFiles(folder.group(1) if folder is not None else ".")
+    if (searched := SEARCH.search(text)) is not None and "file" in text.lower():
+        return SearchFiles(searched.group(1).strip())
+    name = FILE_NAME.search(text)
+    if name is not None and READ_WORDS.search(text):
+        return ReadFile(name.group(1))
     return None
 
 
