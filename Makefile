@@ -67,8 +67,12 @@ site: install
 	@out=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
 	  --site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
 
+# Two workers (pytest-xdist), a test module each at a time (`loadfile`: a module's stack
+# starts once): most of a stack test's time is spent waiting on leases, timeouts and other
+# processes, so two keep two cores busy. Each worker has its own NATS and PostgreSQL.
+TEST_WORKERS ?= 2
 pytest: install-local bytecode
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Tether's own sources (editable installs, so uv does not compile them); only what changed.
 bytecode: $(VENV)/.synced
@@ -90,7 +94,7 @@ COMPOSE_VERSION := 2.40.3
 DOCKER_CONFIG := $(CURDIR)/.tools/docker
 COMPOSE := $(DOCKER_CONFIG)/cli-plugins/docker-compose
 # local: base images from Debian's packages (deploy/docker/base-images.sh), for an engine
-# that reaches no registry; official: the images the Dockerfiles and compose name.
+# that reaches no registry; official: the images the Dockerfile and compose name.
 BASE_IMAGES ?= local
 
 $(COMPOSE): $(UV)
@@ -108,5 +112,5 @@ compose-test: install $(COMPOSE)  ## build the images, run the compose system fo
 	$(BIN)/pytest -m compose tests/compose
 
 nats-config: install  ## regenerate the committed nats-server configs from the subject declarations
-	$(BIN)/python -m tether_common.natsauth --env-passwords > deploy/nats/nats-server.conf
+	$(BIN)/python -m tether_client.server.natsauth --env-passwords > deploy/nats/nats-server.conf
 	cp deploy/nats/nats-server.conf deploy/k8s/base/nats-server.conf

@@ -9,6 +9,8 @@ sub-command that runs out of time or fails is reported and the others still run.
 `--quick` scales the counts down (see `bench.suites.QUICK`). `--profile [N]` runs the
 services under cProfile and prints each one's top N functions as its stack stops
 (`bench.profiles`; timings taken with it on are inflated).
+At the end, issue 33's figures with their targets and met/missed (`bench.targets`), also
+written as markdown with the date and commit under bench/results/ for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ TIME_LIMIT_S = {"models": 7200.0, "parked": 900.0, "shellfuzz": 1800.0, "chaos":
 DEFAULT_LIMIT_S = 300.0
 
 
-async def run_one(name: str, counts: Counts, results: Results) -> None:
+async def run_one(name: str, counts: Counts, results: Results, loads: list[float]) -> None:
     # Other work on the machine skews every figure: say how busy it was.
-    print(f"\n== {name} ==  (load average {os.getloadavg()[0]:.1f})", flush=True)
+    loads.append(os.getloadavg()[0])
+    print(f"\n== {name} ==  (load average {loads[-1]:.1f})", flush=True)
     started = time.perf_counter()
     try:
         async with asyncio.timeout(TIME_LIMIT_S.get(name, DEFAULT_LIMIT_S)):
@@ -43,14 +46,16 @@ async def run_one(name: str, counts: Counts, results: Results) -> None:
         traceback.print_exc()
         print(f"{name}: failed")
     took = time.perf_counter() - started
-    print(f"({name}: {took:.0f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+    loads.append(os.getloadavg()[0])
+    print(f"({name}: {took:.0f} s; load average {loads[-1]:.1f})", flush=True)
 
 
 async def main(names: list[str], counts: Counts) -> None:
     results: Results = {}
+    loads: list[float] = []
     for name in names:
-        await run_one(name, counts, results)
-    print_summary(results)
+        await run_one(name, counts, results, loads)
+    print_summary(results, loads)
 
 
 def parse() -> tuple[list[str], Counts]:

@@ -32,9 +32,9 @@ from bench.chaos_logs import between, brain_lines, claims, stall_summary
 from bench.stack import OPERATOR_TOKEN, Stack
 from bench.stats import summary
 from tether_client import TetherClient
-from tether_common.embedded import free_port
+from tether_client.server.embedded import free_port
+from tether_client.server.supervisor import Child
 from tether_common.errors import ConfigError, TetherError
-from tether_common.supervisor import Child
 from tether_common.testing import Turn, call, say, write_script
 
 LEASE_S = 2.0

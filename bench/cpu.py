@@ -44,12 +44,16 @@ class Cores:
     used: dict[str, float] = field(default_factory=dict)  # cores, by process group
     wall: float = 0.0
 
+    def ms_per(self, count: int) -> dict[str, float]:
+        """CPU milliseconds per one of `count` things done (e.g. steps), by process group."""
+        return {name: cores * self.wall * 1000 / count for name, cores in self.used.items()}
+
     def per(self, count: int, unit: str) -> str:
         """CPU milliseconds per `unit` (e.g. per step), by process group."""
         parts = "  ".join(
-            f"{name} {cores * self.wall * 1000 / count:.2f}"
-            for name, cores in sorted(self.used.items(), key=lambda i: -i[1])
-            if cores * self.wall * 1000 / count >= 0.01
+            f"{name} {ms:.2f}"
+            for name, ms in sorted(self.ms_per(count).items(), key=lambda i: -i[1])
+            if ms >= 0.01
         )
         return f"  CPU ms per {unit}: {parts}"
 

@@ -231,6 +231,9 @@ async def measure_models(results: dict[str, float]) -> None:
         ours, theirs = ours[:both], theirs[:both]
         results["models_tether_rate"] = report("Tether", ours)
         results["models_plain_rate"] = report("plain loop with a tools-off final round", theirs)
+        # Seconds per task on the tasks both finished (issue 33: Tether ≤ 1.5x the plain loop).
+        results["models_tether_s_per_task"] = sum(o.seconds for o in ours) / max(len(ours), 1)
+        results["models_plain_s_per_task"] = sum(o.seconds for o in theirs) / max(len(theirs), 1)
         system = _tether_like_prefix()
         cached, uncached = await prefill(ours_server.base_url, system)
         print(

@@ -20,11 +20,11 @@ from pathlib import Path
 import asyncpg
 import httpx
 
+from tether_client.server.embedded import EmbeddedPostgres, NatsServer
+from tether_client.server.supervisor import SERVICES, Supervisor
 from tether_common.bus import Bus
-from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.messages.outputs import QueryOutput
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
 from tether_tools_runner.offload import maybe_offload
 
 MIB = 1024 * 1024

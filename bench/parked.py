@@ -92,10 +92,10 @@ async def decide_each(stack: Stack, approval_ids: list[str]) -> list[float]:
     return stamps
 
 
-async def measure_approvals(stack: Stack, parked: int, decisions: int) -> None:
+async def measure_approvals(stack: Stack, parked: int, decisions: int) -> list[float]:
     """Park `parked` runs, then decide `decisions` of them one by one; the time from each
     POST to the run's `tool.approved` event (stamped after the tool ran, so an upper bound
-    on the tool starting) and to its `tool.result`."""
+    on the tool starting) and to its `tool.result`, which is returned."""
     run_ids, _ = await park_runs(stack, parked)
     asked = await stack.event_data(run_ids[:decisions], "tool.approval_needed")
     chosen = run_ids[:decisions]
@@ -112,8 +112,10 @@ async def measure_approvals(stack: Stack, parked: int, decisions: int) -> None:
 
     print(f"{parked} runs parked; {decisions} decided one after another over HTTP")
     print(line("decision POST → tool.approved (tool ran)", delays(approved)))
-    print(line("decision POST → tool.result", delays(results)))
+    to_result = delays(results)
+    print(line("decision POST → tool.result", to_result))
     await print_phases(stack, [asked[r]["data"]["approval_id"] for r in chosen], stamps)
+    return to_result
 
 
 async def print_phases(stack: Stack, approval_ids: list[str], stamps: list[float]) -> None:

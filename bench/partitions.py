@@ -3,7 +3,7 @@
 
 Two brain replicas, a gateway and a runner, a 3-node NATS cluster (streams at three
 replicas) and PostgreSQL, each in its own network namespace
-(`tether_common.testing.netlab`). Each round starts a few multi-step runs on one replica
+(`tether_client.server.testing.netlab`). Each round starts a few multi-step runs on one replica
 (each step a model turn, then a call of `mcp.chaos.tagged_write`, which names its call in
 a ledger outside the system), cuts that replica off from PostgreSQL or from every NATS
 node once each run has made a call, waits until the other replica has finished them,
@@ -34,9 +34,7 @@ import httpx
 from bench.stack import OPERATOR_TOKEN
 from bench.stats import line
 from tether_client import TetherClient
-from tether_common.errors import ConfigError, TetherError
-from tether_common.testing import Turn, call, say, write_script
-from tether_common.testing.netlab import (
+from tether_client.server.testing.netlab import (
     LabService,
     LabStack,
     NetLab,
@@ -44,6 +42,8 @@ from tether_common.testing.netlab import (
     start_lab,
     tool_offered,
 )
+from tether_common.errors import ConfigError, TetherError
+from tether_common.testing import Turn, call, say, write_script
 
 LEASE_S = 2.0
 BUS_LOSS_S = 1.5

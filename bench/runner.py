@@ -14,10 +14,10 @@ from typing import Any
 
 from bench.stack import Stack
 from bench.stats import line
+from tether_client.server.supervisor import SERVICES
 from tether_common.bus import Bus
 from tether_common.messages.tools import CatalogRequest, ExecuteTool
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES
 
 RUNNER_SPECS = tuple(s for s in SERVICES if s.name in ("output-store", "tools-runner"))
 

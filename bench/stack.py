@@ -22,10 +22,10 @@ from typing import Any
 import asyncpg
 
 from bench.profiles import print_profiles, profile_env, restart_profiles
+from tether_client.server.embedded import EmbeddedPostgres
+from tether_client.server.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_client.system import LockedBus, start_locked_nats, system_env, system_supervisor
 from tether_common.decisions import new_key
-from tether_common.embedded import EmbeddedPostgres
-from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
 OPERATOR_TOKEN = "bench-operator-token"
 OBSERVER = "bench"  # the bench's own all-rights NATS user (never a shipped one)

@@ -335,13 +335,15 @@ def model_name(model: type) -> str:
 def subject_values() -> Iterator[tuple[str, Any, str]]:
     """(name, value, docstring) of each public subject of `Subjects`, in declaration
     order; a subject made from an argument (a run id, a provider) shows it as `<name>`."""
-    from tether_common.subjects import Subjects
+    from tether_common.subjects import RouteField, Subjects
 
     subjects = Subjects()
     for name, attribute in vars(Subjects).items():
         if name.startswith("_") or name == "routes":
             continue
-        if isinstance(attribute, property):
+        if isinstance(attribute, RouteField):
+            yield name, getattr(subjects, name), ""
+        elif isinstance(attribute, property):
             yield name, getattr(subjects, name), attribute.__doc__ or ""
         elif inspect.isfunction(attribute):
             params = list(inspect.signature(attribute).parameters)[1:]
@@ -351,8 +353,10 @@ def subject_values() -> Iterator[tuple[str, Any, str]]:
 
 def kind_of(route: Any) -> str:
     if route.streamed:
-        return "streamed replies"
-    return "request, beats, reply" if route.beats else "request, reply"
+        kind = "streamed replies"
+    else:
+        kind = "request, beats, reply" if route.beats else "request, reply"
+    return f"{kind}; cancellable" if route.cancellable else kind
 
 
 def subjects_page() -> str:
@@ -388,7 +392,7 @@ def subjects_page() -> str:
         "Every NATS subject, with the default prefix `tether` (`TETHER_SUBJECT_PREFIX`). "
         "Messages are the pydantic models of `tether_common.messages`; the queue group is "
         "who answers (one member of it per request). Who may publish or subscribe to each "
-        "is generated from the same declarations (`tether_common.natsauth`).",
+        "is generated from the same declarations (`tether_client.server.natsauth`).",
         "## Requests",
         table(("subject", "name in `Subjects`", "request", "reply", "queue group", "kind"), routes),
         "## Events, broadcasts and other names",

@@ -1,6 +1,7 @@
 """Real servers for the suite: one nats-server (JetStream) and one PostgreSQL per session,
 on free ports in temporary folders, or the ones named by `TETHER_TEST_NATS_URL` /
-`TETHER_TEST_DATABASE_URL`; and the five services as real processes for e2e tests."""
+`TETHER_TEST_DATABASE_URL`, with a database of its own for every test module; and the
+five services as real processes for e2e tests."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from dbkit import migrated_template, new_database
 from shipped import observe, shipped_stack
+from tether_client.server.embedded import EmbeddedPostgres, NatsServer
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.decisions import new_key
-from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.settings import async_database_url
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"
 # Every brain call of the tests' `TetherClient`s authenticates as the bootstrap admin
@@ -46,7 +48,9 @@ def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session's PostgreSQL server (its first database): for fixtures that make
+    databases of their own; a test takes `database_url`."""
     if url := os.environ.get("TETHER_TEST_DATABASE_URL"):
         yield async_database_url(url)
         return
@@ -62,6 +66,19 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+async def database_template(pg_server_url: str) -> str:
+    """Every service's schema at head, migrated once: what each module's database copies."""
+    return await migrated_template(pg_server_url)
+
+
+@pytest.fixture(scope="module")
+async def database_url(pg_server_url: str, database_template: str) -> str:
+    """This module's own database (a copy of the migrated template): its stacks never see
+    another module's runs, cards or effects, nor adopt their lapsed leases."""
+    return await new_database(pg_server_url, "module", template=database_template)
+
+
+@pytest.fixture(scope="module")
 async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
     """A pool of the tests' own, for what runs beside the services (collectors, sweeps)."""
     db = make_engine(database_url, pool_size=5)
@@ -123,3 +140,19 @@ async def stack(
         None, database_url, operator_token=OPERATOR_TOKEN, extra_env=extra | stack_extra_env
     ) as supervisor:
         yield supervisor
+
+
+# ---- the `stack` marker: what needs real processes -------------------------------------
+# A test is marked `stack` when it starts or reaches real processes: it uses (directly or
+# through another fixture) one of these fixtures, or is marked `e2e`/`compose`. So
+# `pytest -m "not stack"` runs the in-process tier alone (tether_brain.testing and the
+# unit tests), in seconds.
+PROCESS_FIXTURES = frozenset({"stack", "database_url", "nats_url", "shipped_stack"})
+PROCESS_MARKERS = ("e2e", "compose")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        uses = PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if uses or any(item.get_closest_marker(m) is not None for m in PROCESS_MARKERS):
+            item.add_marker(pytest.mark.stack)

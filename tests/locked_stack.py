@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from shipped import locked_bus, shipped_stack
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from tether_client import TetherClient
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 from tether_common.testing import Turn, write_script
 
 OPERATOR_TOKEN = "test-operator-token"  # tests/conftest.py: an admin token

@@ -11,10 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import tether_brain
 from tether_brain.persistence.store import RunStore
+from tether_brain.state.options import RunOptions
 from tether_brain.state.run import Limits, RunState
 from tether_common import identity
 from tether_common.db import migrate
 from tether_common.messages.gateway import ChatMessage
+from tether_common.messages.identity import DEFAULT_TENANT
 
 MIGRATIONS = Path(tether_brain.__file__).parent / "migrations"
 
@@ -26,11 +28,12 @@ async def migrated_store(engine: AsyncEngine) -> RunStore:
     return RunStore(engine)
 
 
-async def started(store: RunStore, first: str | None = "first") -> RunState:
-    """A run leased to replica-a (fence 1, running); with `first`, a user message
-    committed."""
+def new_run(
+    tenant: str = DEFAULT_TENANT, owner: str | None = None, options: RunOptions | None = None
+) -> RunState:
+    """A new scripted run's state (fence 1, three steps), stored nowhere yet."""
     now = datetime.now(UTC)
-    state = RunState(
+    return RunState(
         run_id=f"run_{uuid.uuid4().hex}",
         prompt="p",
         provider="scripted",
@@ -38,8 +41,17 @@ async def started(store: RunStore, first: str | None = "first") -> RunState:
         limits=Limits(max_steps=3),
         created_at=now,
         updated_at=now,
+        options=options or RunOptions(),
         fence=1,
+        tenant=tenant,
+        owner=owner,
     )
+
+
+async def started(store: RunStore, first: str | None = "first") -> RunState:
+    """A run leased to replica-a (fence 1, running); with `first`, a user message
+    committed."""
+    state = new_run()
     await store.create(state, owner="replica-a", lease_s=60.0)
     state.status = "running"
     if first is not None:

@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
+from tether_client.server.natsauth import CLIENT_USER
+from tether_client.server.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_client.system import LockedBus, start_locked_nats, system_env, system_supervisor
 from tether_common.bus import Bus
 from tether_common.decisions import new_key
-from tether_common.natsauth import CLIENT_USER
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_common.topology import BY_NAME
 
 OBSERVER = "observer"

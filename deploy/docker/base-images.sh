@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Base images built from Debian's packages, for a Docker engine that cannot pull from a
 # registry (CI and the development machines here). Each is a Debian bookworm root file
-# system made by mmdebstrap and turned into an image by `docker import`; the Dockerfiles
+# system made by mmdebstrap and turned into an image by `docker import`; the Dockerfile
 # and docker-compose.yml take them through build arguments and variables, so the same
 # files use the official images where a registry is reachable. Every image made here is
 # named in deploy/docker/local.env, which `make compose-test` passes to compose.

@@ -10,9 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dbkit import new_database
 from shipped import observe, one_service
 from tether_approvals.testing import ApprovalsHarness
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"
 RULES = [
@@ -26,6 +27,13 @@ QUORUM_RULES = [
     {"name": "two-keys", "tool": "two_keys_*", "quorum": {"needed": 2, "group": "sre"}},
     {"name": "auto-two", "tool": "auto_ok_two_keys", "quorum": {"needed": 2}},
 ]
+
+
+@pytest.fixture(scope="session")
+async def database_url(pg_server_url: str, database_template: str) -> str:
+    """One database for this folder's modules: they share the approvals process below,
+    whose tables their tests read."""
+    return await new_database(pg_server_url, "approvals", template=database_template)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_approvals.testing import ApprovalsHarness, auth
@@ -117,6 +117,17 @@ async def test_appends_are_serialised_per_trail(engine: AsyncEngine) -> None:
         ).scalar()
     assert last in heads
     assert await audit.verify(engine, run_id, last) == []
+
+
+@pytest.mark.parametrize("trail", ["run_1", "approvals:run_abc", "_tokens", "ünï:✓ 𝛑", ""])
+async def test_the_lock_key_is_the_same_computed_by_postgresql(
+    engine: AsyncEngine, trail: str
+) -> None:
+    """A statement that learns its trail from a row it changes takes the lock every other
+    append of that trail takes (`audit.append` computes the key in Python)."""
+    async with engine.connect() as conn:
+        found = (await conn.execute(select(audit.lock_key_sql(literal(trail))))).scalar_one()
+    assert found == audit._lock_key(trail)
 
 
 def test_redact_keeps_names_and_digests_only() -> None:

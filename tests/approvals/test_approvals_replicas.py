@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_approvals.testing import ApprovalsHarness
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 
 async def test_two_sweepers_expire_each_request_once(

@@ -26,11 +26,11 @@ import pytest
 from shipped import observe
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
 from tether_common.messages.approvals import ApprovalDecided, ApprovalView, ConsumeApproval
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
 
 pytestmark = pytest.mark.e2e

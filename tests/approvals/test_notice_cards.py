@@ -10,7 +10,7 @@ import asyncio
 from nats.aio.subscription import Subscription
 
 from display_corpus import SERVICE_CORPUS
-from tether_approvals.cards import changes_text
+from tether_approvals.notices.cards import changes_text
 from tether_approvals.testing import ApprovalsHarness, auth
 from tether_common.display import INVISIBLE
 from tether_common.messages.approvals import CARD_CHANGES_CHARS, ApprovalCard, ApprovalNotice

@@ -15,10 +15,11 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tether_approvals import quorum
-from tether_approvals.quorum import DECIDED_BY_CHARS, decided_by, required
+from tether_approvals.decisions import quorum
+from tether_approvals.decisions.quorum import DECIDED_BY_CHARS, decided_by, required
 from tether_approvals.settings import QuorumRuleSetting
 from tether_approvals.testing import ApprovalsHarness, auth
+from tether_client.server.supervisor import Supervisor
 from tether_common import audit
 from tether_common.messages.approvals import (
     ApprovalDecided,
@@ -30,7 +31,6 @@ from tether_common.messages.approvals import (
     Vote,
 )
 from tether_common.messages.base import decode
-from tether_common.supervisor import Supervisor
 
 TWO_OF_ANYONE = {"needed": 2}
 

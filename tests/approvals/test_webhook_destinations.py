@@ -13,10 +13,10 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tether_approvals.destinations import Destinations
-from tether_approvals.outbox import Claimed, Sender
+from tether_approvals.notices.destinations import Destinations
+from tether_approvals.notices.outbox import Claimed, Sender
 from tether_approvals.settings import WebhookSettings
-from tether_approvals.webhook_receiver import receiver
+from tether_approvals.testing.receiver import receiver
 from tether_common.db import make_engine
 from tether_common.errors import BlockedDestination, MessageError
 from tether_common.messages.approvals import ApprovalNotice

@@ -19,17 +19,23 @@ import pytest
 
 from dbkit import new_database
 from shipped import observe, shipped_stack
-from tether_approvals.outbox import Sender
+from tether_approvals.notices.outbox import Sender
+from tether_approvals.notices.signing import (
+    DELIVERY_HEADER,
+    EVENT_HEADER,
+    SIGNATURE_HEADER,
+    sign,
+    verify,
+)
+from tether_approvals.notices.webhooks import DeliveryView, WebhookView
 from tether_approvals.settings import WebhookSettings
-from tether_approvals.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign, verify
 from tether_approvals.testing import ApprovalsHarness, auth
-from tether_approvals.webhook_receiver import Receiver, closed_port, receiver
-from tether_approvals.webhooks import DeliveryView, WebhookView
+from tether_approvals.testing.receiver import Receiver, closed_port, receiver
 from tether_client.cli import main
+from tether_client.server.supervisor import Supervisor
 from tether_common.db import make_engine
 from tether_common.messages.approvals import ApprovalNotice
 from tether_common.messages.base import decode
-from tether_common.supervisor import Supervisor
 from tether_common.topology import BY_NAME
 
 OPERATOR_TOKEN = "test-operator-token"

@@ -13,13 +13,13 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from tether_approvals.cards import notice
+from tether_approvals.notices.cards import notice
+from tether_client.server.embedded import NatsServer
+from tether_client.server.natsauth import generate_passwords, render_config, write_config
 from tether_common.bus import Bus, settle
-from tether_common.embedded import NatsServer
 from tether_common.messages.approvals import ApprovalNotice, ApprovalView
 from tether_common.messages.base import decode
-from tether_common.natsauth import generate_passwords, inbox_prefix, render_config, write_config
-from tether_common.subjects import Subjects
+from tether_common.subjects import Subjects, inbox_prefix
 
 SUBJECTS = Subjects("nwebhookauth")  # fixed: test ids name it
 # How long a delivery or a refusal may take: generous, as the suite's first minutes on two

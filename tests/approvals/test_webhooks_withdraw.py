@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from tether_approvals.testing import auth
-from tether_approvals.webhook_receiver import Receiver, receiver
+from tether_approvals.testing.receiver import Receiver, receiver
 from tether_client import TetherClient
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, event_data, say, write_script
 
 pytestmark = pytest.mark.e2e

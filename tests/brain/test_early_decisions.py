@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
 
 pytestmark = pytest.mark.e2e

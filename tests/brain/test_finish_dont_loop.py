@@ -18,8 +18,8 @@ import pytest
 
 from tether_brain.context.prompts import COMPACT_SYSTEM, after_results
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent, RunView
-from tether_common.supervisor import Supervisor
 from tether_common.testing import RunScript, call, event_data, say
 from tether_gateway.testing import FakeUpstream, chat_text_stream
 

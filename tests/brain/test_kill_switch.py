@@ -4,7 +4,10 @@ also after the brain is SIGKILLed and started again; a tenant's kill leaves anot
 tenant's runs running and reaches parked runs (their approvals withdrawn), thread turns
 and the OpenAI face; an agent's kill only that agent's runs; a kill the brain never heard
 of (a lost notice) is read with its lease sweep; only admins set and lift kills, every
-change is in the `policy` audit trail and the trail verifies.
+change is in the `policy` audit trail and the trail verifies. A killed run's model
+turn is cut at the gateway too, and a brain stopping with a turn in flight leaves the
+gateway nothing to wait for (issue 30: it used to generate on for nobody, and stop 10 s
+late).
 
 One stack with a short lease (`TETHER_BRAIN_LEASE_S`), so "within one lease" is seconds;
 runs stay running on a scripted model turn that waits. Kills are lifted after each test
@@ -13,7 +16,9 @@ runs stay running on a scripted model turn that waits. Kills are lifted after ea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,7 +30,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
+from tether_common.bus import Bus
+from tether_common.messages.base import decode
+from tether_common.messages.gateway import GenerateRequest
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e
@@ -353,3 +361,79 @@ async def test_a_malformed_kill_is_refused_whole(world: World, body: dict[str, A
     for answer in (await world.kill(body), await world.lift(body)):
         assert answer.status_code == 422, (body, answer.text)
     assert (await world.http.get("/v1/kill", headers=bearer(ADMIN))).json()["kills"] == []
+
+
+# ---- a caller gone: the gateway stops generating (issue 30) ------------------------------
+
+
+async def generating(stack_bus: Bus, start: Awaitable[str]) -> str:
+    """Start a run and return its id once the gateway has been asked for its turn."""
+    asked = await stack_bus.subscribe_raw(stack_bus.subjects.generate_all)
+    try:
+        run_id = await start
+        while True:
+            request = decode(GenerateRequest, (await asked.next_msg(timeout=60)).data)
+            if request.run_id == run_id:
+                return run_id
+    finally:
+        await asked.unsubscribe()
+
+
+def gateway_log(stack: Supervisor) -> str:
+    assert stack.log_dir is not None
+    return (stack.log_dir / "gateway.log").read_text(errors="replace")
+
+
+async def generation_cancelled(stack: Supervisor, run_id: str) -> bool:
+    """The gateway's summary line of the run's generation says it was cut short."""
+    return any(
+        f"run_id={run_id} " in line and "outcome=cancelled" in line
+        for line in gateway_log(stack).splitlines()
+    )
+
+
+async def cancelled_count(stack: Supervisor) -> float:
+    async with httpx.AsyncClient(base_url=stack.child("gateway").url, timeout=10) as http:
+        text = (await http.get("/metrics")).text
+    found = re.search(
+        r'^tether_bus_cancelled_total\{[^}]*service="gateway"[^}]*\} (\S+)$', text, re.M
+    )
+    return float(found.group(1)) if found else 0.0
+
+
+async def test_a_killed_run_stops_its_generation(
+    world: World, stack: Supervisor, stack_bus: Bus
+) -> None:
+    before = await cancelled_count(stack)
+    run_id = await generating(stack_bus, world.start(world.tokens["op-b"]))
+    killed = await world.kill({"scope": "tenant", "tenant": world.tenant_b})
+    assert killed.status_code == 201, killed.text
+    await until(lambda: world.all_in([run_id], KILLED), LEASE_S, "the run killed")
+    # At once, not after the turn's 120 s pause: the gateway heard its caller go.
+    await until(lambda: generation_cancelled(stack, run_id), 5, "the generation cancelled")
+    assert await cancelled_count(stack) >= before + 1
+
+
+async def test_a_stopping_brain_leaves_the_gateway_nothing_to_wait_for(
+    world: World, stack: Supervisor, stack_bus: Bus
+) -> None:
+    """A stack stops brain first: the gateway used to wait out the brain's abandoned
+    generation for its whole shutdown wait (10 s) before it exited."""
+    run_id = await generating(stack_bus, world.start(ADMIN))
+    brain, gateway = stack.child("brain"), stack.child("gateway")
+    try:
+        await stack.stop_child(brain)
+        stopped = time.monotonic()
+        with contextlib.suppress(AssertionError):
+            await until(lambda: generation_cancelled(stack, run_id), 1.5, "cancelled")
+        cancelled_after = time.monotonic() - stopped
+        await stack.stop_child(gateway)
+        took = time.monotonic() - stopped - cancelled_after
+        assert took < 2.0, f"the gateway took {took:.1f} s to stop"
+        assert cancelled_after < 1.5, "the generation was not cancelled when its brain stopped"
+    finally:
+        for child in (gateway, brain):
+            if child.proc is None:
+                await stack.start_child(child)
+        await stack.wait_ready(timeout=120, children=[gateway, brain])
+        await world.stop([run_id])

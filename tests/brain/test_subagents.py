@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tether_client import TetherClient
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 from tether_common.testing import RunScript, call, event_data, say, write_script
 
 pytestmark = pytest.mark.e2e

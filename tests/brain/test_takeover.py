@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import time
+import uuid
 from pathlib import Path
 
 import asyncpg
@@ -14,8 +15,8 @@ import httpx
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Child, Supervisor
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Child, Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = pytest.mark.e2e
@@ -202,3 +203,54 @@ async def test_a_crash_mid_child_is_taken_over_and_the_parent_resumes(
     assert events[-1].data["answer"] == "parent after the crash"
     result = [e.data for e in events if e.kind == "tool.result"][-1]
     assert (result["name"], result["content"]) == ("run_agent", "child survived")
+
+
+async def test_a_replica_killed_during_prefetch_never_runs_its_call_twice(
+    stack: Supervisor, scripts_dir: Path, database_url: str
+) -> None:
+    """An agent's prefetch goes the way of a model's calls: its (non-idempotent) shell
+    call is journaled before it is sent, so the replica that takes the run over sends it
+    again with the same idempotency key and the runner answers the recorded outcome
+    instead of running it again (one claim, one attempt); the model's first turn then
+    reads that result (issue 31)."""
+    agent = f"prefetcher-{uuid.uuid4().hex[:8]}"
+    async with httpx.AsyncClient(base_url=stack.child("brain").url, timeout=30) as http:
+        made = await http.post(
+            "/v1/agents",
+            json={
+                "id": agent,
+                "grants": ["shell#noapproval"],
+                "prefetch": [{"tool": "shell", "arguments": {"command": "sleep 2; echo ran"}}],
+            },
+            headers={"Authorization": "Bearer test-operator-token"},
+        )
+    assert made.status_code == 201, made.text
+    doomed = await victim(stack)
+    # The prefetch's calls are the history's first assistant message: the model's first
+    # turn is the script's second.
+    model = write_script(scripts_dir, [say("never asked"), say("prefetched once")])
+    async with TetherClient(doomed.url) as client:
+        accepted = await client.start_run("go", provider="scripted", model=model, agent=agent)
+        async for event in client.events(accepted.run_id):
+            if event.kind == "tool.call":
+                assert (event.data["step"], event.data["call_id"]) == (0, "prefetch_0")
+                break
+    await asyncio.sleep(0.8)  # the command is under way on the runner
+    assert doomed.proc is not None
+    doomed.proc.kill()
+    events = await follow(stack.child("brain").url, accepted.run_id)
+    assert events[-1].data["status"] == "completed", events[-1].data
+    assert events[-1].data["answer"] == "prefetched once"
+    kinds = [e.kind for e in events]
+    assert "tool.approval_needed" not in kinds  # the outcome was known: no reconcile card
+    results = [e.data for e in events if e.kind == "tool.result"]
+    assert [(r["call_id"], r["ok"]) for r in results] == [("prefetch_0", True)]
+    assert "ran" in results[0]["content"]
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        claims = await conn.fetch(
+            "SELECT attempt FROM tool_effects WHERE run_id = $1", accepted.run_id
+        )
+    finally:
+        await conn.close()
+    assert [c["attempt"] for c in claims] == [1]

@@ -26,11 +26,11 @@ import httpx
 import pytest
 
 from tether_client import TetherClient
-from tether_common.embedded import EmbeddedPostgres, NatsServer
+from tether_client.server.embedded import EmbeddedPostgres, NatsServer
+from tether_client.server.supervisor import Supervisor
 from tether_common.errors import TetherError
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent, RunView
 from tether_common.settings import async_database_url
-from tether_common.supervisor import Supervisor
 
 StartRun = Callable[..., Awaitable[str]]
 Settle = Callable[[str], Awaitable[RunView]]

@@ -11,13 +11,13 @@ from typing import TypeVar
 
 import pytest
 
+from tether_client.server.embedded import NatsServer
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
-from tether_common.embedded import NatsServer
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import QueryOutput
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 from tether_tools_runner.offload import upload
 

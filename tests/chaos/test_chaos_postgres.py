@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether_common.embedded import EmbeddedPostgres
+from tether_client.server.embedded import EmbeddedPostgres
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.testing import Turn, call, say, write_script
 

@@ -20,11 +20,11 @@ import asyncpg
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.embedded import EmbeddedPostgres, NatsServer
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
-from tether_common.embedded import EmbeddedPostgres, NatsServer
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e

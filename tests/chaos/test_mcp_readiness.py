@@ -21,10 +21,10 @@ import psutil
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.runs import RunEvent
 from tether_common.messages.tools import TOOL_NOT_READY, Catalog, CatalogRequest
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

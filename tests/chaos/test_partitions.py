@@ -27,13 +27,7 @@ import pytest
 from nats.errors import TimeoutError as NatsTimeoutError
 
 from tether_client import TetherClient
-from tether_common.bus import Bus
-from tether_common.errors import TetherError
-from tether_common.messages.approvals import ApprovalDecided
-from tether_common.messages.runs import TERMINAL_STATUSES, RunView
-from tether_common.subjects import Subjects
-from tether_common.testing import Turn, call, say, write_script
-from tether_common.testing.netlab import (
+from tether_client.server.testing.netlab import (
     LabService,
     LabStack,
     NetLab,
@@ -41,6 +35,12 @@ from tether_common.testing.netlab import (
     start_lab,
     tool_offered,
 )
+from tether_common.bus import Bus
+from tether_common.errors import TetherError
+from tether_common.messages.approvals import ApprovalDecided
+from tether_common.messages.runs import TERMINAL_STATUSES, RunView
+from tether_common.subjects import Subjects
+from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

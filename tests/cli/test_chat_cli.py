@@ -28,9 +28,9 @@ import pytest
 
 from shipped import observe
 from tether_client.client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.deltas import RunDelta
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 
 from tether_client.cli import app, main
 from tether_client.console import safe
-from tether_common.embedded import free_port
+from tether_client.server.embedded import free_port
 
 TETHER = Path(sys.executable).parent / "tether"
 

@@ -29,7 +29,7 @@ from tether_client.complete import offer
 from tether_client.console import Format, OutputOption, emit
 from tether_client.fields import MAX_PATHS, parse_selection
 from tether_client.lazy import loaded
-from tether_common.embedded import free_port
+from tether_client.server.embedded import free_port
 
 TETHER = Path(sys.executable).parent / "tether"
 

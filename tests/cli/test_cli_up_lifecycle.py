@@ -24,8 +24,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether_common.embedded import free_port
-from tether_common.supervisor import SERVICES
+from tether_client.server.embedded import free_port
+from tether_client.server.supervisor import SERVICES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

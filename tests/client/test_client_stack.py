@@ -16,10 +16,10 @@ import pytest
 
 from tether_client import SyncTetherClient, TetherClient
 from tether_client.cli import main
+from tether_client.server.supervisor import Supervisor
 from tether_common.errors import NotFoundError
 from tether_common.messages.events import RunEndEvent, ToolCallEvent, ToolResultEvent
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEventKind
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e

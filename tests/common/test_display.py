@@ -16,6 +16,7 @@ import yaml
 
 from display_corpus import CORPUS, PLAIN, SERVICE_CORPUS
 from tether_client.console import Format, emit, safe
+from tether_client.fields import SELECTED
 from tether_common.display import INVISIBLE, MARK, RANGES, js_pattern, shown, shown_data
 
 # Unicode 14.0's DerivedCoreProperties.txt, Default_Ignorable_Code_Point.
@@ -88,6 +89,7 @@ def test_the_cli_formats_carry_no_invisible_code_point(
     fmt: Format, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = {name: [name, {"path": name}] for name, _ in SERVICE_CORPUS}
+    SELECTED.set(())  # no `-o` fields: an earlier in-process CLI call may have chosen some
     capsys.readouterr()
     emit(data, fmt)
     out = capsys.readouterr().out

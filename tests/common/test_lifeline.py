@@ -192,7 +192,7 @@ def test_every_process_a_service_starts_is_tied_to_it() -> None:
     sites = spawn_sites()
     # The scan sees the spawners it is about (it cannot pass by finding nothing).
     assert {name for _, name in sites} >= {
-        "_launch", "_spawn", "_target", "_ensure_pool", "run_worker", "launch", "popen",
+        "_launch", "_spawn", "stdio_target", "_ensure_pool", "run_worker", "launch", "popen",
     }  # fmt: skip
     unarmed = [
         site

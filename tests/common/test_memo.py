@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether_common.memo import IdentityMemo
+from tether_brain.context.memo import IdentityMemo
 from tether_common.messages.gateway import OfferedToolSpec
 
 

@@ -14,9 +14,9 @@ import pytest
 from pydantic import SecretStr
 
 from tether_approvals.settings import ApprovalSettings
+from tether_client.server.supervisor import SERVICES, ServiceSpec
 from tether_common.placeholders import EX_CONFIG, PlaceholderSecret, placeholder_secrets
 from tether_common.settings import CommonSettings
-from tether_common.supervisor import SERVICES, ServiceSpec
 from tether_gateway.settings import GatewaySettings
 from tether_tools_runner.settings import RunnerSettings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether_approvals import cards
+from tether_approvals.notices import cards
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
 from tether_brain.state import events

@@ -39,8 +39,8 @@ from mcp.types import TextContent
 from testcontainers.compose import DockerCompose
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import SERVICES
 from tether_common.errors import TetherError
-from tether_common.supervisor import SERVICES
 from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(900)]
@@ -75,7 +75,8 @@ class System:
 def env_file(folder: Path) -> Path:
     """.env.example with every change-me replaced by a fresh secret, plus the base images
     and build CA named by the environment (the Makefile's), as an operator fills .env."""
-    env = {k: secrets.token_hex(20) if v == "change-me" else v for k, v in example().items()}
+    # URL-safe and 32 random bytes: fits a URL's password and the runner's credentials key.
+    env = {k: secrets.token_urlsafe(32) if v == "change-me" else v for k, v in example().items()}
     if base := os.environ.get("TETHER_COMPOSE_BASE_ENV"):
         env |= read_env(ROOT / base)
     if bundle := os.environ.get("TETHER_BUILD_CA_BUNDLE"):

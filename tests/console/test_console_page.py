@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tether_approvals.console import assemble as approvals_console
+from tether_approvals.api.console import assemble as approvals_console
 from tether_brain.console.page import assemble as runs_console
 from tether_common import display, pages
 

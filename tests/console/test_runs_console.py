@@ -9,7 +9,8 @@ state and the trace link; an approver approves the parked call from the page and
 finishes; a viewer's approve is refused by the approvals service; an operator messages
 and stops a run. Nothing a model, a tool or a prompt writes runs in the page: a run made
 of script-injection payloads shows them all as text, with no injected element, nothing
-executed and no Content-Security-Policy violation. Screenshots are kept as test
+executed and no Content-Security-Policy violation. The schedules view shows each
+schedule's next tick and last run. Screenshots are kept as test
 artefacts."""
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from chromium_browser import (
 )
 from display_corpus import SERVICE_CORPUS
 from tether_brain.console.page import assemble
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.display import INVISIBLE, shown
 from tether_common.messages.approvals import (
@@ -51,7 +53,6 @@ from tether_common.messages.approvals import (
     Presence,
     PresenceQuery,
 )
-from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = pytest.mark.e2e
@@ -692,3 +693,31 @@ async def test_the_approvals_console_leads_to_the_unified_one(
     assert browser.current_url == f"{console.url}/console#/approvals/{asked.approval_id}"
     browser.find_element(By.CSS_SELECTOR, f'{card} button[data-decision="deny"]').click()
     await asyncio.to_thread(wait_for, browser, card, gone=True)
+
+
+async def test_the_schedules_view_shows_next_tick_and_last_run(
+    console: Console, browser: WebDriver
+) -> None:
+    """A viewer sees each schedule's next tick and its last run (a link to the run's
+    page); what the schedule's writer typed is shown as text."""
+    name = '<img src=x onerror="window.__pwned=1">sched'
+    model = write_script(console.scripts, [say("scheduled hello")])
+    body = {"prompt": "scheduled", "provider": "scripted", "model": model, "interval_s": 2}
+    made = await console.http.post("/v1/schedules", json=body | {"name": name})
+    assert made.status_code == 201, made.text
+    schedule_id = made.json()["schedule_id"]
+    try:
+        enter(browser, console.url, console.tokens["viewer"])
+        browser.find_element(By.ID, "nav-schedules").click()
+        row = f'tr[data-schedule-id="{schedule_id}"]'
+        wait_for(browser, f"{row} td.last a", timeout=60)
+        assert name in texts_of(browser, f"{row} td")
+        assert text_of(browser, f"{row} td.next") not in ("", "paused")
+        assert browser.execute_script("return window.__pwned") is None
+        assert not browser.find_elements(By.CSS_SELECTOR, "#schedules-view img")
+        browser.find_element(By.CSS_SELECTOR, f"{row} td.last a").click()
+        wait_until(browser, lambda d: (text_of(d, "#run-title") or "").startswith("run_"))
+        assert no_violations(browser) == []
+    finally:
+        removed = await console.http.delete(f"/v1/schedules/{schedule_id}")
+        assert removed.status_code == 204, removed.text

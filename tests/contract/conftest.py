@@ -11,17 +11,17 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from shipped import shipped_stack
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 OPERATOR_TOKEN = "edge-operator-token"
 
 
 @pytest.fixture(scope="package")
-async def edge_database_url(database_url: str) -> str:
+async def edge_database_url(pg_server_url: str) -> str:
     """A database of their own on the session's server: schemathesis stores what it
     generates (global guardrails, agents, allow-lists), which must not become the policy
     of the stacks that later modules start (their settings only seed missing rows)."""
-    url = make_url(database_url)
+    url = make_url(pg_server_url)
     name = f"edge_{uuid.uuid4().hex[:10]}"
     conn = await asyncpg.connect(url.set(drivername="postgresql").render_as_string(False))
     try:

@@ -1,4 +1,4 @@
-"""docker-compose.yml and the Dockerfiles, checked without a Docker engine: the compose
+"""docker-compose.yml and the one Dockerfile, checked without a Docker engine: the compose
 file against the Compose Specification's JSON Schema, and images, ports and environment
 variables against the supervisor's service table and the settings classes."""
 
@@ -19,14 +19,16 @@ from pydantic_settings import BaseSettings
 
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
+from tether_client.server.supervisor import SERVICES, ServiceSpec
 from tether_common.placeholders import placeholder_secrets
 from tether_common.settings import CommonSettings
-from tether_common.supervisor import SERVICES, ServiceSpec
+from tether_common.topology import SECRET_ENV
 from tether_gateway.settings import GatewaySettings
 from tether_output_store.settings import OutputSettings
 from tether_tools_runner.settings import RunnerSettings
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"  # every service's image
 SETTINGS: dict[str, type[BaseSettings]] = {
     "brain": BrainSettings,
     "gateway": GatewaySettings,
@@ -76,19 +78,21 @@ def test_each_service_image_is_consistent(compose: dict[str, Any], spec: Service
     entry = compose["services"][spec.name]
     assert entry["build"]["context"] == "."
     dockerfile = ROOT / entry["build"]["dockerfile"]
-    assert dockerfile == ROOT / "services" / spec.name / "Dockerfile"
+    assert dockerfile == DOCKERFILE
+    assert entry["build"]["args"]["SERVICE"] == spec.name
     text = dockerfile.read_text()
+    # The image installs the distribution named after SERVICE, and its sources.
+    assert '--package "tether-${SERVICE}"' in text
+    assert "COPY services/${SERVICE} services/${SERVICE}" in text
     package = spec.module.replace("_", "-")
-    assert f"--package {package}" in text
+    assert package == f"tether-{spec.name}"
     assert (ROOT / "services" / spec.name / "pyproject.toml").read_text().count(
         f'name = "{package}"'
     ) == 1
-    assert f'CMD ["python", "-m", "{spec.module}"]' in text
+    assert 'CMD ["tether-service"]' in text  # written from the topology (test_service_table)
     settings_cls = SETTINGS[spec.name]
     assert settings_cls.model_config.get("env_prefix") == spec.env_prefix
     assert settings_cls.model_fields["http_port"].default == spec.default_port
-    assert f"EXPOSE {spec.default_port}" in text
-    assert f"{spec.port_env}={spec.default_port}" in text
     assert "USER tether" in text
     for name in re.findall(r"\b(TETHER_[A-Z_]+)=", text):
         assert name in KNOWN_ENV, f"{dockerfile.name} sets unknown {name}"
@@ -101,13 +105,17 @@ def test_compose_environment_names_real_settings(compose: dict[str, Any]) -> Non
                 assert var in KNOWN_ENV, f"{name}: {var} is read by no settings class"
 
 
-def test_every_dockerfile_copies_every_workspace_member() -> None:
+def test_the_dockerfile_copies_every_workspace_member() -> None:
     members = [p.parent for p in ROOT.glob("*/*/pyproject.toml")]
-    for spec in SERVICES:
-        text = (ROOT / "services" / spec.name / "Dockerfile").read_text()
-        for member in members:
-            rel = member.relative_to(ROOT)
-            assert f"COPY {rel}/pyproject.toml {rel}/" in text, (spec.name, rel)
+    text = DOCKERFILE.read_text()
+    for member in members:
+        rel = member.relative_to(ROOT)
+        assert f"COPY {rel}/pyproject.toml {rel}/" in text, rel
+
+
+def test_there_is_one_dockerfile() -> None:
+    found = [*ROOT.glob("services/*/Dockerfile*"), *ROOT.glob("deploy/**/Dockerfile*")]
+    assert found == [DOCKERFILE]
 
 
 # Compose's variable forms: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error}, ${VAR?error}.
@@ -191,6 +199,26 @@ def test_each_service_refuses_the_env_example_and_accepts_real_secrets(
     assert placeholder_secrets(CommonSettings(), SETTINGS[name]()) == []
 
 
+# The keys the supervisor hands only to the services that use them (`tether up`'s).
+SERVICE_KEYS = {name: who for name, who in SECRET_ENV.items() if name.endswith("_KEY") and who}
+
+
+@pytest.mark.parametrize("variable", sorted(SERVICE_KEYS))
+def test_each_services_own_key_reaches_exactly_its_holders(
+    compose: dict[str, Any], variable: str
+) -> None:
+    """A key `tether up` gives some services (topology.SECRET_ENV) compose gives them
+    too, from `.env` (a missing one stops compose), and no other service."""
+    given = {
+        name
+        for name, entry in compose["services"].items()
+        if variable in entry.get("environment", {})
+    }
+    assert given == set(SERVICE_KEYS[variable]), variable
+    assert variable in env_example()
+    assert variables(compose).count((variable, ":?", "set it in .env")) == len(given)
+
+
 def test_provider_keys_reach_the_gateway_only(compose: dict[str, Any]) -> None:
     for name, entry in compose["services"].items():
         if name != "gateway":
@@ -235,7 +263,8 @@ def final_stage(dockerfile: Path) -> str:
 
 
 def test_the_runner_image_gives_the_service_user_its_workspace(compose: dict[str, Any]) -> None:
-    stage = final_stage(ROOT / "services" / "tools-runner" / "Dockerfile")
+    stage = final_stage(DOCKERFILE)
+    assert 'if [ "$SERVICE" = tools-runner ]' in stage
     assert "install -d -o tether -g tether -m 0750 /workspace" in stage
     install = stage.index("install -d -o tether")
     assert stage.index("useradd") < install < stage.index("USER tether")
@@ -245,7 +274,7 @@ def test_the_runner_image_gives_the_service_user_its_workspace(compose: dict[str
 
 
 def test_the_brain_image_ships_the_project_skills() -> None:
-    stage = final_stage(ROOT / "services" / "brain" / "Dockerfile")
+    stage = final_stage(DOCKERFILE)
     assert "WORKDIR /app" in stage
     assert "COPY skills /app/skills" in stage
     # The brain reads `skills/` relative to its working directory, after $TETHER_HOME's.
@@ -280,13 +309,13 @@ def test_each_dockerfile_takes_its_base_images_as_build_arguments(
     compose: dict[str, Any], spec: ServiceSpec
 ) -> None:
     """No stage names a registry itself: a build without one passes local base images."""
-    text = (ROOT / "services" / spec.name / "Dockerfile").read_text()
+    text = DOCKERFILE.read_text()
     froms = re.findall(r"^FROM (\S+)", text, flags=re.MULTILINE)
     assert froms == ["${UV_IMAGE}", "${PYTHON_IMAGE}", "${PYTHON_IMAGE}"], froms
     assert "COPY --from=uv " in text
     assert "COPY --from=ghcr.io" not in text
     args = compose["services"][spec.name]["build"]["args"]
-    assert set(args) == {"PYTHON_IMAGE", "UV_IMAGE"}
+    assert set(args) == {"PYTHON_IMAGE", "UV_IMAGE", "SERVICE"}
     local = env_file(ROOT / "deploy" / "docker" / "local.env")
     assert interpolate(args["PYTHON_IMAGE"], local) == local["TETHER_PYTHON_IMAGE"]
     assert interpolate(args["UV_IMAGE"], local) == local["TETHER_UV_IMAGE"]

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from shipped import observe
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.http import DEFAULT_BODY_LIMIT, TEXT_BODY_LIMIT
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from schemathesis import Case, GenerationMode, Response
 from schemathesis.checks import response_schema_conformance
 from schemathesis.schemas import APIOperation
 
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 

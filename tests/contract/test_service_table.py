@@ -4,7 +4,10 @@ default, the supervisor behind `tether up`, the client's default URLs, the image
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +16,8 @@ import yaml
 
 from service_settings import SETTINGS
 from tether_client import client, endpoints, local_model, up
+from tether_client.server import supervisor
 from tether_common import settings as common_settings
-from tether_common import supervisor
 from tether_common.topology import (
     BY_NAME,
     LOCAL_MODEL_PORT,
@@ -89,13 +92,28 @@ def test_compose_publishes_each_service_on_its_port(
             assert str(value) == str(spec.default_port)
 
 
+def image_commands(tmp: Path, service: str) -> tuple[str, str]:
+    """The `tether-service` and `tether-healthcheck` scripts the one Dockerfile writes for
+    `service`: its RUN step, run here by sh with this interpreter in the image's place."""
+    text = (ROOT / "deploy" / "docker" / "Dockerfile").read_text()
+    (step,) = [s for s in re.split(r"\n(?=[A-Z]+ |# )", text) if s.startswith("RUN set -eu")]
+    script = step.removeprefix("RUN ").replace("\\\n", "")
+    script = script.replace("/app/.venv/bin/python", sys.executable)
+    script = script.replace("/app/.venv/bin/", f"{tmp}/")
+    subprocess.run(["sh", "-c", script], check=True, env={**os.environ, "SERVICE": service})
+    return (tmp / "tether-service").read_text(), (tmp / "tether-healthcheck").read_text()
+
+
 @pytest.mark.parametrize("spec", SERVICES, ids=BY_ID)
-def test_each_image_listens_and_checks_health_on_its_port(spec: ServiceSpec) -> None:
-    text = (ROOT / "services" / spec.name / "Dockerfile").read_text()
-    assert f"EXPOSE {spec.default_port}" in text
-    assert f"{spec.port_env}={spec.default_port}" in text
-    health = re.findall(r"http://127\.0\.0\.1:(\d+)/healthz", text)
-    assert health == [str(spec.default_port)]
+def test_each_image_listens_and_checks_health_on_its_port(
+    spec: ServiceSpec, tmp_path: Path
+) -> None:
+    service, health = image_commands(tmp_path, spec.name)
+    assert f'exec python -m {spec.module} "$@"' in service
+    # All interfaces unless set: the container's loopback is its own.
+    assert f': "${{{spec.env_prefix}HTTP_HOST:=0.0.0.0}}"' in service
+    assert f"export {spec.env_prefix}HTTP_HOST" in service
+    assert re.findall(r"http://127\.0\.0\.1:(\d+)/healthz", health) == [str(spec.default_port)]
 
 
 def k8s_documents() -> list[dict[str, Any]]:

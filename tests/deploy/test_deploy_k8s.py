@@ -19,11 +19,12 @@ from pydantic_settings import BaseSettings
 from kustomize_render import Doc, build
 from tether_approvals.settings import ApprovalSettings
 from tether_brain.settings import BrainSettings
-from tether_common.natsauth import USERS, EnvRef, password_env, render_config
+from tether_client.server.natsauth import USERS, EnvRef, password_env, render_config
+from tether_client.server.supervisor import SERVICES, ServiceSpec
 from tether_common.placeholders import placeholder_secrets
 from tether_common.settings import CommonSettings
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, ServiceSpec
+from tether_common.topology import SECRET_ENV
 from tether_gateway.settings import GatewaySettings
 from tether_output_store.settings import OutputSettings
 from tether_tools_runner.settings import RunnerSettings
@@ -159,6 +160,16 @@ def referenced_env(docs: list[Doc], spec: ServiceSpec) -> set[str]:
         found = find(docs, kind, ref["name"], namespace)
         names |= set(found.get("data") or {}) | set(found.get("stringData") or {})
     return names
+
+
+@pytest.mark.parametrize(
+    "variable", sorted(v for v, who in SECRET_ENV.items() if v.endswith("_KEY") and who)
+)
+def test_each_services_own_key_reaches_exactly_its_holders(tree: list[Doc], variable: str) -> None:
+    """A key `tether up` gives some services (topology.SECRET_ENV) reaches exactly
+    those pods, from a Secret of their own namespace."""
+    given = {spec.name for spec in SERVICES if variable in referenced_env(tree, spec)}
+    assert given == set(SECRET_ENV[variable]), variable
 
 
 def test_every_environment_variable_is_a_known_setting(tree: list[Doc]) -> None:

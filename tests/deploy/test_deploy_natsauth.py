@@ -15,23 +15,18 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
 
-from tether_common.bus import Bus, settle
-from tether_common.messages.runs import StopRun
-from tether_common.natsauth import (
+from tether_client.server.natsauth import (
     CLIENT_LIMITS,
     ROLES,
     USERS,
     generate_passwords,
-    inbox_prefix,
     main,
     queue_subjects,
     render_config,
     server_config,
     write_config,
 )
-from tether_common.objects import BlobBucket
-from tether_common.subjects import QUEUE_BRAIN, Subjects
-from tether_common.testing.locked_nats import (
+from tether_client.server.testing.locked_nats import (
     Conn,
     LockedNats,
     connect,
@@ -39,6 +34,10 @@ from tether_common.testing.locked_nats import (
     locked_nats,
     request_until_served,
 )
+from tether_common.bus import Bus, settle
+from tether_common.messages.runs import StopRun
+from tether_common.subjects import QUEUE_BRAIN, Subjects, inbox_prefix
+from tether_output_store.objects import BlobBucket
 
 PREFIX = "pdeployauth"  # fixed: test ids name it
 SUBJECTS = Subjects(PREFIX)

@@ -23,11 +23,11 @@ from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tether_common.embedded import nats_server_binary
+from tether_client.server.embedded import nats_server_binary
+from tether_client.server.natsauth import USERS, EnvRef, password_env, render_config
+from tether_client.server.supervisor import SERVICES
 from tether_common.metrics import METER_NAME, SPECS, InstrumentSpec
-from tether_common.natsauth import USERS, EnvRef, password_env, render_config
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES
 from tether_common.telemetry import attribute_views
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_compose_sends_telemetry_to_the_collector(compose: dict[str, Any]) -> No
 def test_compose_mounts_the_generated_nats_config(compose: dict[str, Any]) -> None:
     committed = (DEPLOY / "nats/nats-server.conf").read_text()
     generated = render_config(Subjects(), {u: EnvRef(password_env(u)) for u in USERS})
-    assert committed == generated, "regenerate: python -m tether_common.natsauth --env-passwords"
+    assert committed == generated, "regenerate: make nats-config"
     nats = compose["services"]["nats"]
     assert "/etc/nats/nats-server.conf" in nats["command"]
     for user in USERS:

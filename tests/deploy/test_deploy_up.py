@@ -21,6 +21,9 @@ from nats.aio.client import Client
 from nats.errors import Error as NatsError
 
 from tether_client.endpoints import UpState, write_state
+from tether_client.server.embedded import free_port
+from tether_client.server.natsauth import client_tls
+from tether_client.server.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_client.system import start_locked_nats
 from tether_client.up import (
     Running,
@@ -31,11 +34,8 @@ from tether_client.up import (
     wait_own_ready,
 )
 from tether_common.bus import Bus
-from tether_common.embedded import free_port
 from tether_common.errors import ConfigError
-from tether_common.natsauth import client_tls
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
 
 @pytest.fixture(autouse=True)

@@ -17,14 +17,14 @@ import asyncpg
 import pytest
 
 from tether_client import up
-from tether_common.embedded import (
+from tether_client.server.embedded import (
     PG_SYSTEM_USER,
     EmbeddedPostgres,
     _pg_bin,
     _prepare_root_user,
 )
+from tether_client.server.secretfiles import narrow, read_secret, secret_in, write_secret
 from tether_common.errors import ConfigError
-from tether_common.secretfiles import narrow, read_secret, secret_in, write_secret
 
 
 def new_base() -> Path:

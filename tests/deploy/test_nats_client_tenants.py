@@ -12,23 +12,22 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from nats.aio.msg import Msg
 
-from tether_common.bus import settle
-from tether_common.natsauth import (
+from tether_client.server.natsauth import (
     TenantNameError,
     client_user,
     generate_passwords,
-    inbox_prefix,
     main,
     render_config,
 )
-from tether_common.subjects import Subjects
-from tether_common.testing.locked_nats import (
+from tether_client.server.testing.locked_nats import (
     Conn,
     LockedNats,
     connected,
     locked_nats,
     request_until_served,
 )
+from tether_common.bus import settle
+from tether_common.subjects import Subjects, inbox_prefix
 
 PREFIX = f"t{uuid.uuid4().hex[:8]}"
 SUBJECTS = Subjects(PREFIX)

@@ -33,9 +33,9 @@ from starlette.routing import Route
 
 from shipped import observe
 from tether_client import TetherClient
-from tether_common.embedded import free_port
+from tether_client.server.embedded import free_port
+from tether_client.server.supervisor import Supervisor
 from tether_common.metrics import SPECS
-from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 
 pytestmark = pytest.mark.e2e

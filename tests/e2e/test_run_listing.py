@@ -12,9 +12,9 @@ import pytest
 from shipped import as_client
 from tether_client import TetherClient
 from tether_client.cli import main
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import ListRuns, RunAccepted
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 # The fixtures' operator token (tests/conftest.py): the bootstrap admin.

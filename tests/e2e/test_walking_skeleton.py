@@ -10,7 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 # The fixtures' operator token (tests/conftest.py): the bootstrap admin.

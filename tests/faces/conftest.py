@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from faces_support import ADMIN_TOKEN, ASKS, DEFAULT_ANSWER, DEFAULT_SCRIPT, PRIVILEGED, Callers
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 from tether_common.testing import say
 
 

@@ -13,6 +13,7 @@ from tether_common.messages.gateway import ChatMessage, GenerateRequest
 from tether_common.messages.profiles import ModelPrice
 from tether_common.subjects import Subjects
 from tether_gateway.app import handler, providers
+from tether_gateway.histories import HistoryCache
 from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers import RulesPlanner, TextProtocol
 from tether_gateway.settings import GatewaySettings
@@ -79,6 +80,6 @@ async def test_the_handler_wraps_events_and_ends_with_a_terminal_message() -> No
         messages=[ChatMessage(role="user", content="hello")],
     )
     profiles = Profiles(GatewaySettings(), ProfileStore(None))
-    messages = [m async for m in handler(RulesPlanner(), profiles)(request)]
+    messages = [m async for m in handler(RulesPlanner(), profiles, HistoryCache(2**20))(request)]
     assert [m.event.kind for m in messages] == ["chunk", "usage", "done"]
     assert messages[-1].terminal

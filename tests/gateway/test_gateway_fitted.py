@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tether_common.messages.gateway import OfferedToolSpec, ToolCallEvent
-from tether_gateway.providers.text_protocol import fitted
+from tether_common.scripted import fitted
 
 SWITCH = OfferedToolSpec(
     name="switch",

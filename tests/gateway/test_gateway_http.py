@@ -15,7 +15,6 @@ from tether_gateway.providers.http import (
     sse_events,
     status_error,
 )
-from tether_gateway.providers.retry import RetryPolicy
 from tether_gateway.settings import GatewaySettings
 from tether_gateway.testing import FakeUpstream, RecordingSleep, Reply, collect
 
@@ -42,17 +41,48 @@ def test_retry_after_reads_seconds_and_http_dates(
     assert parse_retry_after(header, now=NOW) == seconds
 
 
-def test_back_off_doubles_with_jitter_and_is_capped() -> None:
-    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=5.0, jitter=lambda: 1.0)
-    assert [policy.delay(n, None) for n in range(4)] == [1.0, 2.0, 4.0, 5.0]
-    low = RetryPolicy(base_delay_s=1.0, max_delay_s=5.0, jitter=lambda: 0.0)
-    assert [low.delay(n, None) for n in range(4)] == [0.5, 1.0, 2.0, 2.5]
+def hi() -> GenerateRequest:
+    return GenerateRequest(
+        run_id="r", provider="openai", model="m", messages=[ChatMessage(role="user", content="hi")]
+    )
 
 
-def test_retry_after_is_honoured_unless_longer_than_allowed() -> None:
-    policy = RetryPolicy(base_delay_s=0.2, max_delay_s=10.0, jitter=lambda: 0.5)
-    assert policy.delay(0, 3.0) == pytest.approx(3.1)
-    assert policy.delay(0, 60.0) is None
+async def test_back_off_doubles_with_jitter_and_is_capped(
+    upstream: FakeUpstream, client: httpx.AsyncClient, settings: GatewaySettings
+) -> None:
+    # Each wait is drawn from the upper half of base * 2**n, capped at the maximum.
+    tuned = settings.model_copy(
+        update={"retry_attempts": 4, "retry_base_delay_s": 1.0, "retry_max_delay_s": 5.0}
+    )
+    failing = Reply(status=500, pieces=[b'{"error": {"message": "boom"}}'])
+    for _ in range(20):
+        sleep = RecordingSleep()
+        upstream.queue(*[failing] * 5)
+        events = await collect(OpenAIProvider(tuned, client, sleep=sleep).generate(hi()))
+        assert [e.kind for e in events] == ["error"]
+        assert len(sleep.delays) == 4  # the fifth failure is reported, not waited on
+        for delay, (low, high) in zip(
+            sleep.delays, [(0.5, 1), (1, 2), (2, 4), (2.5, 5)], strict=True
+        ):
+            assert low <= delay <= high
+
+
+@pytest.mark.parametrize(("header", "low", "high"), [("3", 3.0, 3.2), ("0", 0.0, 0.2)])
+async def test_retry_after_is_honoured_with_a_little_jitter(
+    upstream: FakeUpstream,
+    client: httpx.AsyncClient,
+    settings: GatewaySettings,
+    header: str,
+    low: float,
+    high: float,
+) -> None:
+    tuned = settings.model_copy(update={"retry_base_delay_s": 0.2, "retry_max_delay_s": 10.0})
+    limited = Reply(status=429, headers={"retry-after": header}, pieces=[b"slow down"])
+    upstream.queue(limited, limited, limited)
+    sleep = RecordingSleep()
+    await collect(OpenAIProvider(tuned, client, sleep=sleep).generate(hi()))
+    assert len(sleep.delays) == 2
+    assert all(low <= delay <= high for delay in sleep.delays)
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent, RunView
-from tether_common.supervisor import Supervisor
 from tether_common.testing import event_data
 from tether_common.toolcalls import TOOL_FENCE
 from tether_gateway.testing import FakeUpstream, Reply, chat_text_stream

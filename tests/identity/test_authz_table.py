@@ -31,12 +31,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from shipped import as_client, observe
-from tether_common.identity import bearer_headers
-from tether_common.settings import CommonSettings
-from tether_common.subjects import QUEUE_BRAIN
-from tether_common.supervisor import SERVICES as ALL_SERVICES
-from tether_common.supervisor import Supervisor
-from tether_common.testing.authz import (
+from tether_client.server.supervisor import SERVICES as ALL_SERVICES
+from tether_client.server.supervisor import Supervisor
+from tether_client.server.testing.authz import (
     PRIVILEGED,
     World,
     bearer,
@@ -45,6 +42,9 @@ from tether_common.testing.authz import (
     leaks,
     stack_env,
 )
+from tether_common.identity import bearer_headers
+from tether_common.settings import CommonSettings
+from tether_common.subjects import QUEUE_BRAIN
 
 pytestmark = pytest.mark.e2e
 SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills

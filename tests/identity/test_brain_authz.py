@@ -17,12 +17,19 @@ from pydantic import BaseModel
 
 from shipped import as_client, observe
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
+from tether_client.server.testing.authz import (
+    PRIVILEGED,
+    World,
+    build_world,
+    error_code,
+    leaks,
+    stack_env,
+)
 from tether_common.identity import bearer_headers
 from tether_common.messages.base import encode
 from tether_common.messages.runs import GetRun, ListRuns, QueueMessage, StartRun, StopRun
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
-from tether_common.testing.authz import PRIVILEGED, World, build_world, error_code, leaks, stack_env
 
 pytestmark = pytest.mark.e2e
 SHIPPED = Path(__file__).resolve().parents[2] / "skills"  # the shipped skills
@@ -509,3 +516,312 @@ async def test_a_run_loses_an_agent_unshared_while_it_waits(
     assert end["status"] == "failed"
     assert str(end["stop_reason"]).startswith("agent_unavailable"), end
     assert not event_data(events, "tool.result")
+
+
+# ---- retrieval: `search_documents` finds only what the run's caller may read -----------
+
+WORD = "quillwort"  # in every document below
+# Each document: its tenant ("a" or "b") and readers; its body carries its own mark.
+DOCUMENTS: dict[str, tuple[str, list[str]]] = {
+    "alice": ("a", ["user:alice"]),
+    "operators": ("a", ["role:operator"]),
+    "clients": ("a", ["role:client"]),
+    "everyone": ("a", ["*"]),
+    "nobody": ("a", []),
+    "b-operators": ("b", ["role:operator"]),
+    "b-everyone": ("b", ["*"]),
+}
+# caller → its role, tenant, and the documents its run (and its helper) must find.
+RETRIEVERS: dict[str, tuple[str, str, set[str]]] = {
+    "alice": ("client", "a", {"alice", "clients", "everyone"}),  # a reader by name and role
+    "amy": ("client", "a", {"clients", "everyone"}),  # not alice's reader
+    "opa": ("operator", "a", {"operators", "everyone"}),
+    "opb": ("operator", "b", {"b-operators", "b-everyone"}),  # B, the same role name
+    "adminb": ("admin", "b", {"b-everyone"}),  # an admin of B: no reader of A's, nor of B's
+}
+
+
+@pytest.fixture(scope="module")
+async def library(world: World) -> dict[str, str]:
+    """The documents above, added through the API by the admin; each one's mark."""
+    suffix = uuid.uuid4().hex[:8]
+    marks = {name: f"DOC{name.replace('-', '').upper()}{suffix}" for name in DOCUMENTS}
+    async with httpx.AsyncClient(base_url=world.brain, timeout=30) as http:
+        for name, (side, readers) in DOCUMENTS.items():
+            body = {
+                "title": f"{name} notes",
+                "body": f"The {WORD} notes: {marks[name]}.",
+                "readers": readers,
+                "tenant": world.tenant_a if side == "a" else world.tenant_b,
+            }
+            added = await http.post(
+                "/v1/collections/kb/documents", json=body, headers=world.headers("admin")
+            )
+            assert added.status_code == 201, added.text
+    return marks
+
+
+async def retriever_token(http: httpx.AsyncClient, world: World, who: str, model: str) -> str:
+    """A token for `who` that may run the scripted model (a client's lists say so)."""
+    role, side, _ = RETRIEVERS[who]
+    body = {
+        "name": who,
+        "role": role,
+        "tenant": world.tenant_a if side == "a" else world.tenant_b,
+        "providers": ["scripted"],
+        "models": [model],
+    }
+    made = await http.post("/v1/tokens", json=body, headers=world.headers("admin"))
+    assert made.status_code == 201, made.text
+    return str(made.json()["token"])
+
+
+@pytest.mark.parametrize("who", list(RETRIEVERS))
+async def test_retrieval_never_returns_a_document_the_caller_may_not_read(
+    http: httpx.AsyncClient,
+    world: World,
+    library: dict[str, str],
+    scripts_dir: Path,
+    who: str,
+) -> None:
+    """The caller's run searches, then its helper does: each finds exactly the documents
+    the caller may read, and no mark of any other reaches either run."""
+    search = call("search_documents", query=WORD, limit=10)
+    model = write_script(
+        scripts_dir,
+        [[search], [call("run_agent", task="look it up too")], say("done")],
+        {"look it up too": [[call("search_documents", query=WORD, limit=10)], say("found")]},
+    )
+    token = await retriever_token(http, world, who, model)
+    async with TetherClient(world.brain, token=token) as client:
+        accepted = await client.start_run(
+            "what do the notes say?", provider="scripted", model=model
+        )
+        events = [e async for e in client.events(accepted.run_id)]
+        (helper,) = (await client.list_runs(parent_id=accepted.run_id)).runs
+        helper_events = [e async for e in client.events(helper.run_id)]
+    expected = RETRIEVERS[who][2]
+    for run_events in (events, helper_events):
+        (result,) = [
+            r for r in event_data(run_events, "tool.result") if r["name"] == "search_documents"
+        ]
+        assert result["ok"] is True, result
+        shown = {name for name, mark in library.items() if mark in result["content"]}
+        assert shown == expected, (who, result["content"])
+        everything = "".join(e.model_dump_json() for e in run_events)
+        assert not [n for n, mark in library.items() if n not in expected and mark in everything]
+    assert (helper.tenant, helper.owner) == (
+        world.tenant_a if RETRIEVERS[who][1] == "a" else world.tenant_b,
+        who,
+    )
+
+
+async def test_a_search_taints_the_run(
+    world: World, library: dict[str, str], scripts_dir: Path
+) -> None:
+    """After a search, a write's approval card says the run read untrusted content; the
+    same write without the search does not."""
+
+    async def write_reason(first: list[Any]) -> str:
+        write = call("file_write", path=f"taint-{uuid.uuid4().hex[:6]}.txt", content="x")
+        model = write_script(scripts_dir, [*first, [write], say("done")])
+        async with TetherClient(world.brain, token=world.tokens["opa"]) as client:
+            accepted = await client.start_run("note it", provider="scripted", model=model)
+            asked, seen = await until_asked(client, accepted.run_id)
+            await client.stop_run(accepted.run_id)
+        assert asked, [e.kind for e in seen]
+        (card,) = event_data(seen, "tool.approval_needed")
+        return str(card["reason"])
+
+    assert "untrusted content" in await write_reason([[call("search_documents", query=WORD)]])
+    assert "untrusted content" not in await write_reason([])
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [("'&|!:*", "invalid_request"), ("   ", "invalid_request"), ("q" * 501, "schema_invalid")],
+)
+async def test_a_bad_search_is_a_clear_refusal_the_model_reads(
+    world: World, library: dict[str, str], scripts_dir: Path, query: str, code: str
+) -> None:
+    model = write_script(scripts_dir, [[call("search_documents", query=query)], say("ok")])
+    async with TetherClient(world.brain, token=world.tokens["opa"]) as client:
+        accepted = await client.start_run("search", provider="scripted", model=model)
+        events = [e async for e in client.events(accepted.run_id)]
+        run = await client.get_run(accepted.run_id)
+    assert run.status == "completed"
+    (result,) = event_data(events, "tool.result")
+    assert (result["ok"], result["error_code"]) == (False, code), result
+
+
+async def test_documents_are_managed_by_their_tenants_operators(
+    http: httpx.AsyncClient, world: World, library: dict[str, str]
+) -> None:
+    body = {"title": "t", "body": f"{WORD} mine", "readers": ["*"]}
+    path = "/v1/collections/kb/documents"
+    refused = await http.post(path, json=body, headers=world.headers("alice"))
+    assert refused.status_code == 403, refused.text
+    bad = await http.post(
+        path, json=body | {"readers": ["role:root"]}, headers=world.headers("opa")
+    )
+    assert bad.status_code == 422, bad.text
+    made = await http.post(path, json=body, headers=world.headers("opa"))
+    assert made.status_code == 201, made.text
+    doc = made.json()
+    assert (doc["tenant"], doc["created_by"]) == (world.tenant_a, "token:opa")
+    for method in ("GET", "DELETE"):
+        other = await http.request(method, f"{path}/{doc['doc_id']}", headers=world.headers("opb"))
+        assert other.status_code == 404, other.text
+    listed = await http.get(path, headers=world.headers("opb"))
+    assert not leaks(listed, library["everyone"])
+    gone = await http.delete(f"{path}/{doc['doc_id']}", headers=world.headers("opa"))
+    assert gone.status_code == 204
+    again = await http.get(f"{path}/{doc['doc_id']}", headers=world.headers("opa"))
+    assert again.status_code == 404
+
+
+# ---- memory across threads: found from the user's other threads, nobody else's -------
+
+MEMORY_WORD = "gooseberry"
+
+
+async def memory_token(
+    http: httpx.AsyncClient, world: World, name: str, side: str, models: list[str]
+) -> str:
+    """A client token named `name` of tenant A or B that may run the scripted `models`."""
+    body = {
+        "name": name,
+        "role": "client",
+        "tenant": world.tenant_a if side == "a" else world.tenant_b,
+        "providers": ["scripted"],
+        "models": models,
+    }
+    made = await http.post("/v1/tokens", json=body, headers=world.headers("admin"))
+    assert made.status_code == 201, made.text
+    return str(made.json()["token"])
+
+
+async def thread_turn(
+    world: World, token: str, model: str, text: str, *, recall: int = 0
+) -> tuple[str, str, list[Any]]:
+    """A new thread's first turn, followed to its first approval request or its end:
+    (its run, the approval's id or "", the events)."""
+    async with TetherClient(world.brain, token=token) as client:
+        thread = await client.create_thread(provider="scripted", model=model, recall=recall)
+        accepted = await client.send_message(thread.thread_id, text)
+        asked, seen = await until_asked(client, accepted.run_id)
+    return accepted.run_id, asked, seen
+
+
+def searched(events: list[Any]) -> str:
+    (result,) = [r for r in event_data(events, "tool.result") if r["name"] == "memory_search"]
+    assert result["ok"] is True, result
+    return str(result["content"])
+
+
+async def test_memory_saved_in_one_thread_is_found_from_another_never_across_users_or_tenants(
+    http: httpx.AsyncClient, world: World, scripts_dir: Path
+) -> None:
+    """alice's run saves (a write: it asks, her operator allows it), then alice's other
+    thread finds it with memory_search; amy (alice's tenant) and an `alice` of tenant B
+    do not, nor does the API show it them; a thread that recalls puts it in the prompt
+    (the run is tainted: its write asks as after untrusted content); once alice forgets
+    it, her next search does not find it. Every forgetting is in the `memory` trail."""
+    mark = f"MEMO{uuid.uuid4().hex[:10]}"
+    save = write_script(
+        scripts_dir,
+        [[call("memory_save", text=f"My {MEMORY_WORD} code is {mark}.")], say("saved")],
+    )
+    search = write_script(
+        scripts_dir, [[call("memory_search", query=MEMORY_WORD, limit=10)], say("done")]
+    )
+    write = call("file_write", path=f"recall-{uuid.uuid4().hex[:6]}.txt", content="x")
+    recalling = write_script(scripts_dir, [[write], say("done")])
+    models = [save, search, recalling]
+    alice = await memory_token(http, world, "alice", "a", models)
+    amy = await memory_token(http, world, "amy", "a", models)
+    b_alice = await memory_token(http, world, "alice", "b", models)
+
+    saving, asked, seen = await thread_turn(world, alice, save, "remember my code")
+    assert asked, [e.kind for e in seen]
+    (card,) = event_data(seen, "tool.approval_needed")
+    assert (card["name"], card["code"]) == ("memory_save", "not_granted"), card
+    decided = await http.post(
+        f"{world.approvals}/v1/approvals/{asked}/decision",
+        json={"decision": "allow_once"},
+        headers=world.headers("opa"),
+    )
+    assert decided.status_code == 200, decided.text
+    async with TetherClient(world.brain, token=alice) as client:
+        ended = [e async for e in client.events(saving)]
+    (saved,) = event_data(ended, "tool.result")
+    assert saved["ok"] is True, saved
+    listed = await http.get("/v1/memory", headers=bearer_headers(alice))
+    (kept,) = [m for m in listed.json()["memories"] if mark in m["text"]]
+    assert (kept["tenant"], kept["owner"], kept["agent"]) == (world.tenant_a, "alice", "default")
+
+    _, _, found = await thread_turn(world, alice, search, f"what is my {MEMORY_WORD} code?")
+    assert mark in searched(found)
+    for other in (amy, b_alice):
+        _, _, theirs = await thread_turn(world, other, search, f"my {MEMORY_WORD} code?")
+        assert mark not in searched(theirs)
+        assert not leaks(await http.get("/v1/memory", headers=bearer_headers(other)), mark)
+        hidden = await http.get(
+            "/v1/memory/search", params={"query": MEMORY_WORD}, headers=bearer_headers(other)
+        )
+        assert hidden.status_code == 200, hidden.text
+        assert not leaks(hidden, mark)
+        refused = await http.delete(
+            f"/v1/memory/{kept['memory_id']}", headers=bearer_headers(other)
+        )
+        assert refused.status_code == 404, refused.text
+    assert leaks(await http.get("/v1/memory", headers=world.headers("opa")), mark)
+    assert not leaks(await http.get("/v1/memory", headers=world.headers("opb")), mark)
+    elsewhere = await http.get("/v1/memory", params={"owner": "alice"}, headers=bearer_headers(amy))
+    assert elsewhere.status_code == 404, elsewhere.text
+
+    # Recall: alice's thread that recalls reads as tainted; amy's (nothing kept) does not.
+    reasons = {}
+    for who, token in (("alice", alice), ("amy", amy)):
+        run_id, asked, seen = await thread_turn(
+            world, token, recalling, f"note my {MEMORY_WORD} code", recall=3
+        )
+        assert asked, [e.kind for e in seen]
+        (card,) = event_data(seen, "tool.approval_needed")
+        reasons[who] = str(card["reason"])
+        async with TetherClient(world.brain, token=token) as client:
+            await client.stop_run(run_id)
+    assert "untrusted content" in reasons["alice"]
+    assert "untrusted content" not in reasons["amy"]
+
+    gone = await http.delete(f"/v1/memory/{kept['memory_id']}", headers=bearer_headers(alice))
+    assert gone.status_code == 204, gone.text
+    _, _, after = await thread_turn(world, alice, search, f"what is my {MEMORY_WORD} code?")
+    assert mark not in searched(after)
+    trail = await http.get("/v1/audit/memory", headers=world.headers("admin"))
+    assert trail.status_code == 200, trail.text
+    assert trail.json()["intact"] is True
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "params", "status"),
+    [
+        ("GET", "/v1/memory/search", {"query": "'&|!:*"}, 422),
+        ("GET", "/v1/memory/search", {"query": "q" * 501}, 422),
+        ("GET", "/v1/memory/search", {}, 422),
+        ("GET", "/v1/memory", {"owner": "bad owner"}, 422),
+        ("DELETE", "/v1/memory/mem_nothing", {}, 404),
+        ("DELETE", "/v1/memory", {"owner": "x y"}, 422),
+    ],
+)
+async def test_bad_memory_requests_are_clear_errors(
+    http: httpx.AsyncClient,
+    world: World,
+    method: str,
+    path: str,
+    params: dict[str, str],
+    status: int,
+) -> None:
+    response = await http.request(method, path, params=params, headers=world.headers("opa"))
+    assert response.status_code == status, response.text
+    assert error_code(response) in ("invalid_request", "not_found"), response.text

@@ -16,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shipped import observe, shipped_stack
 from tether_client.cli import main
+from tether_client.server.supervisor import SERVICES, Supervisor
 from tether_common.errors import AuthError
 from tether_common.identity import RemoteVerifier, TokenCache
 from tether_common.identity.tables import identity_tokens
-from tether_common.supervisor import SERVICES, Supervisor
 
 pytestmark = pytest.mark.e2e
 

@@ -13,12 +13,12 @@ import nats
 import pytest
 from nats.aio.client import Client
 
+from tether_client.server.embedded import NatsServer
+from tether_client.server.natsauth import generate_passwords, render_config, write_config
 from tether_common.bus import Bus, settle
-from tether_common.embedded import NatsServer
 from tether_common.errors import AuthError
 from tether_common.identity import Principal, RemoteVerifier, TokenCache, serve_verify
-from tether_common.natsauth import generate_passwords, inbox_prefix, render_config, write_config
-from tether_common.subjects import Subjects
+from tether_common.subjects import Subjects, inbox_prefix
 
 SUBJECTS = Subjects(f"p{uuid.uuid4().hex[:8]}")
 VERIFY = SUBJECTS.identity_verify.subject

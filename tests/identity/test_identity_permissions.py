@@ -29,6 +29,14 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "webhooks.manage": "tenant",
         "service.read": "tenant",
         "kill.read": "tenant",
+        "documents.read": "tenant",
+        "documents.write": "tenant",
+        "tool_servers.read": "tenant",
+        "tool_servers.manage": "tenant",
+        "memory.read": "tenant",
+        "memory.write": "tenant",
+        "schedules.read": "tenant",
+        "schedules.manage": "tenant",
     },
     "approver": {
         "runs.read": "tenant",
@@ -37,6 +45,7 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "approvals.read": "tenant",
         "approvals.decide": "tenant",
         "kill.read": "tenant",
+        "schedules.read": "tenant",
     },
     "viewer": {
         "runs.read": "tenant",
@@ -44,6 +53,8 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "agents.read": "tenant",
         "approvals.read": "tenant",
         "kill.read": "tenant",
+        "tool_servers.read": "tenant",
+        "schedules.read": "tenant",
     },
     "owner": {
         "runs.start": "tenant",
@@ -55,6 +66,8 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "agents.read": "own",
         "agents.write": "own",
         "approvals.read": "own",
+        "memory.read": "own",
+        "memory.write": "own",
     },
     "client": {
         "runs.start": "tenant",
@@ -62,6 +75,8 @@ EXPECTED: dict[Role, dict[Action, str]] = {
         "runs.message": "own",
         "runs.stop": "own",
         "outputs.read": "own",
+        "memory.read": "own",
+        "memory.write": "own",
     },
 }
 

@@ -21,16 +21,13 @@ import pytest
 
 from live_upstream import MODEL, GatedAnswer, GatedUpstream
 from locked_stack import locked_stack
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus, settle
 from tether_common.errors import TetherError
 from tether_common.identity import bearer_headers
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.runs import FollowRun, RunEventFrame
-from tether_common.natsauth import (
-    inbox_prefix,
-)
-from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
+from tether_common.subjects import Subjects, inbox_prefix
 
 # The first test also waits for the stack to start: minutes on a loaded machine.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tether_client.local_model import LlamaServer, find_gguf, start_llama_server, stop, wait_ready
-from tether_common.embedded import free_port
+from tether_client.server.embedded import free_port
 
 LOCAL_MODEL_MISSING = next(
     (

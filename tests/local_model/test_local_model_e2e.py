@@ -10,8 +10,8 @@ import pytest
 
 from tether_client import TetherClient
 from tether_client.local_model import DEFAULT_ALIAS, LlamaServer
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Supervisor
 from tether_common.testing import event_data
 
 pytestmark = pytest.mark.e2e

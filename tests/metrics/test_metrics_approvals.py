@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import tether_approvals
 from tether_approvals.auth import Principal
-from tether_approvals.lifecycle import Lifecycle
-from tether_approvals.pending import PendingGauge
-from tether_approvals.rules import build_approvers
+from tether_approvals.decisions.lifecycle import Lifecycle
+from tether_approvals.decisions.rules import build_approvers
+from tether_approvals.persistence.pending import PendingGauge
 from tether_approvals.settings import ApproverRule
 from tether_common import identity
 from tether_common.db import make_engine, migrate

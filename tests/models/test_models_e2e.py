@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tether_client.client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 

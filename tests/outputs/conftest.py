@@ -16,10 +16,10 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_common.bus import Bus
-from tether_common.objects import BlobBucket
 from tether_common.settings import CommonSettings
 from tether_common.subjects import Subjects
 from tether_output_store.app import create_app
+from tether_output_store.objects import BlobBucket
 from tether_output_store.retention import Collector
 from tether_output_store.settings import OutputSettings
 

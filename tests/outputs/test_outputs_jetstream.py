@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tether_common.bus import Bus
 from tether_common.errors import StoreError, TetherError
 from tether_common.messages.outputs import QueryOutput
-from tether_common.objects import BlobBucket
+from tether_output_store.objects import BlobBucket
 from tether_output_store.retention import Collector
 from tether_output_store.settings import OutputSettings
 from tether_output_store.store import OutputStore

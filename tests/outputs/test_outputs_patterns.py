@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from shipped import observe, one_service
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import OutputPage, PutOutput, QueryOutput
-from tether_common.supervisor import Supervisor
 from tether_tools_runner.offload import upload
 
 CATASTROPHIC = [

@@ -18,12 +18,12 @@ import pytest
 
 from shipped import observe, one_service
 from tether_client.cli import main
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import BeginOutput, CommitOutput, OutputChunk, QueryOutput
-from tether_common.objects import BlobBucket
-from tether_common.supervisor import Supervisor
+from tether_output_store.objects import BlobBucket
 from tether_output_store.retention import Collector
 from tether_tools_runner.offload import maybe_offload
 

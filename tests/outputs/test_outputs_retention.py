@@ -12,7 +12,7 @@ import pytest
 from tether_common.bus import Bus
 from tether_common.errors import NotFoundError, TetherError
 from tether_common.messages.outputs import BeginOutput, OutputChunk, QueryOutput
-from tether_common.objects import BlobBucket
+from tether_output_store.objects import BlobBucket
 from tether_output_store.retention import LOCK_KEY, Collector
 from tether_tools_runner.offload import upload
 

@@ -22,13 +22,14 @@ from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
 from tether_brain.api.policy import policy_router
 from tether_brain.clients.approval import ApprovalClient
+from tether_brain.clients.runner import BusRunner
 from tether_brain.tools.toolbox import Toolbox
+from tether_client.server.embedded import free_port
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.db import make_engine
-from tether_common.embedded import free_port
 from tether_common.http import install_error_handlers
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 
 OPERATOR_TOKEN = "test-operator-token"  # tests/conftest.py: an admin token
 CONFIRMED = "convert_time"
@@ -88,7 +89,7 @@ class PolicyServer:
 
     def app(self, bus: Bus, engine: Any) -> FastAPI:
         agents = Agents(dict(AGENTS), workspace=self.workspace, guardrails=GUARDRAILS, allowlist=[])
-        toolbox = Toolbox(bus, ttl_s=60.0, timeout_s=30.0)
+        toolbox = Toolbox(BusRunner(bus), ttl_s=60.0, timeout_s=30.0)
         app = FastAPI()
         install_error_handlers(app, "brain")
         router = policy_router(

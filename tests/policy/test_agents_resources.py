@@ -29,10 +29,10 @@ import httpx
 import pytest
 
 from tether_client.cli import main
+from tether_client.server.supervisor import SERVICES, Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import Catalog, CatalogRequest, ToolDescriptor
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, Supervisor
 
 pytestmark = pytest.mark.e2e
 
@@ -248,6 +248,7 @@ INVALID_BODIES: list[dict[str, Any]] = [
     {"ceilings": {"max_cost": -1}},
     {"budgets": {"max_forever": 3}},
     {"providers": [""]},
+    {"fallback": [{"provider": "rules", "when": ["never"]}]},
     {"done": {"pattern": "(a"}},
     {"unknown_field": True},
     {"version": -1},
@@ -458,6 +459,7 @@ async def test_who_may_read_and_change_agents_and_policy(brains: Brains) -> None
             ("tenant", elsewhere),
             ("providers", ["openai"]),
             ("models", ["gpt"]),
+            ("fallback", [{"provider": "openai", "model": "gpt"}]),
             ("ceilings", {"max_cost": 1e6}),
             ("untrusted_bar", False),
             ("waiver_lifts_taint", True),

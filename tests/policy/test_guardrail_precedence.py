@@ -24,13 +24,14 @@ from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
 from tether_brain.api.policy import catalog_entry, policy_router
 from tether_brain.clients.approval import ApprovalClient
+from tether_brain.clients.runner import BusRunner
 from tether_brain.gates import AgentPolicy, decide, parse_grants
 from tether_brain.gates.policy import Rule, guardrail
 from tether_brain.tools.toolbox import Toolbox
+from tether_client.server.supervisor import Supervisor
 from tether_common.db import make_engine
 from tether_common.http import install_error_handlers
 from tether_common.messages.tools import ToolDescriptor
-from tether_common.supervisor import Supervisor
 
 SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
 OPERATOR = {"Authorization": "Bearer test-operator-token"}  # tests/conftest.py's admin
@@ -180,7 +181,7 @@ async def policy_http(
     app.include_router(
         policy_router(
             agents,
-            Toolbox(bus, ttl_s=60.0, timeout_s=30.0),
+            Toolbox(BusRunner(bus), ttl_s=60.0, timeout_s=30.0),
             ApprovalClient(bus, expiry_s=120.0),
             GrantOverrides(engine, agents, bus, refresh_s=3600),
             engine=engine,

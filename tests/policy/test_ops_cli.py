@@ -19,7 +19,7 @@ import pytest
 
 from tether_client.cli import main
 from tether_client.ops_cli import offer_approval
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 
 pytestmark = pytest.mark.e2e

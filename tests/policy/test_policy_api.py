@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import pytest
 from dbkit import new_database
 from replay_desk import OPERATOR_TOKEN, Desk
 from shipped import shipped_stack
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 # `guarded`: file writes are granted, but need two people of `ops` (never the requester).
 # `day`: the agent whose recorded day the replay and suggestion tests read.
@@ -40,7 +40,7 @@ def scripts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="package")
-async def stack(database_url: str, scripts_dir: Path) -> AsyncIterator[Supervisor]:
+async def stack(pg_server_url: str, scripts_dir: Path) -> AsyncIterator[Supervisor]:
     """As `tether up` starts it (a locked bus of its own), with the agents above."""
     env = {
         "TETHER_GATEWAY_SCRIPTS_DIR": str(scripts_dir),
@@ -48,7 +48,7 @@ async def stack(database_url: str, scripts_dir: Path) -> AsyncIterator[Superviso
         "TETHER_BRAIN_AGENTS": json.dumps(AGENTS),
         "TETHER_BRAIN_GUARDRAILS": json.dumps(GUARDRAILS),
     }
-    database = await new_database(database_url, "replay")
+    database = await new_database(pg_server_url, "replay")
     async with shipped_stack(
         None, database, operator_token=OPERATOR_TOKEN, extra_env=env, ready_s=120
     ) as supervisor:

@@ -48,7 +48,7 @@ def attestation() -> Iterator[Attestation]:
         release_cgroups()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def migrated(engine: AsyncEngine) -> AsyncEngine:
     await migrate(engine, MIGRATIONS, "alembic_tools_runner")
     return engine

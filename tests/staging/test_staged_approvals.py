@@ -26,8 +26,8 @@ from tether_brain.persistence import trail
 from tether_client import TetherClient
 from tether_client.cli import main
 from tether_client.ops_cli import offer_approval
+from tether_client.server.supervisor import Supervisor
 from tether_common.db import make_engine
-from tether_common.supervisor import Supervisor
 from tether_common.testing import Turn, call, say, write_script
 from tether_tools_runner.sandbox import hand_over, sandbox_user
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether_common.supervisor import Supervisor
+from tether_client.server.supervisor import Supervisor
 
 
 @pytest.fixture(scope="module")

@@ -21,12 +21,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from shipped import as_client
 from tether_brain.loop.dispatch import MAX_TAKEOVERS
+from tether_client.server.supervisor import Supervisor
 from tether_common.identity import bearer_headers
 from tether_common.messages.base import encode
 from tether_common.messages.runs import TERMINAL_STATUSES
 from tether_common.messages.threads import GetThread, SendThreadMessage
 from tether_common.subjects import Subjects
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, say, write_script
 from threadkit import ADMIN, DEADLINE_S, GUARDED, run_events
 

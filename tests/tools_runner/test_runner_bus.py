@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 from tether_client import TetherClient
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import CatalogRequest, ExecuteTool, ToolResult
-from tether_common.supervisor import Supervisor
 from tether_common.testing import call, event_data, say, write_script
 from tether_tools_runner.sandbox import hand_over, sandbox_user
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from shipped import one_service
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import ExecuteTool, ToolResult
-from tether_common.supervisor import Supervisor
 
 pytestmark = pytest.mark.e2e
 

@@ -27,9 +27,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import TOOL_NOT_READY, ExecuteTool, ToolResult, effect_key
-from tether_common.supervisor import Supervisor
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded, request_digest
 from tether_tools_runner.sandbox import sandbox_user
 

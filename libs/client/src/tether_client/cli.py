@@ -8,6 +8,8 @@ every expected failure into one line, a hint and an exit code (the table is in
     tether tools list|run    tether policy explain|replay|suggest    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
     tether models list|show|set|probe    tether kill --tenant T | --agent A | --all | --lift | --list
+    tether documents add|list|show|remove
+    tether schedules add|list|show|pause|resume|remove
 """
 
 from __future__ import annotations
@@ -150,6 +152,28 @@ LAZY: dict[str, LazyCommand] = {
     "models": LazyCommand("Model profiles: how each model is prompted", _from("models_cli", "app")),
     "kill": LazyCommand(
         "Stop every running run of a tenant, an agent or all", _from("kill_cli", "kill_command")
+    ),
+    "quota": LazyCommand(
+        "Tenants' quotas: tokens, cost, runs a minute, concurrent runs",
+        _from("quotas_cli", "app"),
+    ),
+    "hooks": LazyCommand(
+        "Lifecycle hooks: checks a tenant runs before and after tools, before answers",
+        _from("hooks_cli", "app"),
+    ),
+    "tool-servers": LazyCommand(
+        "A tenant's own MCP tool servers: add, list, remove", _from("tool_servers_cli", "app")
+    ),
+    "documents": LazyCommand(
+        "Documents runs retrieve: add, list, show, remove", _from("documents_cli", "app")
+    ),
+    "schedules": LazyCommand(
+        "Runs started on a clock: add, list, show, pause, resume, remove",
+        _from("schedules_cli", "app"),
+    ),
+    "memory": LazyCommand(
+        "What runs remember across threads: list, search, add, forget",
+        _from("memory_cli", "app"),
     ),
 }
 LazyGroup.lazy = LAZY

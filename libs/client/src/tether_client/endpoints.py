@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether_client.server.secretfiles import write_secret
 from tether_common.home import tether_home
-from tether_common.secretfiles import write_secret
 
 __all__ = ["UpState", "api_url", "approvals_url", "outputs_url", "read_state", "state_path"]
 

@@ -7,7 +7,7 @@ code  meaning
 3     not reachable: nothing answers at the API's address (is `tether up` running?)
 4     auth: no token, a wrong, revoked or expired one, or a role that may not do this
 5     not found: no such run, approval, agent, token… (for you)
-6     conflict: already decided, spent, changed by someone else (a stale version)
+6     conflict: already decided, spent, changed by someone else (a stale version), a quota
 7     waiting: an approval is needed first
 8     refused: the gates or a safety rule said no
 130   interrupted (Ctrl-C); a followed run goes on
@@ -27,6 +27,7 @@ from tether_common.errors import (
     ConflictError,
     MessageError,
     NotFoundError,
+    QuotaExceededError,
     SafetyError,
     TetherError,
 )
@@ -79,6 +80,14 @@ _AUTH_HINTS = {
 }
 
 
+def _quota_hint(exc: QuotaExceededError) -> str:
+    """When to try again, and where the quota's use is shown."""
+    tenant = (exc.details or {}).get("tenant")
+    show = f"`tether quota show {tenant}`" if isinstance(tenant, str) else "`tether quota show`"
+    wait = f"retry in {exc.retry_after:g} s; " if exc.retry_after is not None else ""
+    return f"{wait}{show} shows the quota and its use"
+
+
 def _of_tether(exc: TetherError, lists: str) -> Failure:
     message = f"{exc.code}: {exc.message}"
     match exc:
@@ -88,6 +97,8 @@ def _of_tether(exc: TetherError, lists: str) -> Failure:
             return Failure(ExitCode.NOT_FOUND, message, f"check the id (`{lists}`)")
         case ConflictError() if exc.code == "killed":
             return Failure(ExitCode.CONFLICT, message, "`tether kill --list` shows the kill switch")
+        case QuotaExceededError():
+            return Failure(ExitCode.CONFLICT, message, _quota_hint(exc))
         case ConflictError():
             return Failure(ExitCode.CONFLICT, message, "read it again and retry if still wanted")
         case MessageError() | ConfigError():

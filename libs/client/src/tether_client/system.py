@@ -7,13 +7,15 @@ uses (`tether_common.topology.SECRET_ENV`), the workspace and home of one instal
 
 from __future__ import annotations
 
+import base64
+import secrets
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether_common.embedded import NatsServer, free_port
-from tether_common.natsauth import (
+from tether_client.server.embedded import NatsServer, free_port
+from tether_client.server.natsauth import (
     CLIENT_USER,
     TlsFiles,
     generate_passwords,
@@ -21,9 +23,9 @@ from tether_common.natsauth import (
     service_env,
     write_config,
 )
+from tether_client.server.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_common.settings import CommonSettings
 from tether_common.subjects import Subjects
-from tether_common.supervisor import SERVICES, ServiceSpec, Supervisor
 
 NATS_CONFIG_FILE = "nats/nats-server.conf"
 NATS_CLIENT_PASSWORD_FILE = "nats/client-password"
@@ -73,6 +75,11 @@ def start_locked_nats(
     return LockedBus(url, passwords, nats, dict(observers or {}))
 
 
+def new_credentials_key() -> str:
+    """A key for the runner's sealed tool-server credentials: 32 bytes, base64url."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+
+
 def system_env(
     base: Path,
     *,
@@ -81,6 +88,7 @@ def system_env(
     operator_token: str,
     decision_key: str,
     workspace: Path | None = None,
+    credentials_key: str | None = None,
 ) -> dict[str, str]:
     """The environment every service starts from; the supervisor hands each only the
     secrets it uses."""
@@ -92,6 +100,9 @@ def system_env(
         "TETHER_DATABASE_URL": database_url,
         "TETHER_OPERATOR_TOKEN": operator_token,
         "TETHER_DECISION_KEY": decision_key,
+        # Seals tool servers' credentials (only the runner gets it); a fresh one when the
+        # caller keeps none (a test's stack: its rows die with it).
+        "TETHER_RUNNER_CREDENTIALS_KEY": credentials_key or new_credentials_key(),
         "TETHER_RUNNER_WORKSPACE": str(workspace),
     }
 

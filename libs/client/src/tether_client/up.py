@@ -17,7 +17,7 @@ operator token, the decision key, the database password, the NATS configuration 
 client's NATS password. The embedded PostgreSQL asks every connection for its password.
 
 The embedded NATS is locked down: its configuration is generated from the subject
-declarations (`tether_common.natsauth`) with fresh passwords on every start, and each
+declarations (`tether_client.server.natsauth`) with fresh passwords on every start, and each
 service connects as its own user. With `TETHER_NATS_TLS_CERT` and `TETHER_NATS_TLS_KEY`
 the server speaks TLS only and services get a `tls://` URL.
 
@@ -70,19 +70,20 @@ from rich.text import Text
 from tether_client.console import safe, stderr, stdout
 from tether_client.endpoints import UpState, read_state, state_path, write_state
 from tether_client.exits import ExitCode
+from tether_client.server.embedded import EmbeddedPostgres, free_port
+from tether_client.server.secretfiles import narrow, private_dir, secret_in
+from tether_client.server.supervisor import SERVICES, Child, ServiceSpec, Supervisor
 from tether_client.system import (
     NATS_CLIENT_PASSWORD_FILE,
     NATS_CONFIG_FILE,
+    new_credentials_key,
     start_locked_nats,
     system_env,
     system_supervisor,
 )
 from tether_common.decisions import new_key
-from tether_common.embedded import EmbeddedPostgres, free_port
 from tether_common.errors import ConfigError
-from tether_common.secretfiles import narrow, private_dir, secret_in
 from tether_common.settings import tether_home
-from tether_common.supervisor import SERVICES, Child, ServiceSpec, Supervisor
 
 LogFormat = Literal["auto", "text", "json"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -129,13 +130,15 @@ async def cancel(task: asyncio.Task[None]) -> None:
         await task
 
 
-# Secrets `tether up` keeps in TETHER_HOME, each mode 0600 (tether_common.secretfiles).
+# Secrets `tether up` keeps in TETHER_HOME, each mode 0600 (tether_client.server.secretfiles).
 OPERATOR_TOKEN_FILE = "operator-token"
 DECISION_KEY_FILE = "decision-key"
+CREDENTIALS_KEY_FILE = "credentials-key"  # seals tool servers' credentials (the runner's)
 PG_PASSWORD_FILE = "postgres/password"
 SECRET_FILES = (
     OPERATOR_TOKEN_FILE,
     DECISION_KEY_FILE,
+    CREDENTIALS_KEY_FILE,
     PG_PASSWORD_FILE,
     NATS_CONFIG_FILE,
     NATS_CLIENT_PASSWORD_FILE,
@@ -156,6 +159,15 @@ def decision_key(base: Path) -> str:
     if key := os.environ.get("TETHER_DECISION_KEY"):
         return key
     return secret_in(base / DECISION_KEY_FILE, new_key)[0]
+
+
+def credentials_key(base: Path) -> str:
+    """The key the runner seals tool servers' credentials with: from the environment, or
+    made once and kept in TETHER_HOME (never in the database, so a copy of it opens
+    nothing)."""
+    if key := os.environ.get("TETHER_RUNNER_CREDENTIALS_KEY"):
+        return key
+    return secret_in(base / CREDENTIALS_KEY_FILE, new_credentials_key)[0]
 
 
 def port_free(port: int) -> bool:
@@ -498,6 +510,7 @@ async def start_system(
         operator_token=operator_token(base),
         decision_key=decision_key(base),
         workspace=Path(workspace) if workspace else None,
+        credentials_key=credentials_key(base),
     )
     env["TETHER_LOG_FORMAT"] = log_format(wanted_logs)
     env["TETHER_LOG_LEVEL"] = log_level.upper()

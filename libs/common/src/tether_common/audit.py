@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import (
+    BigInteger,
     Column,
+    ColumnElement,
     DateTime,
     Integer,
     MetaData,
@@ -32,9 +34,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    cast,
+    func,
     select,
     text,
 )
+from sqlalchemy.dialects.postgresql import BIT
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -44,6 +49,8 @@ __all__ = [
     "append",
     "canonical",
     "create_table",
+    "last_link",
+    "lock_key_sql",
     "metadata",
     "records",
     "redact",
@@ -131,14 +138,18 @@ def _lock_key(run_id: str) -> int:
     )
 
 
-async def _append(
-    conn: AsyncConnection, run_id: str, event: str, data: Mapping[str, Any]
-) -> dict[str, Any]:
-    # Serialises appends per trail for this transaction; other trails go on in parallel.
-    # The record's time is read with it: `now()` is the transaction's start, the same in
-    # every statement of it, so it costs no round trip of its own.
-    locked = text("SELECT now() FROM pg_advisory_xact_lock(:k)")
-    ts = (await conn.execute(locked, {"k": _lock_key(run_id)})).scalar_one()
+def lock_key_sql(trail: ColumnElement[str]) -> ColumnElement[int]:
+    """The same key as `_lock_key`, computed by PostgreSQL from a trail known only inside
+    a statement (a row it changes), so that statement can take the trail's lock too."""
+    digest = func.sha256(func.convert_to(func.concat("audit:", trail), "UTF8"))
+    first_8_bytes = func.substr(func.encode(digest, "hex"), 1, 16)
+    return cast(cast(func.concat("x", first_8_bytes), BIT(64)), BigInteger)
+
+
+async def last_link(conn: AsyncConnection, run_id: str) -> tuple[int, str | None]:
+    """The next record's number and the digest it links to (None: the trail is empty).
+    Read it only under the trail's lock, in a statement after the one that took it (a
+    statement sees what was committed when it started)."""
     last = (
         await conn.execute(
             select(records.c.seq, records.c.digest)
@@ -147,9 +158,19 @@ async def _append(
             .limit(1)
         )
     ).first()
-    seq = 0 if last is None else last.seq + 1
-    prev = None if last is None else str(last.digest)
-    nonce = secrets.token_hex(16) if last is None else None
+    return (0, None) if last is None else (last.seq + 1, str(last.digest))
+
+
+async def _append(
+    conn: AsyncConnection, run_id: str, event: str, data: Mapping[str, Any]
+) -> dict[str, Any]:
+    # Serialises appends per trail for this transaction; other trails go on in parallel.
+    # The record's time is read with it: `now()` is the transaction's start, the same in
+    # every statement of it, so it costs no round trip of its own.
+    locked = text("SELECT now() FROM pg_advisory_xact_lock(:k)")
+    ts = (await conn.execute(locked, {"k": _lock_key(run_id)})).scalar_one()
+    seq, prev = await last_link(conn, run_id)
+    nonce = secrets.token_hex(16) if seq == 0 else None
     body = canonical(dict(data))
     row = {"run_id": run_id, "seq": seq, "event": event, "data": body, "prev_digest": prev}
     row |= {"nonce": nonce, "ts": ts, "digest": _digest(run_id, seq, event, body, prev, nonce, ts)}
@@ -188,16 +209,8 @@ async def append_many(
     if not items:
         return None
     await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _lock_key(run_id)})
-    last = (
-        await conn.execute(
-            select(records.c.seq, records.c.digest)
-            .where(records.c.run_id == run_id)
-            .order_by(records.c.seq.desc())
-            .limit(1)
-        )
-    ).first()
-    start = 0 if last is None else last.seq + 1
-    rows, head = chain(run_id, start, None if last is None else str(last.digest), items)
+    start, prev = await last_link(conn, run_id)
+    rows, head = chain(run_id, start, prev, items)
     await conn.execute(records.insert(), rows)
     return head
 

@@ -7,7 +7,6 @@ start together do not race.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlalchemy.orm import DeclarativeBase
 
 from tether_common.errors import StoreError
+from tether_common.retrying import DB_MIGRATE, retrying
 
 
 class Base(DeclarativeBase):
@@ -60,19 +60,15 @@ def _upgrade(conn: Connection, script_location: Path, version_table: str) -> Non
     command.upgrade(cfg, "head")
 
 
-async def migrate(
-    engine: AsyncEngine, script_location: Path, version_table: str, *, attempts: int = 30
-) -> None:
+async def migrate(engine: AsyncEngine, script_location: Path, version_table: str) -> None:
     """Bring a service's schema to head, retrying while PostgreSQL is still starting."""
-    for attempt in range(attempts):
-        try:
-            async with engine.begin() as conn:
-                await conn.run_sync(_upgrade, script_location, version_table)
-            return
-        except (OSError, DBAPIError) as exc:
-            if attempt == attempts - 1:
-                raise StoreError(f"cannot migrate {version_table}: {exc}") from exc
-            await asyncio.sleep(min(0.2 * (attempt + 1), 2.0))
+    try:
+        async for attempt in retrying(DB_MIGRATE, on=(OSError, DBAPIError)):
+            with attempt:
+                async with engine.begin() as conn:
+                    await conn.run_sync(_upgrade, script_location, version_table)
+    except (OSError, DBAPIError) as exc:
+        raise StoreError(f"cannot migrate {version_table}: {exc}") from exc
 
 
 def run_migrations_online(target_metadata: MetaData) -> None:

@@ -3,8 +3,10 @@
 The approvals service signs every decision it makes (an operator's, an automated
 approver's, expiry's) with HMAC-SHA256 under the decision key (`TETHER_DECISION_KEY`),
 which only the approvals service and the brain hold, never the database. The proof covers
-the approval id, the run id, the sealed action digest, the decision and its time; it is
-stored with the decision row and travels on `ApprovalDecided`. The brain resumes a parked
+the approval id, the run id, the sealed action digest, the decision and its time, and for
+an `edit` or a `respond` the digest of what the operator gave (`edit_digest`: the tool's
+name and the new arguments; `response_digest`: the text); it is stored with the decision
+row and travels on `ApprovalDecided`. The brain resumes a parked
 run only with a decision whose proof verifies, so write access to the approvals table or
 to the decisions subject is not enough to get an action run.
 """
@@ -17,6 +19,7 @@ import json
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -40,6 +43,9 @@ class DecisionFacts:
     action_digest: str
     decision: str
     decided_at: datetime
+    # An edit's or a response's digest (None for every other decision, whose proofs are
+    # then spelled exactly as before payloads existed, so stored ones still verify).
+    payload: str | None = None
 
 
 def _micros(moment: datetime) -> int:
@@ -60,7 +66,40 @@ def _message(facts: DecisionFacts) -> bytes:
         facts.decision,
         _micros(facts.decided_at),
     ]
+    if facts.payload is not None:
+        fields.append(facts.payload)
     return json.dumps(fields, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _digest(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edit_digest(tool: str, arguments: dict[str, Any]) -> str:
+    """What an `edit` proof covers: the tool it is for (the brain puts the parked call's
+    own name here, so an edit made for another tool never verifies) and the arguments."""
+    return "edit:" + _digest({"tool": tool, "arguments": arguments})
+
+
+def response_digest(text: str) -> str:
+    """What a `respond` proof covers: the operator's text, exactly."""
+    return "respond:" + _digest({"text": text})
+
+
+def payload_of(
+    decision: str, tool: str, arguments: dict[str, Any] | None, response: str | None
+) -> str | None:
+    """The payload digest a decision's proof covers (None: it carries none). A payload
+    that does not fit its decision (an edit without arguments, a response on an allow) is
+    spelled so that no proof made by the approvals service can match it."""
+    if decision == "edit":
+        return edit_digest(tool, arguments) if arguments is not None else "edit:missing"
+    if decision == "respond":
+        return response_digest(response) if response is not None else "respond:missing"
+    if arguments is not None or response is not None:
+        return "unexpected"
+    return None
 
 
 class DecisionKey:

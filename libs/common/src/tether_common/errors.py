@@ -11,6 +11,7 @@
     ├── StoreError                   PostgreSQL trouble
     ├── ProviderError                a model provider failed (gateway)
     ├── AuthError                    missing or wrong credentials, or a role that may not act
+    ├── QuotaExceededError           a tenant's or agent's quota refuses (details, retry_after)
     └── SafetyError                  a hard safety constraint refused an action
         ├── PathDenied               outside the workspace, protected, malformed
         ├── BlockedDestination       a URL or address the URL guard refuses
@@ -20,14 +21,18 @@ Every code is an `ErrorCode`, declared once below with its HTTP status, whether 
 again may help, and the class a caller catches (`CODES`). Errors cross the bus as
 `ErrorReply(code, message, retryable)` and HTTP as `{"error": {code, message}}` (the
 status and retryability being the code's); `from_wire` turns either back into the
-matching class, so callers catch by layer whichever side raised.
+matching class, so callers catch by layer whichever side raised. An error may also carry
+`retry_after` (seconds until the same request may succeed; HTTP's `Retry-After`) and
+`details` (a JSON object saying more, e.g. which quota refused): both travel beside the
+code and message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class ErrorCode(StrEnum):
@@ -40,6 +45,9 @@ class ErrorCode(StrEnum):
     SECRET_FILE = "secret_file"
     DECISION_KEY_MISSING = "decision_key_missing"
     DECISION_KEY_INVALID = "decision_key_invalid"
+    # tool-server credentials: no key to seal them with, or a sealed value that does not open
+    CREDENTIALS_KEY_MISSING = "credentials_key_missing"
+    CREDENTIALS_UNREADABLE = "credentials_unreadable"
     # the bus
     BUS_ERROR = "bus_error"
     NOT_CONNECTED = "not_connected"
@@ -62,9 +70,17 @@ class ErrorCode(StrEnum):
     SKILL_INVALID = "skill_invalid"
     INVALID_GRANT = "invalid_grant"
     WEBHOOK_URL_REFUSED = "webhook_url_refused"
+    HOOK_REFUSED = "hook_refused"  # a hook definition the brain will not keep (its URL…)
+    TOOL_SERVER_REFUSED = "tool_server_refused"
     DELETE_NOT_REMEMBERED = "delete_not_remembered"
+    # an operator's edit whose arguments do not fit the tool's schema; an edit or
+    # response a request does not take (one that needs a quorum of people)
+    ARGUMENTS_INVALID = "arguments_invalid"
+    ANSWER_REFUSED = "answer_refused"
     LIMIT_UNENFORCEABLE = "limit_unenforceable"
     AMBIGUOUS_ID = "ambiguous_id"
+    # a run's final answer never fit its output schema (the violation's path and message)
+    OUTPUT_INVALID = "output_invalid"
     # the framework's own refusals
     BAD_REQUEST = "bad_request"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -77,6 +93,7 @@ class ErrorCode(StrEnum):
     CONFLICT = "conflict"
     CHECKSUM_MISMATCH = "checksum_mismatch"
     VERSION_CONFLICT = "version_conflict"
+    HOOK_EXISTS = "hook_exists"
     AGENT_EXISTS = "agent_exists"
     SKILL_EXISTS = "skill_exists"
     READ_ONLY = "read_only"
@@ -88,6 +105,9 @@ class ErrorCode(StrEnum):
     THREAD_BUSY = "thread_busy"
     THREAD_BUDGET_SPENT = "thread_budget_spent"
     KILLED = "killed"
+    TOOL_SERVER_EXISTS = "tool_server_exists"
+    # a tenant's or agent's quota (tokens, cost, runs a minute, concurrent runs) refuses
+    QUOTA_EXCEEDED = "quota_exceeded"
     # storage
     STORE_ERROR = "store_error"
     STORE_UNAVAILABLE = "store_unavailable"
@@ -107,6 +127,8 @@ class ErrorCode(StrEnum):
     PROVIDER_NOT_CONFIGURED = "provider_not_configured"
     SCRIPT_INVALID = "script_invalid"
     SCRIPT_EXHAUSTED = "script_exhausted"
+    # a model request names a history prefix this gateway replica does not hold: send it whole
+    PREFIX_UNKNOWN = "prefix_unknown"
     # who you are
     UNAUTHORIZED = "unauthorized"
     UNAUTHENTICATED = "unauthenticated"
@@ -145,7 +167,13 @@ class TetherError(Exception):
     status: int | None = None
 
     def __init__(
-        self, message: str, *, code: str | None = None, retryable: bool | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        retryable: bool | None = None,
+        retry_after: float | None = None,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -153,6 +181,9 @@ class TetherError(Exception):
         if retryable is None:
             retryable = (known(self.code) or self.default_code).spec.retryable
         self.retryable = retryable
+        # Seconds until the same request may succeed (None: unsaid), and more about it.
+        self.retry_after = retry_after
+        self.details: dict[str, Any] | None = None if details is None else dict(details)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
@@ -198,6 +229,13 @@ class ProviderError(TetherError):
 
 class AuthError(TetherError):
     default_code = ErrorCode.UNAUTHORIZED
+
+
+class QuotaExceededError(TetherError):
+    """A quota refuses: `details` names the limit, the use and when it resets
+    (`tether_common.messages.quotas.QuotaRefusal`), `retry_after` the seconds until then."""
+
+    default_code = ErrorCode.QUOTA_EXCEEDED
 
 
 class SafetyError(TetherError):
@@ -247,12 +285,21 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(422, False, MessageError, C.INVALID_PATTERN, C.PATTERN_BUDGET, C.TOO_LARGE),
     **_rows(422, False, MessageError, C.SKILL_INVALID, C.INVALID_GRANT, C.WEBHOOK_URL_REFUSED),
     **_rows(422, False, MessageError, C.DELETE_NOT_REMEMBERED, C.LIMIT_UNENFORCEABLE),
-    **_rows(422, False, MessageError, C.AMBIGUOUS_ID),
+    **_rows(422, False, MessageError, C.AMBIGUOUS_ID, C.TOOL_SERVER_REFUSED),
+    **_rows(422, False, MessageError, C.HOOK_REFUSED),
+    **_rows(422, False, MessageError, C.ARGUMENTS_INVALID, C.ANSWER_REFUSED),
+    **_rows(500, False, ConfigError, C.CREDENTIALS_KEY_MISSING, C.CREDENTIALS_UNREADABLE),
+    **_rows(409, False, ConflictError, C.TOOL_SERVER_EXISTS, C.HOOK_EXISTS),
+    # The model's answer, not the request, is of the wrong shape: a bad answer upstream.
+    **_rows(502, False, MessageError, C.OUTPUT_INVALID),
     **_rows(400, False, MessageError, C.BAD_REQUEST),
     **_rows(405, False, MessageError, C.METHOD_NOT_ALLOWED),
     **_rows(413, False, MessageError, C.BODY_TOO_LARGE),
     **_rows(500, False, TetherError, C.HTTP_ERROR),
     **_rows(404, False, NotFoundError, C.NOT_FOUND),
+    # Not held here (another replica, a restart, an eviction): the same request will not
+    # succeed, the whole history will.
+    **_rows(404, False, NotFoundError, C.PREFIX_UNKNOWN),
     # Gone: an approval past its expiry, an output past its retention.
     **_rows(410, False, NotFoundError, C.EXPIRED),
     **_rows(409, False, ConflictError, C.CONFLICT, C.CHECKSUM_MISMATCH, C.VERSION_CONFLICT),
@@ -263,6 +310,8 @@ CODES: dict[ErrorCode, CodeSpec] = {
     **_rows(409, False, ConflictError, C.THREAD_BUSY, C.THREAD_BUDGET_SPENT),
     # An admin's kill switch is in force for the run's tenant or agent, or for all.
     **_rows(409, False, ConflictError, C.KILLED),
+    # Used up until its window moves on or a run ends (`retry_after` says when).
+    **_rows(429, True, QuotaExceededError, C.QUOTA_EXCEEDED),
     **_rows(503, True, StoreError, C.STORE_ERROR),
     **_rows(500, False, StoreError, C.STORE_UNAVAILABLE, C.CHUNK_MISSING),
     **_rows(503, False, TetherError, C.STAGING_UNAVAILABLE),
@@ -284,14 +333,27 @@ CODES: dict[ErrorCode, CodeSpec] = {
 }
 
 
+def code_in(reason: str) -> ErrorCode | None:
+    """The error code a run's stop reason names (`model_error: script_exhausted: ...`,
+    `output_invalid: $.x: ...`): its first `:`-separated word that is a code, or None."""
+    return next((c for w in reason.split(":") if (c := known(w.strip())) is not None), None)
+
+
 def spec_for(exc: TetherError) -> CodeSpec:
     """The row of `exc`'s code, or of its class's own code when the code is not ours."""
     return (known(exc.code) or exc.default_code).spec
 
 
-def from_wire(code: str, message: str, *, retryable: bool | None = None) -> TetherError:
+def from_wire(
+    code: str,
+    message: str,
+    *,
+    retryable: bool | None = None,
+    retry_after: float | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> TetherError:
     """Rebuild the error a remote service answered, keeping its code; an unknown code is a
     `RemoteError`. `retryable` unsaid: what the code's row says."""
     found = known(code)
     cls = found.spec.error if found is not None else RemoteError
-    return cls(message, code=code, retryable=retryable)
+    return cls(message, code=code, retryable=retryable, retry_after=retry_after, details=details)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -62,6 +63,12 @@ def parse_last_event_id(value: str | None) -> int | None:
 class ErrorInfo(BaseModel):
     code: str = Field(description="stable, machine-readable (tether_common.errors.ErrorCode)")
     message: str
+    retry_after: float | None = Field(
+        default=None, description="seconds until the same request may succeed (also `Retry-After`)"
+    )
+    details: dict[str, Any] | None = Field(
+        default=None, description="what more the error says, e.g. which quota refused"
+    )
 
 
 class ErrorBody(BaseModel):
@@ -75,8 +82,24 @@ def error_responses(described: dict[int, str]) -> dict[int | str, dict[str, Any]
     return {status: {"model": ErrorBody, "description": why} for status, why in described.items()}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    retry_after: float | None = None,
+    details: dict[str, Any] | None = None,
+) -> JSONResponse:
+    """The error body; with `retry_after`, also HTTP's `Retry-After` (whole seconds, up)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if retry_after is not None:
+        error["retry_after"] = retry_after
+    if details is not None:
+        error["details"] = details
+    response = JSONResponse({"error": error}, status_code=status)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(max(math.ceil(retry_after), 0))
+    return response
 
 
 def status_for(exc: TetherError) -> int:
@@ -101,7 +124,9 @@ def install_error_handlers(app: FastAPI, service: str) -> None:
         http_errors.add(1, {"service": service, "code": exc.code})
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        response = error_response(status, exc.code, exc.message)
+        response = error_response(
+            status, exc.code, exc.message, retry_after=exc.retry_after, details=exc.details
+        )
         if headers:
             response.headers.update(headers)
         return response

@@ -108,6 +108,14 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "Gate refusals, by gate (validation, permissions, budget, approval) and code",
         attributes=("gate", "code"),
     ),
+    InstrumentSpec(
+        "tether.hooks.failures",
+        "counter",
+        "{failure}",
+        "Hooks that did not answer usably (timeout, unreachable, malformed, too large, "
+        "refused), by point, transport, reason and failure mode",
+        attributes=("point", "transport", "reason", "mode"),
+    ),
     InstrumentSpec("tether.approvals.pending", "updown", "{approval}", "Approvals now pending"),
     InstrumentSpec(
         "tether.approval.decision.duration",
@@ -145,6 +153,13 @@ SPECS: tuple[InstrumentSpec, ...] = (
         "{error}",
         "Bus messages refused or failed, by service and code",
         attributes=("service", "code"),
+    ),
+    InstrumentSpec(
+        "tether.bus.cancelled",
+        "counter",
+        "{handler}",
+        "Handlers cancelled because their caller went away (Route.cancellable), by service",
+        attributes=("service",),
     ),
     InstrumentSpec(
         "tether.http.errors",
@@ -201,12 +216,14 @@ step_duration = _histogram("tether.step.duration")
 tool_calls = _counter("tether.tool.calls")
 tool_duration = _histogram("tether.tool.duration")
 denials = _counter("tether.denials")
+hook_failures = _counter("tether.hooks.failures")
 approvals_pending = _updown("tether.approvals.pending")
 approval_decision_duration = _histogram("tether.approval.decision.duration")
 model_tokens = _counter("tether.model.tokens")
 model_cost = _counter("tether.model.cost")
 model_duration = _histogram("tether.model.duration")
 bus_errors = _counter("tether.bus.errors")
+bus_cancelled = _counter("tether.bus.cancelled")
 http_errors = _counter("tether.http.errors")
 outputs_offloaded = _counter("tether.outputs.offloaded")
 loop_lag = _histogram("tether.loop.lag")

@@ -4,9 +4,9 @@ Content-Security-Policy that admits only its own inline script and style (by has
 requests to its own origin, and no framing, so nothing a model or a tool wrote can run
 in it and no other site can clickjack its buttons.
 
-The operator console (`console/`: runs and approvals, one sign-in) is such a page: the
-brain serves it with both views, the approvals service (when no console address is
-configured) with the Approvals view alone. Both assemble it here, so it is one app."""
+The operator console (`console/`: runs, approvals and schedules, one sign-in) is such a
+page: the brain serves it with every view, the approvals service (when no console
+address is configured) with the Approvals view alone. Both assemble it here, so it is one app."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def console(views: tuple[ConsoleView, ...]) -> str:
             "//console.js": part("console.js"),  # holds the slots of the two below
             "//runs.js": part("runs.js"),
             "//approvals.js": part("approvals.js"),
+            "//schedules.js": part("schedules.js"),
         },
     )
 

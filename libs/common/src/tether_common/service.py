@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from tether_common.http import (
 from tether_common.looplag import LoopLag
 from tether_common.placeholders import EX_CONFIG, placeholder_secrets
 from tether_common.profiling import profiled
+from tether_common.retrying import BUS_CONNECT, retrying
 from tether_common.settings import CommonSettings, HttpSettings
 from tether_common.subjects import Subjects
 from tether_common.telemetry import setup_telemetry
@@ -83,9 +84,9 @@ class Service:
             raise ConfigError(f"{self.name}: the database is not open (uses_db={self.uses_db})")
         return self._engine
 
-    async def start(self, *, attempts: int = 60) -> None:
+    async def start(self) -> None:
         self.loop_lag.start()
-        await self._connect_bus(attempts)
+        await self._connect_bus()
         await self.bus.ensure_streams()
         if self.uses_db:
             self._engine = engine_of(self.settings)
@@ -96,20 +97,15 @@ class Service:
                     self._engine, self.migrations, f"alembic_{self.name.replace('-', '_')}"
                 )
 
-    async def _connect_bus(self, attempts: int) -> None:
-        for attempt in range(attempts):
-            try:
+    async def _connect_bus(self) -> None:
+        # The whole message (the URL tried, NATS's reason): what an operator waiting sees.
+        async for attempt in retrying(BUS_CONNECT, on=BusError, describe=str):
+            with attempt:
                 await self.bus.open(
                     self.settings.nats_url,
                     user=self.settings.nats_user,
                     password=self.settings.nats_password,
                 )
-                return
-            except BusError as exc:
-                if attempt == attempts - 1:
-                    raise
-                log.warning("waiting for NATS: %s", exc.message)
-                await asyncio.sleep(min(0.1 * (attempt + 1), 1.0))
 
     async def stop(self, on_stop: Callable[[], Awaitable[None]] | None = None) -> None:
         """Shut down in order; `on_stop` runs once no handler or background task is left
@@ -138,11 +134,13 @@ class Service:
         on_stop: Callable[[], Awaitable[None]] | None = None,
         routers: Sequence[APIRouter] = (),
         verifier: identity.Verifier | None = None,
+        state: Mapping[str, object] | None = None,
     ) -> FastAPI:
         """A FastAPI app whose lifespan starts this service and `on_start`, and stops both.
         Its OpenAPI document is served at `/openapi.json` to a caller with a valid token
         of `verifier` (not at all without one); FastAPI's `/docs` and `/redoc` pages,
-        which load their scripts from a CDN, are never served."""
+        which load their scripts from a CDN, are never served. `state` goes on
+        `app.state`, where module-level routes' dependencies find the service's parts."""
 
         @asynccontextmanager
         async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -161,7 +159,10 @@ class Service:
         install_error_handlers(app, self.name)
         app.include_router(health_router(self.ready))
         app.include_router(metrics_router())
+        for name, part in (state or {}).items():
+            setattr(app.state, name, part)
         if verifier is not None:
+            app.state.verifier = verifier  # for `identity.http.Caller` on a route
             app.include_router(openapi_router(app, verifier))
         for router in routers:
             app.include_router(router)

@@ -1,26 +1,30 @@
 """Every NATS subject, stream and queue group, built from one configurable prefix.
 
 Next to each command subject stands its request model, reply model and queue group as
-one `Route`, so handlers and typed clients come from the same line. No other module
-spells a subject string.
+one `Route`, so handlers and typed clients come from the same line: the routes are a
+table in `Subjects`, one `route(...)` line each, and `Subjects.routes()` reads the table.
+No other module spells a subject string. Each NATS user's inbox prefix is here too
+(`inbox_prefix`), for the bus and the generated server configuration alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel
 
 from tether_common.messages import (
     approvals,
     gateway,
+    hooks,
     identity,
     outputs,
     profiles,
     runs,
     staging,
     threads,
+    tool_servers,
     tools,
 )
 
@@ -41,6 +45,11 @@ class Route(Generic[Req, Rep]):
     # before its one answer: several messages to one reply inbox, so whoever serves the
     # route needs a reply allowance of more than one (`natsauth` derives it from this).
     beats: bool = False
+    # A caller that goes away (its task cancelled, its stream closed early) says so on
+    # `Subjects.cancel_notices(queue)`, and the serving process cancels the handler: only
+    # for a route whose handler is safe to cut short (a model generation, not a tool call
+    # whose effect may be half made). `natsauth` lets its callers publish the notice.
+    cancellable: bool = False
 
     @property
     def replies_many(self) -> bool:
@@ -60,6 +69,56 @@ class StreamSpec:
     replicas: int = 1
 
 
+class RouteField(Generic[Req, Rep]):
+    """One line of the routes table in `Subjects`: the subject below the prefix and the
+    rest of its `Route`, read on an instance as that `Route`."""
+
+    __slots__ = ("beats", "cancellable", "path", "queue", "reply", "request", "streamed")
+
+    def __init__(
+        self,
+        path: str,
+        request: type[Req],
+        reply: type[Rep],
+        queue: str,
+        *,
+        streamed: bool = False,
+        beats: bool = False,
+        cancellable: bool = False,
+    ) -> None:
+        self.path, self.request, self.reply, self.queue = path, request, reply, queue
+        self.streamed, self.beats, self.cancellable = streamed, beats, cancellable
+
+    @overload
+    def __get__(self, subjects: None, owner: type[Any]) -> RouteField[Req, Rep]: ...
+    @overload
+    def __get__(self, subjects: Subjects, owner: type[Any]) -> Route[Req, Rep]: ...
+    def __get__(
+        self, subjects: Subjects | None, owner: type[Any]
+    ) -> Route[Req, Rep] | RouteField[Req, Rep]:
+        if subjects is None:
+            return self
+        subject = f"{subjects.prefix}.{self.path}"
+        return Route(
+            subject,
+            self.request,
+            self.reply,
+            self.queue,
+            self.streamed,
+            self.beats,
+            self.cancellable,
+        )
+
+
+route = RouteField  # the table's spelling: `run_start = route(...)`
+
+
+def inbox_prefix(user: str) -> str:
+    """A NATS user's own inbox prefix: it may subscribe below it and nowhere else (the
+    locked-down bus's configuration and `Bus.open` both take it from here)."""
+    return f"_INBOX_{user}"
+
+
 QUEUE_BRAIN = "brain"
 QUEUE_GATEWAY = "gateway"
 QUEUE_TOOLS = "tools-runner"
@@ -67,6 +126,8 @@ QUEUE_APPROVALS = "approvals"
 QUEUE_OUTPUTS = "output-store"
 # Answered by every service that holds the identity tables (brain, approvals, output-store).
 QUEUE_IDENTITY = "identity"
+# Answered by an operator's hook services (the bus user `hooks`), called by the brain.
+QUEUE_HOOKS = "hooks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,64 +141,25 @@ class Subjects:
         return ".".join((self.prefix, *parts))
 
     # brain: the client API over NATS
-    @property
-    def run_start(self) -> Route[runs.StartRun, runs.RunAccepted]:
-        return Route(self._s("runs", "start"), runs.StartRun, runs.RunAccepted, QUEUE_BRAIN)
-
-    @property
-    def run_get(self) -> Route[runs.GetRun, runs.RunView]:
-        return Route(self._s("runs", "get"), runs.GetRun, runs.RunView, QUEUE_BRAIN)
-
-    @property
-    def run_list(self) -> Route[runs.ListRuns, runs.RunList]:
-        return Route(self._s("runs", "list"), runs.ListRuns, runs.RunList, QUEUE_BRAIN)
-
-    @property
-    def run_stop(self) -> Route[runs.StopRun, runs.RunAccepted]:
-        return Route(self._s("runs", "stop"), runs.StopRun, runs.RunAccepted, QUEUE_BRAIN)
-
-    @property
-    def run_message(self) -> Route[runs.QueueMessage, runs.RunAccepted]:
-        return Route(self._s("runs", "message"), runs.QueueMessage, runs.RunAccepted, QUEUE_BRAIN)
-
-    @property
-    def run_follow(self) -> Route[runs.FollowRun, runs.RunEventFrame]:
-        """Streamed reply: a run's events for a caller who may read the run."""
-        return Route(
-            self._s("runs", "follow"), runs.FollowRun, runs.RunEventFrame, QUEUE_BRAIN, True
-        )
-
+    run_start = route("runs.start", runs.StartRun, runs.RunAccepted, QUEUE_BRAIN)
+    run_get = route("runs.get", runs.GetRun, runs.RunView, QUEUE_BRAIN)
+    run_list = route("runs.list", runs.ListRuns, runs.RunList, QUEUE_BRAIN)
+    run_stop = route("runs.stop", runs.StopRun, runs.RunAccepted, QUEUE_BRAIN)
+    run_message = route("runs.message", runs.QueueMessage, runs.RunAccepted, QUEUE_BRAIN)
+    # Streamed reply: a run's events for a caller who may read the run.
+    run_follow = route(
+        "runs.follow", runs.FollowRun, runs.RunEventFrame, QUEUE_BRAIN, streamed=True
+    )
     # brain: threads, conversations as sequences of runs (messages/threads.py)
-    @property
-    def thread_create(self) -> Route[threads.CreateThread, threads.ThreadView]:
-        return Route(
-            self._s("threads", "create"), threads.CreateThread, threads.ThreadView, QUEUE_BRAIN
-        )
-
-    @property
-    def thread_message(self) -> Route[threads.SendThreadMessage, threads.ThreadTurnAccepted]:
-        return Route(
-            self._s("threads", "message"),
-            threads.SendThreadMessage,
-            threads.ThreadTurnAccepted,
-            QUEUE_BRAIN,
-        )
-
-    @property
-    def thread_get(self) -> Route[threads.GetThread, threads.ThreadView]:
-        return Route(self._s("threads", "get"), threads.GetThread, threads.ThreadView, QUEUE_BRAIN)
-
-    @property
-    def thread_list(self) -> Route[threads.ListThreads, threads.ThreadList]:
-        return Route(
-            self._s("threads", "list"), threads.ListThreads, threads.ThreadList, QUEUE_BRAIN
-        )
-
-    @property
-    def thread_delete(self) -> Route[threads.DeleteThread, threads.ThreadDeleted]:
-        return Route(
-            self._s("threads", "delete"), threads.DeleteThread, threads.ThreadDeleted, QUEUE_BRAIN
-        )
+    thread_create = route("threads.create", threads.CreateThread, threads.ThreadView, QUEUE_BRAIN)
+    thread_message = route(
+        "threads.message", threads.SendThreadMessage, threads.ThreadTurnAccepted, QUEUE_BRAIN
+    )
+    thread_get = route("threads.get", threads.GetThread, threads.ThreadView, QUEUE_BRAIN)
+    thread_list = route("threads.list", threads.ListThreads, threads.ThreadList, QUEUE_BRAIN)
+    thread_delete = route(
+        "threads.delete", threads.DeleteThread, threads.ThreadDeleted, QUEUE_BRAIN
+    )
 
     @property
     def run_stopping(self) -> str:
@@ -158,6 +180,11 @@ class Subjects:
     def kills_changed(self) -> str:
         """Broadcast: a kill switch was set or lifted; every brain replica re-reads them."""
         return self._s("kills", "changed")
+
+    @property
+    def tool_servers_changed(self) -> str:
+        """Broadcast: a tool server was added or removed; every runner replica re-reads."""
+        return self._s("tools", "servers_changed")
 
     def run_events(self, run_id: str) -> str:
         return self._s("events", run_id)
@@ -187,136 +214,87 @@ class Subjects:
             gateway.GenerateRequest,
             gateway.ModelEventMessage,
             QUEUE_GATEWAY,
-            True,
+            streamed=True,
+            cancellable=True,  # a generation nobody reads only spends the provider's tokens
         )
 
     @property
     def generate_all(self) -> str:
         return self._s("gateway", "generate", "*")
 
+    def cancel_notices(self, queue: str) -> str:
+        """Broadcast (`messages.cancel.CancelNotice`): a caller of a cancellable route of
+        queue group `queue` went away; the replica handling its request cancels it."""
+        return self._s(queue, "cancel")
+
+    # hooks: a tenant's hook of transport `nats` names a service answered here
+    def hook(self, service: str) -> Route[hooks.HookRequest, hooks.HookReply]:
+        return Route(self._s("hooks", service), hooks.HookRequest, hooks.HookReply, QUEUE_HOOKS)
+
+    @property
+    def hooks_all(self) -> str:
+        return self._s("hooks", "*")
+
     # gateway: model profiles (see messages/profiles.py)
-    @property
-    def model_profile(self) -> Route[profiles.ProfileQuery, profiles.ModelProfile]:
-        return Route(
-            self._s("gateway", "profiles", "get"),
-            profiles.ProfileQuery,
-            profiles.ModelProfile,
-            QUEUE_GATEWAY,
-        )
-
-    @property
-    def model_profiles(self) -> Route[profiles.ListProfiles, profiles.ProfileList]:
-        return Route(
-            self._s("gateway", "profiles", "list"),
-            profiles.ListProfiles,
-            profiles.ProfileList,
-            QUEUE_GATEWAY,
-        )
-
-    @property
-    def model_profile_put(self) -> Route[profiles.PutProfile, profiles.ModelProfile]:
-        return Route(
-            self._s("gateway", "profiles", "put"),
-            profiles.PutProfile,
-            profiles.ModelProfile,
-            QUEUE_GATEWAY,
-        )
-
-    @property
-    def model_probe(self) -> Route[profiles.ProbeModel, profiles.ProbeReport]:
-        return Route(
-            self._s("gateway", "profiles", "probe"),
-            profiles.ProbeModel,
-            profiles.ProbeReport,
-            QUEUE_GATEWAY,
-        )
-
+    model_profile = route(
+        "gateway.profiles.get", profiles.ProfileQuery, profiles.ModelProfile, QUEUE_GATEWAY
+    )
+    model_profiles = route(
+        "gateway.profiles.list", profiles.ListProfiles, profiles.ProfileList, QUEUE_GATEWAY
+    )
+    model_profile_put = route(
+        "gateway.profiles.put", profiles.PutProfile, profiles.ModelProfile, QUEUE_GATEWAY
+    )
+    model_probe = route(
+        "gateway.profiles.probe", profiles.ProbeModel, profiles.ProbeReport, QUEUE_GATEWAY
+    )
     # tools-runner
-    @property
-    def tool_catalog(self) -> Route[tools.CatalogRequest, tools.Catalog]:
-        return Route(self._s("tools", "catalog"), tools.CatalogRequest, tools.Catalog, QUEUE_TOOLS)
-
-    @property
-    def tool_execute(self) -> Route[tools.ExecuteTool, tools.ToolResult]:
-        return Route(
-            self._s("tools", "execute"),
-            tools.ExecuteTool,
-            tools.ToolResult,
-            QUEUE_TOOLS,
-            beats=True,
-        )
-
-    @property
-    def tool_stage(self) -> Route[tools.ExecuteTool, staging.StagedEffect]:
-        """Run a call against a copy of the workspace; the answer is its change set."""
-        return Route(
-            self._s("tools", "stage"), tools.ExecuteTool, staging.StagedEffect, QUEUE_TOOLS
-        )
-
+    tool_catalog = route("tools.catalog", tools.CatalogRequest, tools.Catalog, QUEUE_TOOLS)
+    tool_execute = route(
+        "tools.execute", tools.ExecuteTool, tools.ToolResult, QUEUE_TOOLS, beats=True
+    )
+    # Run a call against a copy of the workspace; the answer is its change set.
+    tool_stage = route("tools.stage", tools.ExecuteTool, staging.StagedEffect, QUEUE_TOOLS)
+    # Tool servers (a tenant resource): the brain forwards `/v1/tool-servers` here; the
+    # runner owns the rows and the key that seals their credentials.
+    tool_server_add = route(
+        "tools.servers.add", tool_servers.AddToolServer, tool_servers.ToolServerView, QUEUE_TOOLS
+    )
+    tool_server_list = route(
+        "tools.servers.list",
+        tool_servers.ListToolServers,
+        tool_servers.ToolServerList,
+        QUEUE_TOOLS,
+    )
+    tool_server_remove = route(
+        "tools.servers.remove",
+        tool_servers.RemoveToolServer,
+        tool_servers.ToolServerRemoved,
+        QUEUE_TOOLS,
+    )
     # approvals
-    @property
-    def approval_create(self) -> Route[approvals.CreateApproval, approvals.ApprovalView]:
-        return Route(
-            self._s("approvals", "create"),
-            approvals.CreateApproval,
-            approvals.ApprovalView,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_list(self) -> Route[approvals.ListApprovals, approvals.ApprovalList]:
-        return Route(
-            self._s("approvals", "list"),
-            approvals.ListApprovals,
-            approvals.ApprovalList,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_decide(self) -> Route[approvals.DecideApproval, approvals.ApprovalView]:
-        return Route(
-            self._s("approvals", "decide"),
-            approvals.DecideApproval,
-            approvals.ApprovalView,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_consume(self) -> Route[approvals.ConsumeApproval, approvals.ConsumeResult]:
-        return Route(
-            self._s("approvals", "consume"),
-            approvals.ConsumeApproval,
-            approvals.ConsumeResult,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_presence(self) -> Route[approvals.PresenceQuery, approvals.Presence]:
-        return Route(
-            self._s("approvals", "presence"),
-            approvals.PresenceQuery,
-            approvals.Presence,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_withdraw(self) -> Route[approvals.WithdrawApproval, approvals.ApprovalView]:
-        return Route(
-            self._s("approvals", "withdraw"),
-            approvals.WithdrawApproval,
-            approvals.ApprovalView,
-            QUEUE_APPROVALS,
-        )
-
-    @property
-    def approval_watch(self) -> Route[approvals.WatchApprovals, approvals.ApprovalWatch]:
-        """An operator's live view through the brain's console: events and presence."""
-        return Route(
-            self._s("approvals", "watch"),
-            approvals.WatchApprovals,
-            approvals.ApprovalWatch,
-            QUEUE_APPROVALS,
-        )
+    approval_create = route(
+        "approvals.create", approvals.CreateApproval, approvals.ApprovalView, QUEUE_APPROVALS
+    )
+    approval_list = route(
+        "approvals.list", approvals.ListApprovals, approvals.ApprovalList, QUEUE_APPROVALS
+    )
+    approval_decide = route(
+        "approvals.decide", approvals.DecideApproval, approvals.ApprovalView, QUEUE_APPROVALS
+    )
+    approval_consume = route(
+        "approvals.consume", approvals.ConsumeApproval, approvals.ConsumeResult, QUEUE_APPROVALS
+    )
+    approval_presence = route(
+        "approvals.presence", approvals.PresenceQuery, approvals.Presence, QUEUE_APPROVALS
+    )
+    approval_withdraw = route(
+        "approvals.withdraw", approvals.WithdrawApproval, approvals.ApprovalView, QUEUE_APPROVALS
+    )
+    # An operator's live view through the brain's console: events and presence.
+    approval_watch = route(
+        "approvals.watch", approvals.WatchApprovals, approvals.ApprovalWatch, QUEUE_APPROVALS
+    )
 
     @property
     def approval_notices(self) -> str:
@@ -331,51 +309,18 @@ class Subjects:
         return self._s("approvals", "decided")
 
     # output-store
-    @property
-    def output_put(self) -> Route[outputs.PutOutput, outputs.OutputStored]:
-        return Route(
-            self._s("outputs", "put"), outputs.PutOutput, outputs.OutputStored, QUEUE_OUTPUTS
-        )
-
-    @property
-    def output_get(self) -> Route[outputs.GetOutput, outputs.OutputContent]:
-        return Route(
-            self._s("outputs", "get"), outputs.GetOutput, outputs.OutputContent, QUEUE_OUTPUTS
-        )
-
-    @property
-    def output_begin(self) -> Route[outputs.BeginOutput, outputs.UploadStarted]:
-        return Route(
-            self._s("outputs", "begin"), outputs.BeginOutput, outputs.UploadStarted, QUEUE_OUTPUTS
-        )
-
-    @property
-    def output_chunk(self) -> Route[outputs.OutputChunk, outputs.ChunkStored]:
-        return Route(
-            self._s("outputs", "chunk"), outputs.OutputChunk, outputs.ChunkStored, QUEUE_OUTPUTS
-        )
-
-    @property
-    def output_commit(self) -> Route[outputs.CommitOutput, outputs.OutputStored]:
-        return Route(
-            self._s("outputs", "commit"), outputs.CommitOutput, outputs.OutputStored, QUEUE_OUTPUTS
-        )
-
-    @property
-    def output_query(self) -> Route[outputs.QueryOutput, outputs.OutputPage]:
-        return Route(
-            self._s("outputs", "query"), outputs.QueryOutput, outputs.OutputPage, QUEUE_OUTPUTS
-        )
-
+    output_put = route("outputs.put", outputs.PutOutput, outputs.OutputStored, QUEUE_OUTPUTS)
+    output_get = route("outputs.get", outputs.GetOutput, outputs.OutputContent, QUEUE_OUTPUTS)
+    output_begin = route("outputs.begin", outputs.BeginOutput, outputs.UploadStarted, QUEUE_OUTPUTS)
+    output_chunk = route("outputs.chunk", outputs.OutputChunk, outputs.ChunkStored, QUEUE_OUTPUTS)
+    output_commit = route(
+        "outputs.commit", outputs.CommitOutput, outputs.OutputStored, QUEUE_OUTPUTS
+    )
+    output_query = route("outputs.query", outputs.QueryOutput, outputs.OutputPage, QUEUE_OUTPUTS)
     # identity: a service without the tables has a bearer token verified
-    @property
-    def identity_verify(self) -> Route[identity.VerifyToken, identity.PrincipalView]:
-        return Route(
-            self._s("identity", "verify"),
-            identity.VerifyToken,
-            identity.PrincipalView,
-            QUEUE_IDENTITY,
-        )
+    identity_verify = route(
+        "identity.verify", identity.VerifyToken, identity.PrincipalView, QUEUE_IDENTITY
+    )
 
     # JetStream streams, declared once
     @property
@@ -402,39 +347,7 @@ class Subjects:
         return self.prefix.replace(".", "_").upper() + "_OUTPUTS"
 
     def routes(self) -> tuple[Route[BaseModel, BaseModel], ...]:
-        """Every fixed command route (for contract tests and bus permissions)."""
-        found: list[Route[BaseModel, BaseModel]] = [
-            self.run_start,  # type: ignore[list-item]
-            self.run_get,  # type: ignore[list-item]
-            self.run_list,  # type: ignore[list-item]
-            self.run_stop,  # type: ignore[list-item]
-            self.run_message,  # type: ignore[list-item]
-            self.run_follow,  # type: ignore[list-item]
-            self.thread_create,  # type: ignore[list-item]
-            self.thread_message,  # type: ignore[list-item]
-            self.thread_get,  # type: ignore[list-item]
-            self.thread_list,  # type: ignore[list-item]
-            self.thread_delete,  # type: ignore[list-item]
-            self.model_profile,  # type: ignore[list-item]
-            self.model_profiles,  # type: ignore[list-item]
-            self.model_profile_put,  # type: ignore[list-item]
-            self.model_probe,  # type: ignore[list-item]
-            self.tool_catalog,  # type: ignore[list-item]
-            self.tool_execute,  # type: ignore[list-item]
-            self.tool_stage,  # type: ignore[list-item]
-            self.approval_create,  # type: ignore[list-item]
-            self.approval_list,  # type: ignore[list-item]
-            self.approval_decide,  # type: ignore[list-item]
-            self.approval_consume,  # type: ignore[list-item]
-            self.approval_presence,  # type: ignore[list-item]
-            self.approval_withdraw,  # type: ignore[list-item]
-            self.approval_watch,  # type: ignore[list-item]
-            self.output_put,  # type: ignore[list-item]
-            self.output_get,  # type: ignore[list-item]
-            self.output_begin,  # type: ignore[list-item]
-            self.output_chunk,  # type: ignore[list-item]
-            self.output_commit,  # type: ignore[list-item]
-            self.output_query,  # type: ignore[list-item]
-            self.identity_verify,  # type: ignore[list-item]
-        ]
-        return tuple(found)
+        """Every fixed command route, in declaration order (for contract tests and bus
+        permissions)."""
+        table = vars(type(self)).items()
+        return tuple(getattr(self, name) for name, value in table if isinstance(value, RouteField))

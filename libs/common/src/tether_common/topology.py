@@ -52,6 +52,8 @@ OPERATOR_TOKEN_HASH_ENV = "TETHER_OPERATOR_TOKEN_SHA256"
 _IDENTITY_HOLDERS = frozenset({"brain", "approvals", "output-store"})
 SECRET_ENV: dict[str, frozenset[str]] = {
     "TETHER_DECISION_KEY": frozenset({"brain", "approvals"}),
+    # Seals tool servers' credentials at rest; only the runner, which sends them, opens them.
+    "TETHER_RUNNER_CREDENTIALS_KEY": frozenset({"tools-runner"}),
     OPERATOR_TOKEN_ENV: frozenset(),
     OPERATOR_TOKEN_HASH_ENV: _IDENTITY_HOLDERS,
     "TETHER_DATABASE_URL": frozenset({"brain", "approvals", "output-store", "tools-runner"}),

@@ -10,7 +10,7 @@ The brain's side of the contract (subjects in `tether_common.subjects`):
 * `approval_decided` (JetStream) — one `ApprovalDecided` per decision, expiry included
   (`decision="expired"`), carrying the `action_digest` back; deduplicated by message id.
   A request that needs a quorum (`CreateApproval.quorum`, or the service's quorum rules:
-  `tether_approvals.quorum`) is announced only once its quorum is met or anyone denies.
+  `tether_approvals.decisions.quorum`) is announced only once its quorum is met or anyone denies.
 * `approval_consume` — spend a granted approval just before running the action; only
   outcome `consumed` lets it run (`already_consumed`, `approval_stale`, … otherwise).
 * `approval_presence` — how many operators who may decide for an agent/owner are

@@ -9,18 +9,18 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from tether_approvals.api import approvals_router, audit_router
+from tether_approvals.api import approvals, audit_trail, console, webhooks
+from tether_approvals.api.bus import serve_bus
+from tether_approvals.api.deps import PARTS, Parts
 from tether_approvals.auth import TokenStore
-from tether_approvals.console import console_router
-from tether_approvals.handlers import serve_bus
-from tether_approvals.lifecycle import Lifecycle
-from tether_approvals.outbox import Notices, Sender
-from tether_approvals.pending import PendingGauge
-from tether_approvals.presence import PresenceBoard
-from tether_approvals.rules import build_approvers
+from tether_approvals.decisions.lifecycle import Lifecycle
+from tether_approvals.decisions.rules import build_approvers
+from tether_approvals.notices.outbox import Notices, Sender
+from tether_approvals.notices.webhooks import WebhookStore
+from tether_approvals.persistence.pending import PendingGauge
+from tether_approvals.persistence.presence import PresenceBoard
+from tether_approvals.persistence.store import ApprovalStore
 from tether_approvals.settings import ApprovalSettings
-from tether_approvals.store import ApprovalStore
-from tether_approvals.webhooks import WebhookStore, webhooks_router
 from tether_common import audit
 from tether_common.background import FailureLog, every
 from tether_common.decisions import required_key
@@ -104,16 +104,25 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
         await sender.aclose()  # its loop has stopped: Service.stop ends background first
 
     routers = [
-        approvals_router(store, lifecycle, tokens, board),
+        approvals.router,
         tokens_router(tokens),
-        audit_router(service.engine, tokens),
-        webhooks_router(WebhookStore(service.engine, settings.webhooks), tokens),
-        console_router(settings.console_url),
+        audit_trail.router,
+        webhooks.router,
+        console.router,
     ]
+    parts = Parts(
+        engine=service.engine,
+        store=store,
+        lifecycle=lifecycle,
+        board=board,
+        webhooks=WebhookStore(service.engine, settings.webhooks),
+        console_url=settings.console_url,
+    )
     return service.app(
         title="Tether approvals",
         on_start=on_start,
         on_stop=on_stop,
         routers=routers,
         verifier=tokens,
+        state={PARTS: parts},
     )

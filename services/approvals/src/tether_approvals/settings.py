@@ -31,7 +31,7 @@ class RequestMatch(BaseModel):
 
 
 class ApproverRule(RequestMatch):
-    """One automated approver rule (see `tether_approvals.rules`); `no_opinion` parks the
+    """One automated approver rule (see `tether_approvals.decisions.rules`); `no_opinion` parks the
     request for a person."""
 
     answer: Literal["allow_once", "deny", "no_opinion"]
@@ -39,7 +39,7 @@ class ApproverRule(RequestMatch):
 
 class QuorumRuleSetting(RequestMatch):
     """Two keys for what it matches (`TETHER_APPROVALS_QUORUM_RULES`, see
-    `tether_approvals.quorum`): e.g. `{"name": "prod", "tool": "deploy_*", "quorum":
+    `tether_approvals.decisions.quorum`): e.g. `{"name": "prod", "tool": "deploy_*", "quorum":
     {"needed": 2, "group": "sre", "escalate_after_s": 600, "escalate_to": "leads"}}`."""
 
     quorum: QuorumRule

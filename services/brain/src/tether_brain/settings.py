@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from tether_brain.agents.config import AgentConfig
 from tether_brain.skills import default_skill_folders
 from tether_common.messages.profiles import DEFAULT_CONTEXT_WINDOW, PromptTier
+from tether_common.safety.urls import PrivateHosts
 from tether_common.settings import HttpSettings
 
 STEP_CEILING = 20
@@ -110,6 +111,19 @@ class BrainSettings(HttpSettings):
     trace_url: TraceUrl | None = Field(
         default=None, description="the tracing UI's page of one trace (console link)"
     )
+    # The scheduler (schedules/firing.py): each replica polls for due schedules.
+    schedule_poll_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="how often a replica looks for due schedules (jittered ±50%)",
+    )
+    schedule_grace_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="a schedule's tick later than this was missed (no brain ran): its catch_up rule decides",
+    )
     # How stale a replica's agents and policy may be if it missed a change's broadcast.
     grants_refresh_s: float = Field(default=5.0, gt=0)
     # The next three only SEED the stored agents and organisation policy (agent_store.py):
@@ -121,3 +135,30 @@ class BrainSettings(HttpSettings):
     allowlist: list[str] = Field(
         default_factory=list, description="project allowlist: grant entries that need no approval"
     )
+    # Lifecycle hooks (hooks/): where an https hook may be sent beyond public hosts, and
+    # what the brain trusts and reads of them.
+    hooks_private_hosts: list[str] = Field(
+        default_factory=list,
+        description="loopback or private hosts an https hook may name, as `host` or "
+        "`host:port` (an admin's setting; a cloud metadata service is never allowed); "
+        "plain http is taken only for these",
+    )
+    hooks_ca_file: Path | None = Field(
+        default=None,
+        description="a CA bundle https hooks are verified against, beside the system's",
+    )
+    hooks_refresh_s: float = Field(
+        default=2.0, ge=0, description="how stale a replica's copy of a tenant's hooks may be"
+    )
+    hooks_max_reply_bytes: int = Field(
+        default=256 * 1024,
+        ge=1024,
+        le=4 * 1024 * 1024,
+        description="a longer hook reply is refused",
+    )
+
+    @field_validator("hooks_private_hosts")
+    @classmethod
+    def _hooks_hosts_parse(cls, hosts: list[str]) -> list[str]:
+        PrivateHosts.of(hosts)  # a bad entry stops the service with its reason
+        return hosts

@@ -3,6 +3,7 @@ queue-group subscription per provider subject."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -14,8 +15,10 @@ from fastapi import FastAPI
 from tether_common.identity import RemoteVerifier
 from tether_common.messages.gateway import GenerateRequest, ModelEventMessage
 from tether_common.messages.profiles import ModelProfile
+from tether_common.scripted import fitted
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
+from tether_gateway.histories import HistoryCache, expanded
 from tether_gateway.metering import metered
 from tether_gateway.probe import ProviderFor
 from tether_gateway.profile_routes import serve_profiles
@@ -30,7 +33,6 @@ from tether_gateway.providers import (
     TextProtocol,
 )
 from tether_gateway.providers.local import LocalProvider
-from tether_gateway.providers.text_protocol import fitted
 from tether_gateway.settings import GatewaySettings
 
 SERVICE = "gateway"
@@ -66,23 +68,32 @@ def provider_for(settings: GatewaySettings, client: httpx.AsyncClient) -> Provid
 
 
 def handler(
-    provider: Provider, profiles: Profiles
+    provider: Provider, profiles: Profiles, histories: HistoryCache
 ) -> Callable[[GenerateRequest], AsyncIterator[ModelEventMessage]]:
     async def generate(request: GenerateRequest) -> AsyncIterator[ModelEventMessage]:
+        # A prefix not held here raises `prefix_unknown` (an error reply, counted).
+        request = expanded(histories, request)
         started, last = time.perf_counter(), "none"
         model = profiles.model_for(provider.name, request.model)
-        async with aclosing(metered(provider.name, model, provider.generate(request))) as events:
-            async for event in events:
-                last = event.code if event.kind == "error" else event.kind
-                yield ModelEventMessage(event=fitted(event, request.tools))
-        log.info(
-            "generated run_id=%s provider=%s model=%s outcome=%s in %.0f ms",
-            request.run_id,
-            provider.name,
-            model,
-            last,
-            (time.perf_counter() - started) * 1000,
-        )
+        try:
+            async with aclosing(
+                metered(provider.name, model, provider.generate(request))
+            ) as events:
+                async for event in events:
+                    last = event.code if event.kind == "error" else event.kind
+                    yield ModelEventMessage(event=fitted(event, request.tools))
+        except asyncio.CancelledError:
+            last = "cancelled"  # its caller went away (the route is cancellable)
+            raise
+        finally:
+            log.info(
+                "generated run_id=%s provider=%s model=%s outcome=%s in %.0f ms",
+                request.run_id,
+                provider.name,
+                model,
+                last,
+                (time.perf_counter() - started) * 1000,
+            )
 
     return generate
 
@@ -95,9 +106,11 @@ def create_app(common: CommonSettings, settings: GatewaySettings) -> FastAPI:
         client = httpx.AsyncClient(follow_redirects=False)
         clients.append(client)
         profiles = Profiles(settings, ProfileStore(settings.profiles_dir or common.home / "models"))
+        # One for every provider: a history is the same whoever is asked to continue it.
+        histories = HistoryCache(int(settings.history_cache_mib * 2**20))
         for provider in providers(settings, client, profiles):
             await service.bus.serve_stream(
-                service.subjects.generate(provider.name), handler(provider, profiles)
+                service.subjects.generate(provider.name), handler(provider, profiles, histories)
             )
         names = [provider.name for provider in providers(settings, client, profiles)]
         await serve_profiles(service.bus, profiles, provider_for(settings, client), names)

@@ -49,6 +49,12 @@ class GatewaySettings(HttpSettings):
     retry_max_delay_s: float = Field(
         default=30.0, ge=0, description="longest back-off, and longest Retry-After honoured"
     )
+    history_cache_mib: float = Field(
+        default=64.0,
+        ge=0,
+        description="histories kept for model requests sent as deltas, per replica "
+        "(estimated MiB; the least recently used go first; 0: none kept)",
+    )
     profiles_dir: Path | None = Field(
         default=None, description="model profile YAML files; default $TETHER_HOME/models"
     )

@@ -10,11 +10,11 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from tether_common.identity import TokenStore
-from tether_common.objects import BlobBucket
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 from tether_output_store.api import outputs_router
 from tether_output_store.handlers import Handlers
+from tether_output_store.objects import BlobBucket
 from tether_output_store.query import QueryLimits
 from tether_output_store.retention import Collector
 from tether_output_store.settings import OutputSettings

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common.background import FailureLog, every
 from tether_common.errors import ErrorCode, NotFoundError, StoreError
-from tether_common.objects import BlobBucket
+from tether_output_store.objects import BlobBucket
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_common.errors import ConfigError, ErrorCode, NotFoundError, StoreError
 from tether_common.metrics import outputs_offloaded
-from tether_common.objects import BlobBucket
+from tether_output_store.objects import BlobBucket
 from tether_output_store.tables import chunks, outputs
 
 Backend = Literal["postgres", "jetstream"]

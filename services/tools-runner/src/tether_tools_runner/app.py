@@ -15,10 +15,13 @@ from opentelemetry import trace
 from tether_common.background import FailureLog, every
 from tether_common.errors import TetherError
 from tether_common.identity import Principal, RemoteVerifier, Verifier, principal_dependency
+from tether_common.messages.tool_servers import ToolServersChanged
 from tether_common.messages.tools import Catalog, CatalogRequest
+from tether_common.safety.urls import PrivateHosts
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 from tether_tools_runner.calls import Calls
+from tether_tools_runner.credentials import CredentialKey
 from tether_tools_runner.effects import EffectLedger
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.mcp_tools import McpHub
@@ -30,10 +33,14 @@ from tether_tools_runner.sandbox import (
     release_cgroups,
     sandbox_user,
 )
+from tether_tools_runner.server_routes import ServerRoutes
+from tether_tools_runner.server_store import ServerStore
+from tether_tools_runner.server_urls import ServerDestinations
 from tether_tools_runner.settings import RunnerSettings
 from tether_tools_runner.staging.shell import ShellStaging
 from tether_tools_runner.staging.stager import Stager
 from tether_tools_runner.staging.store import StagedStore
+from tether_tools_runner.tenant_servers import LinkOptions, TenantServers
 from tether_tools_runner.tool import Registry
 from tether_tools_runner.tools import Builtins
 from tether_tools_runner.tools.retrieve import make_retrieve_tool
@@ -97,6 +104,22 @@ def make_stager(
     )
 
 
+def make_tenant_servers(
+    service: Service, settings: RunnerSettings, registry: Registry
+) -> tuple[TenantServers, ServerRoutes]:
+    """Tool servers added through `/v1/tool-servers`: their rows, links and routes."""
+    key = settings.credentials_key
+    sealer = CredentialKey.from_text(key.get_secret_value()) if key is not None else None
+    destinations = ServerDestinations(PrivateHosts.of(settings.tool_server_private_hosts))
+    store = ServerStore(service.engine)
+    options = LinkOptions(
+        settings.mcp_refresh_s, settings.mcp_connect_timeout_s, settings.mcp_max_attempts
+    )
+    configured = frozenset(s.name for s in settings.mcp_servers)
+    servers = TenantServers(store, registry, destinations, sealer, options, configured=configured)
+    return servers, ServerRoutes(service.bus, store, servers, destinations, sealer)
+
+
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
     user = sandbox_user(settings.sandbox_uid, settings.sandbox_gid)
@@ -114,11 +137,13 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
             service.bus, threshold=threshold_for("retrieve_output", thresholds)
         ).as_tool()
     )
+    servers, server_routes = make_tenant_servers(service, settings, registry)
     executor = Executor(
         registry,
         default_timeout_s=settings.default_timeout_s,
         attestation=attestation,
         min_sandbox=settings.min_sandbox,
+        tenant_tools=servers.registry_of,
     )
     ledger = EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s)
     staged = StagedStore(service.engine)
@@ -140,11 +165,17 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         max_attempts=settings.mcp_max_attempts,
     )
 
-    async def catalog(_req: CatalogRequest) -> Catalog:
+    async def catalog(req: CatalogRequest) -> Catalog:
+        if req.tenant is not None:  # that tenant's own servers' tools, laid over the rest
+            return Catalog(
+                tools=servers.descriptors(req.tenant),
+                sandbox_level=attestation.level,
+                connecting=servers.connecting(req.tenant),
+            )
         return Catalog(
             tools=registry.descriptors(),
             sandbox_level=attestation.level,
-            connecting=mcp.connecting(),
+            connecting=mcp.connecting() + servers.connecting(None),
         )
 
     async def sweep() -> None:
@@ -155,6 +186,17 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     async def on_start() -> None:
         await builtins.file_workers().start()
         await mcp.start()
+        await servers.reload()
+        service.background.start(
+            "tool servers refresh",
+            every(settings.tool_servers_refresh_s, servers.reload, FailureLog(log, "tool servers")),
+        )
+        await service.bus.listen(
+            service.subjects.tool_servers_changed, ToolServersChanged, server_routes.on_changed
+        )
+        await service.bus.serve(service.subjects.tool_server_add, server_routes.add)
+        await service.bus.serve(service.subjects.tool_server_list, server_routes.listing)
+        await service.bus.serve(service.subjects.tool_server_remove, server_routes.remove)
         renewal = every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
         service.background.start("lease renewal", renewal)
         service.background.start(
@@ -168,6 +210,7 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         # No call is in flight any more (Service.stop drained the bus first), so the MCP
         # sessions and file workers can go.
         await mcp.stop()
+        await servers.stop()
         builtins.close()
         release_cgroups()
 

@@ -58,7 +58,7 @@ class Calls:
 
     def keyed(self, call: ExecuteTool) -> bool:
         """Whether `call` is kept to once: a key, a tool with effects, and no refusal."""
-        tool = self.executor.registry.get(call.name)
+        tool = self.executor.tool_of(call)
         return (
             self.ledger is not None
             and call.idempotency_key is not None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from tether_tools_runner.context import bound
 from tether_tools_runner.plain_args import Check, compile_check
 from tether_tools_runner.repairs import collecting
 from tether_tools_runner.sandbox import Attestation, missing_for
-from tether_tools_runner.tool import Registry, Tool, ToolFailure
+from tether_tools_runner.tool import Overlay, Registry, Tool, ToolFailure
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,12 @@ class Executor:
         default_timeout_s: float,
         attestation: Attestation | None = None,
         min_sandbox: Mapping[str, str] | None = None,
+        tenant_tools: Callable[[str], Registry | None] | None = None,
     ) -> None:
         self.registry = registry
+        # A tenant's own servers' tools (`tenant_servers`), laid over the shared ones for
+        # that tenant's calls only.
+        self.tenant_tools = tenant_tools
         self.default_timeout_s = default_timeout_s
         self.attestation = attestation
         self.min_sandbox = dict(min_sandbox or {})
@@ -93,27 +97,36 @@ class Executor:
                 return "sandbox_insufficient", f"{call.name} needs sandbox {required!r}: {missing}."
         return None
 
+    def tools(self, call: ExecuteTool) -> Registry | Overlay:
+        """The tools `call` may name: the shared ones, and its tenant's own."""
+        own = self.tenant_tools(call.tenant) if call.tenant and self.tenant_tools else None
+        return self.registry if own is None else Overlay(self.registry, own)
+
+    def tool_of(self, call: ExecuteTool) -> Tool | None:
+        return self.tools(call).get(call.name)
+
     def refusal_for(self, call: ExecuteTool) -> tuple[str, str] | None:
         """Why `call` would be refused before its tool runs (unknown tool, arguments,
         sandbox), or None: a refused call has no effect, so it claims no key. A tool
         whose source is still connecting (or failed) is answered by that source."""
-        if (held := self.registry.held(call.name)) is not None:
+        tools = self.tools(call)
+        if (held := tools.held(call.name)) is not None:
             return held
-        tool = self.registry.get(call.name)
+        tool = tools.get(call.name)
         if tool is None:
-            known = ", ".join(self.registry.names())
+            known = ", ".join(tools.names())
             return "unknown_tool", f"no tool named '{call.name}'. Known tools: {known}."
         return self._refusal(call, tool)
 
     def time_limit(self, call: ExecuteTool) -> float:
         """How long `call` may run (a tool with its own limit gets that)."""
-        tool = self.registry.get(call.name)
+        tool = self.tool_of(call)
         own = tool.own_timeout_s if tool is not None else None
         return own or min(call.timeout_s or self.default_timeout_s, MAX_TIMEOUT_S)
 
     async def _run(self, call: ExecuteTool) -> tuple[str | None, str]:
         refusal = self.refusal_for(call)
-        tool = self.registry.get(call.name)
+        tool = self.tool_of(call)
         if refusal is not None or tool is None:
             return refusal or ("unknown_tool", f"no tool named '{call.name}'.")
         timeout = self.time_limit(call)

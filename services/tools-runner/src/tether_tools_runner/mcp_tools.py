@@ -25,9 +25,11 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from typing import Any, Literal, cast
 
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client._transport import Transport
 from mcp.client.stdio import get_default_environment
 from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from mcp.types import Tool as McpTool
@@ -42,21 +44,18 @@ from tether_common.messages.tools import (
     mcp_server_of,
     mcp_tool_name,
 )
+from tether_common.retrying import Policy, delay_s
 from tether_tools_runner.context import current_key
 from tether_tools_runner.settings import McpServer
 from tether_tools_runner.tool import Registry, Tool, ToolFailure, ToolFn
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_S = 30.0
 IDEMPOTENCY_META_KEY = "tether/idempotency-key"
+# A supervised server reconnecting: for ever, at most every 30 s.
+RECONNECT = Policy("reconnecting an MCP server", 0.5, 30.0, jitter=False)
 
 LinkState = Literal["connecting", "up", "failed"]
-
-
-def _backoff(failures: int) -> float:
-    """Seconds before the next connection after `failures` failed ones in a row."""
-    return min(0.5 * 2.0 ** max(failures - 1, 0), MAX_BACKOFF_S)
 
 
 def _cannot_start(exc: Exception) -> bool:
@@ -114,9 +113,13 @@ class McpLink:
         refresh_s: float,
         connect_timeout_s: float = 30.0,
         max_attempts: int = 5,
+        connect: Callable[[], StdioServerParameters | Transport] | None = None,
     ) -> None:
         self.config = config
         self.registry = registry
+        # How to reach the server when not as configured (a tenant's server: through the
+        # pinned transport, with its credentials opened for this connection only).
+        self.connect = connect
         self.refresh_s = refresh_s
         # A server that never answers its handshake is a failed connection, not a wait.
         self.connect_timeout_s = connect_timeout_s
@@ -132,17 +135,12 @@ class McpLink:
     def up(self) -> bool:
         return self.state == "up"
 
-    def _target(self) -> StdioServerParameters | str:
+    def _target(self) -> StdioServerParameters | str | Transport:
+        if self.connect is not None:
+            return self.connect()
         if self.config.url:
             return self.config.url
-        if not self.config.command:
-            raise ValueError(f"MCP server {self.config.name} has neither command nor url")
-        env = {**get_default_environment(), **self.config.env}
-        # The SDK takes no preexec_fn: a small exec wrapper ties the server to this
-        # runner, so a runner killed outright does not leave it running.
-        argv = [self.config.command, *self.config.args]
-        python, *wrapped = lifeline.command(argv, path=env.get("PATH", os.defpath))
-        return StdioServerParameters(command=python, args=wrapped, env=env)
+        return stdio_target(self.config)
 
     async def run(self) -> None:
         """Supervise forever (until cancelled): connect, publish, watch, back off, retry.
@@ -171,7 +169,7 @@ class McpLink:
                 self.client = None
                 self._mark_unavailable()
             await self._set_state("failed" if gave_up else "connecting", why)
-            await asyncio.sleep(_backoff(failures))
+            await asyncio.sleep(delay_s(RECONNECT, failures))
 
     async def _publish(self, client: Client) -> None:
         listing = await client.list_tools(cache_mode="bypass")
@@ -257,6 +255,18 @@ class McpLink:
         return call
 
 
+def stdio_target(config: McpServer) -> StdioServerParameters:
+    """How to start `config`'s stdio server, tied to this runner's life."""
+    if not config.command:
+        raise ValueError(f"MCP server {config.name} has neither command nor url")
+    env = {**get_default_environment(), **config.env}
+    # The SDK takes no preexec_fn: a small exec wrapper ties the server to this
+    # runner, so a runner killed outright does not leave it running.
+    argv = [config.command, *config.args]
+    python, *wrapped = lifeline.command(argv, path=env.get("PATH", os.defpath))
+    return StdioServerParameters(command=python, args=wrapped, env=env)
+
+
 def _describe(exc: BaseException) -> str:
     """A failure in one line: the innermost error of the SDK's nested task groups."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -315,4 +325,4 @@ class McpHub:
         self._tasks = []
 
 
-__all__ = ["IDEMPOTENCY_META_KEY", "McpHub", "McpLink", "descriptor_for"]
+__all__ = ["IDEMPOTENCY_META_KEY", "McpHub", "McpLink", "descriptor_for", "stdio_target"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from tether_common.safety.urls import PrivateHosts
 from tether_common.settings import HttpSettings, default_workspace
 from tether_common.topology import port_of
 
@@ -73,6 +74,21 @@ class RunnerSettings(HttpSettings):
     # its tools are answered `mcp_failed`) and is retried only at the longest back-off.
     mcp_connect_timeout_s: float = Field(default=30.0, gt=0, le=600)
     mcp_max_attempts: int = Field(default=5, ge=1, le=100)
+    # Tool servers added through `/v1/tool-servers` (tenant_servers): the key that seals
+    # their credentials at rest (32 bytes, base64url; `tether up` makes one in its home),
+    # the loopback or private hosts they may be on (none by default: a tenant's server is
+    # a public https one), and how often each replica re-reads the rows.
+    credentials_key: SecretStr | None = Field(
+        default=None,
+        description="key sealing tool servers' credentials (32 bytes, base64url); none: "
+        "servers with credentials cannot be added",
+    )
+    tool_server_private_hosts: list[str] = Field(
+        default_factory=list,
+        description="loopback or private hosts tool servers may be on, as `host` or "
+        "`host:port` (a cloud metadata service never)",
+    )
+    tool_servers_refresh_s: float = Field(default=30.0, gt=0)
     # Staged effects (tether_tools_runner.staging): where a staged shell call's scratch
     # copy of the workspace is made (None: `staging` in TETHER_HOME, which the runner's
     # user can make; beside a workspace at `/workspace` would be `/`), and the most a copy
@@ -83,3 +99,9 @@ class RunnerSettings(HttpSettings):
         default_factory=dict,
         description="per-tool bytes above which a result is offloaded (default 8 KiB, shell 4 KiB)",
     )
+
+    @field_validator("tool_server_private_hosts")
+    @classmethod
+    def _hosts_parse(cls, hosts: list[str]) -> list[str]:
+        PrivateHosts.of(hosts)  # a bad entry stops the service with its reason
+        return hosts

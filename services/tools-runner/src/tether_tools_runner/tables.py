@@ -4,6 +4,7 @@ revision of which file each run has read (shared by every replica)."""
 from __future__ import annotations
 
 from sqlalchemy import (
+    Boolean,
     Column,
     DateTime,
     ForeignKeyConstraint,
@@ -77,4 +78,23 @@ staged_contents = Table(
     ),
 )
 
-__all__ = ["effects", "metadata", "revisions", "staged", "staged_contents"]
+# Tool servers of tenants (and shared ones an admin added; migration 0003): the
+# credentials sealed under the runner's key, bound to (tenant, server_id).
+tool_servers = Table(
+    "tool_servers",
+    metadata,
+    Column("server_id", Text, primary_key=True),
+    Column("tenant", Text, nullable=False),  # SHARED_TENANT for a shared server
+    Column("name", Text, nullable=False),
+    Column("transport", String(10), nullable=False),
+    Column("url", Text, nullable=True),
+    Column("command", Text, nullable=True),
+    Column("args", JSONB, nullable=False, server_default="[]"),
+    Column("trusted", Boolean, nullable=False, server_default="false"),
+    Column("sealed", LargeBinary, nullable=True),  # None: no credentials
+    Column("created_by", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Index("ux_tool_servers_tenant_name", "tenant", "name", unique=True),
+)
+
+__all__ = ["effects", "metadata", "revisions", "staged", "staged_contents", "tool_servers"]

@@ -85,3 +85,24 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+
+class Overlay:
+    """The tools one tenant's call may name: the shared registry, then the tenant's own
+    servers' (a shared name wins, as in the brain's catalogue). Another tenant's tools
+    are in neither, so a call naming one is `unknown_tool`, like a name never made."""
+
+    def __init__(self, shared: Registry, own: Registry) -> None:
+        self.shared = shared
+        self.own = own
+
+    def held(self, name: str) -> tuple[str, str] | None:
+        if (why := self.shared.held(name)) is not None or self.shared.get(name) is not None:
+            return why
+        return self.own.held(name)
+
+    def get(self, name: str) -> Tool | None:
+        return self.shared.get(name) or self.own.get(name)
+
+    def names(self) -> list[str]:
+        return sorted({*self.shared.names(), *self.own.names()})

@@ -67,6 +67,7 @@ function pretty(value) {
 
 //runs.js
 //approvals.js
+//schedules.js
 
 // ---- the kill switch: a banner while one applies to what this token may see ----------
 
@@ -113,13 +114,16 @@ function stopKills() {
 
 function showNav(current) {
   $("nav-runs").hidden = !VIEWS.has("runs");
-  for (const [id, name] of [["nav-runs", "runs"], ["nav-approvals", "approvals"]]) {
+  $("nav-schedules").hidden = !VIEWS.has("runs"); // the brain's: it answers /v1/schedules
+  const links = [["nav-runs", "runs"], ["nav-approvals", "approvals"], ["nav-schedules", "schedules"]];
+  for (const [id, name] of links) {
     if (name === current) $(id).setAttribute("aria-current", "page");
     else $(id).removeAttribute("aria-current");
   }
 }
 
-// `#/approvals` (or `#/approvals/<id>`: that card marked), `#/runs/<id>`, else the list;
+// `#/approvals` (or `#/approvals/<id>`: that card marked), `#/schedules`, `#/runs/<id>`,
+// else the list;
 // a server without the runs views shows approvals whatever the address says.
 function route() {
   if (view) view.stop();
@@ -130,6 +134,11 @@ function route() {
     const approvalId = asked && asked[1] ? decodeURIComponent(asked[1]) : null;
     showNav("approvals");
     view = approvalsPage(approvalId && ID.test(approvalId) ? approvalId : null);
+    return;
+  }
+  if (location.hash === "#/schedules") {
+    showNav("schedules");
+    view = schedulesPage();
     return;
   }
   showNav("runs");

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Security
+from fastapi import APIRouter, Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tether_common.http import PathId
@@ -13,7 +13,7 @@ from tether_common.identity.model import Principal
 from tether_common.identity.tokens import TokenStore, Verifier
 from tether_common.messages.identity import CreateToken, TokenCreated, TokenList, TokenView
 
-__all__ = ["SCHEME", "principal_dependency", "tokens_router"]
+__all__ = ["SCHEME", "Caller", "caller", "principal_dependency", "tokens_router"]
 
 # Declared in each service's OpenAPI document as the security of every route that takes
 # a principal, so a test can find a route that does not. Not `auto_error`: a missing or
@@ -33,6 +33,22 @@ def principal_dependency(verifier: Verifier) -> Any:
         )
 
     return Depends(principal)
+
+
+async def caller(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(SCHEME)],
+    request: Request,
+) -> Principal:
+    """`who: Caller` on a module-level route: the principal as `principal_dependency`
+    answers it (the same scheme, the same 401s), authenticated by the verifier the app
+    holds on `app.state.verifier` (`Service.app` puts it there)."""
+    verifier: Verifier = request.app.state.verifier
+    return await verifier.authenticate(
+        None if credentials is None else credentials.credentials.strip()
+    )
+
+
+Caller = Annotated[Principal, Depends(caller)]
 
 
 def tokens_router(store: TokenStore) -> APIRouter:

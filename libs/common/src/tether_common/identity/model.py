@@ -52,6 +52,14 @@ Action = Literal[
     "tokens.manage",  # create, list, revoke tokens
     "kill.manage",  # set and lift a kill switch (runs of a tenant, an agent, or all)
     "kill.read",  # see the kill switches in force (others': those that apply to its tenant)
+    "documents.read",  # list and show documents through the API (all of them, readers or not)
+    "documents.write",  # add and remove documents, and say who reads them
+    "tool_servers.read",  # its tenant's MCP servers and the shared ones (never credentials)
+    "tool_servers.manage",  # add and remove them (stdio and shared ones: admins only)
+    "memory.read",  # list and search memories (a user: what is kept about it)
+    "memory.write",  # add and forget memories (agent-wide ones: operators only)
+    "schedules.read",  # its tenant's schedules (what, when, as whom, what they did last)
+    "schedules.manage",  # add, change, pause, resume, remove them (runs run as the writer)
 ]
 
 _ALL: dict[Role, Reach] = {"admin": "all"}
@@ -95,6 +103,17 @@ PERMISSIONS: Mapping[Action, Mapping[Role, Reach]] = {
     "kill.manage": _ALL,
     # Whoever works in a tenant may see why its runs are refused (the refusal says so too).
     "kill.read": _ALL | {"operator": "tenant", "approver": "tenant", "viewer": "tenant"},
+    # Managing documents; retrieving them is `search_documents`, as each document's readers say.
+    "documents.read": _ALL | {"operator": "tenant"},
+    "documents.write": _ALL | {"operator": "tenant"},
+    "tool_servers.read": _ALL | {"operator": "tenant", "viewer": "tenant"},
+    "tool_servers.manage": _ALL | {"operator": "tenant"},
+    # What runs remember (`memory_save`): each user sees and forgets what is kept about
+    # it; the tenant's operators all of the tenant's.
+    "memory.read": _ALL | {"operator": "tenant", "owner": "own", "client": "own"},
+    "memory.write": _ALL | {"operator": "tenant", "owner": "own", "client": "own"},
+    "schedules.read": _ALL | {"operator": "tenant", "approver": "tenant", "viewer": "tenant"},
+    "schedules.manage": _ALL | {"operator": "tenant"},
 }
 ACTIONS: tuple[Action, ...] = tuple(PERMISSIONS)
 

@@ -178,6 +178,29 @@ class TokenStore:
         self.cache.put(digest, who)
         return check_expiry(who)
 
+    async def holder(
+        self, token_id: str | None, conn: AsyncConnection | None = None
+    ) -> Principal | None:
+        """The principal of token `token_id` as it stands now (None: the bootstrap admin,
+        while `TETHER_OPERATOR_TOKEN` is set), or None when it is revoked, expired, unknown
+        or no longer configured. Never cached: work done later in a principal's name (a
+        schedule's runs) asks this each time. In `conn`'s transaction the token's row is
+        locked for share, so a revocation waits until that transaction has committed."""
+        if token_id is None:
+            return Principal(BOOTSTRAP_NAME, "admin", DEFAULT_TENANT) if self._bootstrap else None
+        query = select(identity_tokens).where(
+            identity_tokens.c.token_id == token_id, identity_tokens.c.revoked_at.is_(None)
+        )
+        if conn is None:
+            async with self.engine.connect() as own:
+                row = (await own.execute(query)).first()
+        else:
+            row = (await conn.execute(query.with_for_update(read=True))).first()
+        if row is None:
+            return None
+        who = _principal(row)
+        return None if who.expires_at is not None and who.expires_at <= datetime.now(UTC) else who
+
     async def create(self, by: Principal, req: CreateToken) -> TokenCreated:
         by.require("tokens.manage", req.tenant)
         plain = new_token()

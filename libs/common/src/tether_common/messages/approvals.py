@@ -31,7 +31,13 @@ from tether_common.messages.staging import ChangeSet
 DEFAULT_EXPIRY_S = 180.0
 ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", "withdrawn"]
 Decision = Literal["allow_once", "allow_run", "allow_chat", "deny"]
-DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired"]
+# An operator's answer that is neither an allow nor a deny: `edit` runs the call with new
+# arguments (gated again in the brain), `respond` runs nothing and gives the model the
+# operator's text as the call's result. One person's answer: never a quorum's vote.
+Answer = Literal["edit", "respond"]
+DecidedAs = Literal["allow_once", "allow_run", "allow_chat", "deny", "expired", "edit", "respond"]
+# An edit's arguments and a response's text are bounded like a card's arguments.
+MAX_RESPONSE_CHARS = 20_000
 # `voted`: a partial approval towards a quorum; `escalated`: moved to its second group.
 EventKind = Literal["created", "voted", "escalated", "decided", "expired", "consumed", "withdrawn"]
 MAX_QUORUM = 10
@@ -110,6 +116,9 @@ class CreateApproval(WireRequest):
     # A staged effect (`messages.staging`): what approving will change in the workspace,
     # exactly; its digest is part of `action_digest`. None: approved the old way.
     changes: ChangeSet | None = None
+    # The tool's JSON Schema for its arguments: an operator's edit is checked against it
+    # when it is made (the brain's gates check the edited call again).
+    arguments_schema: dict[str, Any] | None = None
 
 
 class ApprovalView(WireModel):
@@ -147,6 +156,11 @@ class ApprovalView(WireModel):
     escalate_at: datetime | None = None
     escalated_at: datetime | None = None
     changes: ChangeSet | None = None
+    # `edit`: the arguments the operator set (the original stay in `args`); `respond`:
+    # the text the model receives instead of the tool's result. Both are covered by the
+    # proof (`tether_common.decisions.payload_of`).
+    edited_args: dict[str, Any] | None = None
+    response: str | None = None
 
 
 class ListApprovals(WireRequest):
@@ -166,12 +180,27 @@ class ApprovalList(WireModel):
     approvals: list[ApprovalView]
 
 
-class DecideApproval(WireRequest):
+class _Answering(WireRequest):
+    """A decision, or an `edit` with its `arguments` or a `respond` with its `text`."""
+
+    decision: Decision | Answer
+    note: str | None = Field(default=None, max_length=2000)
+    arguments: dict[str, Any] | None = None
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_RESPONSE_CHARS)
+
+    @model_validator(mode="after")
+    def _payload_fits(self) -> Self:
+        if (self.decision == "edit") != (self.arguments is not None):
+            raise ValueError("`arguments` go with decision `edit`, and only with it")
+        if (self.decision == "respond") != (self.text is not None):
+            raise ValueError("`text` goes with decision `respond`, and only with it")
+        return self
+
+
+class DecideApproval(_Answering):
     """An operator's decision over NATS; `token` is the operator's bearer token."""
 
     approval_id: str
-    decision: Decision
-    note: str | None = Field(default=None, max_length=2000)
     token: str
 
 
@@ -188,9 +217,12 @@ class ApprovalDecided(WireModel):
     ts: datetime
     # Everyone whose decision made it (a quorum's people; otherwise `decided_by` alone).
     approvers: list[str] = Field(default_factory=list)
-    # HMAC of (approval, run, digest, decision, ts) by the approvals service: a decision
-    # without a proof that verifies does not resume a run (tether_common.decisions).
+    # HMAC of (approval, run, digest, decision, ts, and an edit's or response's digest)
+    # by the approvals service: a decision without a proof that verifies does not resume
+    # a run (tether_common.decisions).
     proof: str | None = None
+    arguments: dict[str, Any] | None = None  # `edit`: the call's new arguments
+    response: str | None = None  # `respond`: the operator's text for the model
 
 
 class ConsumeApproval(WireRequest):
@@ -243,6 +275,9 @@ class CardLinks(WireModel):
     approve: str
     deny: str
     decision_api: str
+    # The console on this request with its edit form or its answer box open.
+    edit: str | None = None
+    respond: str | None = None
 
 
 class ApprovalCard(WireModel):
@@ -271,6 +306,9 @@ class ApprovalCard(WireModel):
     created_at: datetime
     expires_at: datetime
     links: CardLinks
+    # An operator's edit (the arguments it ran with, cut like `arguments`) or response.
+    edited_arguments: dict[str, Any] | None = None
+    response: str | None = None
     # Quorum progress: who may decide now, how many must allow, who already has.
     group: str | None = None
     needed: int = 1
@@ -331,8 +369,6 @@ class ApprovalWatch(WireModel):
     heartbeat_s: float = Field(gt=0)
 
 
-class DecisionBody(WireRequest):
-    """`POST /v1/approvals/{approval_id}/decision`."""
-
-    decision: Decision
-    note: str | None = Field(default=None, max_length=2000)
+class DecisionBody(_Answering):
+    """`POST /v1/approvals/{approval_id}/decision`: `{"decision": "allow_once"}`, or
+    `{"decision": "edit", "arguments": {…}}`, or `{"decision": "respond", "text": "…"}`."""

@@ -125,6 +125,10 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     retryable: bool = False
+    # Seconds until the same request may succeed, and what more the error says (its
+    # code's own shape, e.g. `quotas.QuotaRefusal`); None: unsaid.
+    retry_after: float | None = None
+    details: dict[str, Any] | None = None
 
 
 class WireRequest(WireModel, RequestModel):
@@ -140,7 +144,15 @@ class ErrorReply(WireModel):
 
     @classmethod
     def of(cls, exc: TetherError) -> ErrorReply:
-        return cls(error=ErrorDetail(code=exc.code, message=exc.message, retryable=exc.retryable))
+        return cls(
+            error=ErrorDetail(
+                code=exc.code,
+                message=exc.message,
+                retryable=exc.retryable,
+                retry_after=exc.retry_after,
+                details=exc.details,
+            )
+        )
 
 
 def encode(body: BaseModel) -> bytes:
@@ -230,5 +242,11 @@ def decode_reply(model: type[M], data: bytes) -> M:
     raw = _load_object(data)
     if set(raw) <= {"version", "error"} and "error" in raw:
         err = ErrorReply.model_validate(raw).error
-        raise from_wire(err.code, err.message, retryable=err.retryable)
+        raise from_wire(
+            err.code,
+            err.message,
+            retryable=err.retryable,
+            retry_after=err.retry_after,
+            details=err.details,
+        )
     return _validate(model, raw)  # parsed once

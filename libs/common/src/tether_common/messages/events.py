@@ -185,6 +185,13 @@ class Guard(EventData):
     service: str | None = None
     call_id: str | None = None
     wait_s: float | None = None
+    # `model_fallback`: the model that failed (`provider`, `model`, its error `code`,
+    # `reason` the condition, `why` its message) and the one asked next (`to_*`).
+    provider: str | None = None
+    model: str | None = None
+    code: str | None = None
+    to_provider: str | None = None
+    to_model: str | None = None
 
 
 class Compaction(EventData):
@@ -200,6 +207,7 @@ class RunEnd(EventData):
     status: RunStatus = "failed"
     stop_reason: str | None = None
     answer: str | None = None
+    output: dict[str, Any] | None = None  # a typed run's validated answer
     steps: int = 0
     usage: UsageData = Field(default_factory=UsageData)
 

@@ -2,10 +2,19 @@
 
 The stream is `chunk`, `thinking`, `tool_call`, `usage`, then one terminal `done` or
 `error`; each message on the wire is a `ModelEventMessage` wrapping one event.
+
+A request may carry its history as a delta: `prefix_digest` names messages the gateway
+was asked to keep before (`keep`), and `messages` are only what follows them. The digest
+is `history_digest`: a sha256 chain over each message's canonical JSON (its
+`model_dump_json()`), so it names the exact bytes of the exact messages, in order. A
+gateway that does not hold the prefix (another replica, a restart, an eviction) refuses
+with `prefix_unknown` and the sender sends the whole history.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -54,6 +63,31 @@ class GenerateRequest(WireModel):
     # the model to that (a reply grammar without its answer branch, a native API's own
     # `required`); elsewhere it is `auto`, and the model may answer.
     tool_choice: Literal["auto", "required"] = "auto"
+    # The history as a delta (see the module): `messages` follow the kept prefix this
+    # names. None: `messages` are the whole history.
+    prefix_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # Keep the first `keep` messages of the whole history (prefix and `messages`) under
+    # their digest, for the next request to name; None: keep nothing.
+    keep: int | None = Field(default=None, ge=1)
+
+    def message_texts(self) -> list[str]:
+        """Each message's canonical JSON: what `history_digest` is over."""
+        return [message.model_dump_json() for message in self.messages]
+
+
+# The digest of the empty history; each message extends it (`history_digest`).
+HISTORY_ROOT = hashlib.sha256(b"tether.history.v1").digest()
+
+
+def history_digest(after: bytes, texts: Iterable[str]) -> bytes:
+    """The digest of a history: `after` (a prefix's digest, or `HISTORY_ROOT`) extended by
+    each message's canonical JSON in order. Every link hashes a 32-byte digest and one
+    message, so two histories share a digest only if they are the same messages, byte
+    for byte (or sha256 collides); and a long history is extended, never re-hashed."""
+    digest = after
+    for text in texts:
+        digest = hashlib.sha256(digest + text.encode()).digest()
+    return digest
 
 
 class ChunkEvent(_Body):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tether_common.messages.base import MAX_BIGINT, WireModel, WireRequest
 from tether_common.messages.deltas import RunDelta
+from tether_common.typed_answers import checked_output_schema
 
 RunStatus = Literal[
     "queued", "running", "awaiting_approval", "awaiting_agents", "completed", "stopped", "failed"
@@ -55,6 +56,14 @@ class StartRun(WireRequest):
     max_cost: float | None = Field(default=None, ge=0, le=1e9)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_BIGINT)
     max_seconds: float | None = Field(default=None, gt=0, le=7 * 86400)
+    # The run's own output schema (`tether_common.typed_answers`): with the agent's own,
+    # the answer must fit both, so a run's schema can only narrow its agent's.
+    output_schema: dict[str, Any] | None = None
+
+    @field_validator("output_schema")
+    @classmethod
+    def _output_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        return checked_output_schema(schema)
 
 
 class RunAccepted(WireModel):
@@ -110,6 +119,9 @@ class RunView(WireModel):
     stop_reason: str | None = None
     prompt: str
     answer: str | None = None
+    # A typed run's answer as the object its output schema accepted (None: untyped, or
+    # no valid answer).
+    output: dict[str, Any] | None = None
     provider: str
     model: str | None = None
     steps: list[StepView] = Field(default_factory=list)

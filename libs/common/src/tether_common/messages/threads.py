@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from tether_common.messages.base import ID_PATTERN, MAX_BIGINT, RequestModel, WireModel, WireRequest
+from tether_common.messages.memory import MAX_RECALL
 from tether_common.messages.runs import RunStatus, Usage
 
 # `thread`: every run of the thread works in one workspace folder of its own;
@@ -40,6 +41,9 @@ class CreateThread(WireRequest):
     model: str | None = Field(default=None, max_length=200)
     workspace: WorkspaceScope = "thread"
     budgets: ThreadBudgets = Field(default_factory=ThreadBudgets)
+    # How many of the owner's memories each turn recalls into its prompt, marked
+    # untrusted (None or 0: none; `tether_common.messages.memory`).
+    recall: int | None = Field(default=None, ge=0, le=MAX_RECALL)
 
 
 class ThreadMessageBody(RequestModel):
@@ -97,6 +101,7 @@ class ThreadView(WireModel):
     model: str | None = None
     workspace: WorkspaceScope = "thread"
     budgets: ThreadBudgets = Field(default_factory=ThreadBudgets)
+    recall: int = 0
     status: ThreadStatus = Field(description="running while the last turn's run has not ended")
     turns: list[ThreadTurn] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage, description="the sum over the turns")

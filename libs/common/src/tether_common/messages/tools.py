@@ -36,7 +36,9 @@ class ToolDescriptor(WireModel):
 
 
 class CatalogRequest(WireModel):
-    pass
+    # Added in place (version 1): None asks for the shared catalogue (built-in tools and
+    # shared MCP servers); a tenant asks for that tenant's own servers' tools only.
+    tenant: str | None = Field(default=None, max_length=200)
 
 
 class Catalog(WireModel):
@@ -103,6 +105,9 @@ class ExecuteTool(WireModel):
     # An approved staged effect: apply the change set with this digest (staged for this
     # run, call and arguments) instead of running the tool (`messages.staging`).
     staged: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # Added in place (version 1): the run's tenant, whose own tool servers the call may
+    # name; None (an older brain, a call of no run's): shared tools only.
+    tenant: str | None = Field(default=None, max_length=200)
 
 
 class ToolResult(WireModel):

@@ -1,10 +1,11 @@
 """The approvals service's webhooks API (`/v1/webhooks`): an endpoint that receives approval
-notices, and the deliveries to it, as the service answers them and the client reads them."""
+notices and (if it chooses them) run notices, the deliveries to it, as the service answers
+them and the client reads them, and the run notice's body (`RunNotice`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -12,13 +13,54 @@ from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
 from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
 
 DeliveryStatus = Literal["pending", "delivered", "dead"]
+# A run's end (`stopped`: by a person, a limit or a kill switch) and each of its parks for
+# an operator's approval, told to the endpoints of its tenant that chose them.
+RunNoticeKind = Literal["run.completed", "run.failed", "run.stopped", "run.awaiting_approval"]
+RUN_NOTICE_KINDS: tuple[RunNoticeKind, ...] = (
+    "run.completed",
+    "run.failed",
+    "run.stopped",
+    "run.awaiting_approval",
+)
+EventKind = NoticeKind | RunNoticeKind
+# A run notice's answer is cut here (the run's whole answer is at the brain's API).
+RUN_ANSWER_CHARS = 2000
+
+
+class RunCard(WireModel):
+    """What a run notice says of the run; `links.view` opens it in the console (the
+    approval's card for `run.awaiting_approval`)."""
+
+    run_id: str
+    tenant: str
+    status: str
+    agent: str | None = None
+    stop_reason: str | None = None
+    answer: str | None = None
+    steps: int = 0
+    usage: dict[str, Any] = Field(default_factory=dict)
+    approval_id: str | None = None
+    tool: str | None = None
+    view: str | None = None
+
+
+class RunNotice(WireModel):
+    """One run notice's webhook body (signed like an approval notice). `notice_id` (also
+    the `Tether-Delivery` header) is the same for the same run and event wherever and
+    however often it is sent: `<run>` and the kind, and the approval for a park."""
+
+    notice_id: str
+    kind: RunNoticeKind
+    ts: datetime
+    run: RunCard
 
 
 class CreateWebhook(WireRequest):
     """`POST /v1/webhooks`. `secret`: None lets the server generate one (recommended)."""
 
     url: str = Field(min_length=8, max_length=2000)
-    events: list[NoticeKind] = Field(default_factory=lambda: list(NOTICE_KINDS), min_length=1)
+    # The approval notices unless it chooses; run notices only when chosen.
+    events: list[EventKind] = Field(default_factory=lambda: list(NOTICE_KINDS), min_length=1)
     # None: the caller's own tenant.
     tenant: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     secret: str | None = Field(default=None, min_length=24, max_length=200)
@@ -31,7 +73,7 @@ class WebhookView(WireModel):
     endpoint_id: str
     tenant: str
     url: str
-    events: list[NoticeKind]
+    events: list[EventKind]
     agents: list[str] | None = None
     owners: list[str] | None = None
     description: str | None = None
@@ -56,8 +98,9 @@ class DeliveryView(WireModel):
     sink: Literal["webhook", "nats"]
     endpoint_id: str | None = None
     tenant: str
-    kind: NoticeKind
-    approval_id: str
+    kind: EventKind
+    approval_id: str | None = None  # None for a run notice that is not about a park
+    run_id: str | None = None  # set for a run notice
     status: DeliveryStatus
     attempts: int
     next_attempt_at: datetime

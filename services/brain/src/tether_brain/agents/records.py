@@ -25,8 +25,10 @@ log = logging.getLogger(__name__)
 
 POLICY_TRAIL = "policy"  # one hash chain for every agent and policy change
 SEEDED_BY = "settings"
-Kind = Literal["guardrails", "allowlist"]
-KINDS: tuple[Kind, ...] = ("guardrails", "allowlist")
+# A tenant's quota (`agents.quotas`) and hooks (`hooks/`) are documents too, of their
+# tenant's scope only.
+Kind = Literal["guardrails", "allowlist", "quota", "hooks"]
+KINDS: tuple[Kind, ...] = ("guardrails", "allowlist")  # the policy the gates read
 
 
 def digest(value: Any) -> str:
@@ -85,7 +87,7 @@ def agent_of(row: Any) -> StoredAgent | None:
 
 
 def empty_body(kind: Kind) -> Any:
-    return {} if kind == "guardrails" else []
+    return [] if kind == "allowlist" else {}
 
 
 # A row still from the settings (never changed through the API) follows this

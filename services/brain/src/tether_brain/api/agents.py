@@ -21,8 +21,8 @@ for the change):
 - changing an agent: admins and its tenant's operators, who may not move it out of
   their reach; its owner, but only its grants, mode, categories, done rule,
   interactivity and budget defaults, never its owner, tenant, providers, models,
-  budget ceilings or safety bars (`untrusted_bar`, `waiver_lifts_taint`). An agent's
-  tenant is fixed (it is part of its key).
+  fallback chain, budget ceilings, quota or safety bars (`untrusted_bar`,
+  `waiver_lifts_taint`). An agent's tenant is fixed (it is part of its key).
 - sharing: only an admin sets `shared: true`, and only an admin changes or deletes a
   shared agent (what it may do reaches every tenant's runs). One shared agent per id.
 - guardrails and allow-list: the organisation-wide ones (no `tenant`) are read by anyone
@@ -54,9 +54,11 @@ from tether_brain.api.agent_models import (
     view,
 )
 from tether_brain.api.agent_reach import addressed, reaches
+from tether_brain.api.deps import AgentStoreDep
 from tether_common.errors import AuthError, ErrorCode, MessageError
 from tether_common.http import PathId
-from tether_common.identity import Action, Principal, TokenStore, principal_dependency
+from tether_common.identity import Action, Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN
 
 # What only an agent's operators may change (an owner may change the rest).
@@ -65,9 +67,11 @@ RESERVED = (
     "tenant",
     "providers",
     "models",
+    "fallback",
     "ceilings",
     "untrusted_bar",
     "waiver_lifts_taint",
+    "quota",
 )
 _ETAG = re.compile(r'^(?:W/)?"?(\d{1,9})"?$')
 
@@ -175,153 +179,170 @@ def check_policy(
 # ---- the routes ----------------------------------------------------------------------
 
 
-def agents_router(store: AgentStore, identity: TokenStore) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["agents"])
-    who_dep = principal_dependency(identity)
+router = APIRouter(prefix="/v1", tags=["agents"])
 
-    async def target(
-        who: Principal, action: Action, agent_id: str, tenant: str | None
-    ) -> tuple[AgentKey, StoredAgent]:
-        """The stored agent the path addresses (read from the store, not this replica's
-        copy in force, so a change just made through another replica is found)."""
-        found = await store.agents_named(agent_id)
-        key = addressed({k: a.config for k, a in found.items()}, who, action, agent_id, tenant)
-        return key, found[key]
 
-    @router.get("/agents")
-    async def list_agents(who: Principal = who_dep) -> AgentList:
-        who.require("agents.read")
-        found = await store.agents_stored()
-        return AgentList(agents=[view(a) for a in found if may_list(who, a)])
+async def target(
+    store: AgentStore, who: Principal, action: Action, agent_id: str, tenant: str | None
+) -> tuple[AgentKey, StoredAgent]:
+    """The stored agent the path addresses (read from the store, not this replica's
+    copy in force, so a change just made through another replica is found)."""
+    found = await store.agents_named(agent_id)
+    key = addressed({k: a.config for k, a in found.items()}, who, action, agent_id, tenant)
+    return key, found[key]
 
-    @router.post("/agents", status_code=201)
-    async def create_agent(
-        body: NewAgent, response: Response, who: Principal = who_dep
-    ) -> AgentView:
-        new = body.config()
-        check_create(who, new)
 
-        def decide(_current: StoredAgent | None) -> AgentConfig:
-            return new
+@router.get("/agents")
+async def list_agents(store: AgentStoreDep, who: Caller) -> AgentList:
+    who.require("agents.read")
+    found = await store.agents_stored()
+    return AgentList(agents=[view(a) for a in found if may_list(who, a)])
 
-        key = (new.tenant, body.id)
-        made = await store.change_agent(key, who.label, decide, expected=None, create=True)
-        assert made is not None
-        _tagged(response, made.version)
-        return view(made)
 
-    @router.get("/agents/{agent_id}")
-    async def get_agent(
-        agent_id: PathId, response: Response, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> AgentView:
-        _key, found = await target(who, "agents.read", agent_id, tenant)
-        _tagged(response, found.version)
-        return view(found)
+@router.post("/agents", status_code=201)
+async def create_agent(
+    body: NewAgent, response: Response, store: AgentStoreDep, who: Caller
+) -> AgentView:
+    new = body.config()
+    check_create(who, new)
 
-    @router.put("/agents/{agent_id}")
-    async def replace_agent(
-        agent_id: PathId,
-        body: AgentBody,
-        response: Response,
-        tenant: TenantQuery = None,
-        who: Principal = who_dep,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> AgentView:
-        new = body.config()
-        key, _found = await target(who, "agents.write", agent_id, tenant)
+    def decide(_current: StoredAgent | None) -> AgentConfig:
+        return new
 
-        def decide(current: StoredAgent | None) -> AgentConfig:
-            assert current is not None
-            check_change(who, key, current.config, new)
-            return new
+    key = (new.tenant, body.id)
+    made = await store.change_agent(key, who.label, decide, expected=None, create=True)
+    assert made is not None
+    _tagged(response, made.version)
+    return view(made)
 
-        expected = expected_version(if_match, body.version)
-        made = await store.change_agent(key, who.label, decide, expected=expected)
-        assert made is not None
-        _tagged(response, made.version)
-        return view(made)
 
-    @router.delete("/agents/{agent_id}")
-    async def delete_agent(
-        agent_id: PathId,
-        tenant: TenantQuery = None,
-        who: Principal = who_dep,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> Response:
-        key, _found = await target(who, "agents.write", agent_id, tenant)
-        if key == BUILT_IN:
-            raise MessageError(
-                "the default agent cannot be deleted (narrow its grants instead)",
-                code=ErrorCode.INVALID_REQUEST,
-            )
+@router.get("/agents/{agent_id}")
+async def get_agent(
+    agent_id: PathId,
+    response: Response,
+    store: AgentStoreDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+) -> AgentView:
+    _key, found = await target(store, who, "agents.read", agent_id, tenant)
+    _tagged(response, found.version)
+    return view(found)
 
-        def decide(current: StoredAgent | None) -> None:
-            assert current is not None
-            check_delete(who, key, current.config)
 
-        expected = expected_version(if_match, None)
-        await store.change_agent(key, who.label, decide, expected=expected)
-        return Response(status_code=204)
+@router.put("/agents/{agent_id}")
+async def replace_agent(
+    agent_id: PathId,
+    body: AgentBody,
+    response: Response,
+    store: AgentStoreDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> AgentView:
+    new = body.config()
+    key, _found = await target(store, who, "agents.write", agent_id, tenant)
 
-    async def read_policy(
-        kind: Kind, tenant: str | None, who: Principal, response: Response
-    ) -> Any:
-        scope = tenant or GLOBAL
-        check_policy(who, "policy.read", scope)
-        found = await store.document(kind, scope)
-        _tagged(response, found.version)
-        return document_view(found)
+    def decide(current: StoredAgent | None) -> AgentConfig:
+        assert current is not None
+        check_change(who, key, current.config, new)
+        return new
 
-    async def write_policy(
-        kind: Kind,
-        tenant: str | None,
-        body: Any,
-        version: int | None,
-        if_match: str | None,
-        who: Principal,
-        response: Response,
-    ) -> Any:
-        scope = tenant or GLOBAL
-        check_policy(who, "policy.write", scope)
-        expected = expected_version(if_match, version)
-        found = await store.change_document(kind, scope, body, who.label, expected=expected)
-        _tagged(response, found.version)
-        return document_view(found)
+    expected = expected_version(if_match, body.version)
+    made = await store.change_agent(key, who.label, decide, expected=expected)
+    assert made is not None
+    _tagged(response, made.version)
+    return view(made)
 
-    @router.get("/policy/guardrails")
-    async def get_guardrails(
-        response: Response, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> GuardrailsView:
-        return await read_policy("guardrails", tenant, who, response)  # type: ignore[no-any-return]
 
-    @router.put("/policy/guardrails")
-    async def put_guardrails(
-        body: GuardrailsBody,
-        response: Response,
-        tenant: TenantQuery = None,
-        who: Principal = who_dep,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> GuardrailsView:
-        return await write_policy(  # type: ignore[no-any-return]
-            "guardrails", tenant, dict(body.rules), body.version, if_match, who, response
+@router.delete("/agents/{agent_id}")
+async def delete_agent(
+    agent_id: PathId,
+    store: AgentStoreDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    key, _found = await target(store, who, "agents.write", agent_id, tenant)
+    if key == BUILT_IN:
+        raise MessageError(
+            "the default agent cannot be deleted (narrow its grants instead)",
+            code=ErrorCode.INVALID_REQUEST,
         )
 
-    @router.get("/policy/allowlist")
-    async def get_allowlist(
-        response: Response, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> AllowlistView:
-        return await read_policy("allowlist", tenant, who, response)  # type: ignore[no-any-return]
+    def decide(current: StoredAgent | None) -> None:
+        assert current is not None
+        check_delete(who, key, current.config)
 
-    @router.put("/policy/allowlist")
-    async def put_allowlist(
-        body: AllowlistBody,
-        response: Response,
-        tenant: TenantQuery = None,
-        who: Principal = who_dep,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> AllowlistView:
-        return await write_policy(  # type: ignore[no-any-return]
-            "allowlist", tenant, list(body.entries), body.version, if_match, who, response
-        )
+    expected = expected_version(if_match, None)
+    await store.change_agent(key, who.label, decide, expected=expected)
+    return Response(status_code=204)
 
-    return router
+
+async def read_policy(
+    store: AgentStore, kind: Kind, tenant: str | None, who: Principal, response: Response
+) -> Any:
+    scope = tenant or GLOBAL
+    check_policy(who, "policy.read", scope)
+    found = await store.document(kind, scope)
+    _tagged(response, found.version)
+    return document_view(found)
+
+
+async def write_policy(
+    store: AgentStore,
+    kind: Kind,
+    tenant: str | None,
+    body: Any,
+    version: int | None,
+    if_match: str | None,
+    who: Principal,
+    response: Response,
+) -> Any:
+    scope = tenant or GLOBAL
+    check_policy(who, "policy.write", scope)
+    expected = expected_version(if_match, version)
+    found = await store.change_document(kind, scope, body, who.label, expected=expected)
+    _tagged(response, found.version)
+    return document_view(found)
+
+
+@router.get("/policy/guardrails")
+async def get_guardrails(
+    response: Response, store: AgentStoreDep, who: Caller, tenant: TenantQuery = None
+) -> GuardrailsView:
+    return await read_policy(store, "guardrails", tenant, who, response)  # type: ignore[no-any-return]
+
+
+@router.put("/policy/guardrails")
+async def put_guardrails(
+    body: GuardrailsBody,
+    response: Response,
+    store: AgentStoreDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> GuardrailsView:
+    return await write_policy(  # type: ignore[no-any-return]
+        store, "guardrails", tenant, dict(body.rules), body.version, if_match, who, response
+    )
+
+
+@router.get("/policy/allowlist")
+async def get_allowlist(
+    response: Response, store: AgentStoreDep, who: Caller, tenant: TenantQuery = None
+) -> AllowlistView:
+    return await read_policy(store, "allowlist", tenant, who, response)  # type: ignore[no-any-return]
+
+
+@router.put("/policy/allowlist")
+async def put_allowlist(
+    body: AllowlistBody,
+    response: Response,
+    store: AgentStoreDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> AllowlistView:
+    return await write_policy(  # type: ignore[no-any-return]
+        store, "allowlist", tenant, list(body.entries), body.version, if_match, who, response
+    )

@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from tether_brain.gates import Verdict
 from tether_brain.state.run import RunState
 from tether_common.bus import Bus
-from tether_common.decisions import DecisionFacts, DecisionKey
+from tether_common.decisions import DecisionFacts, DecisionKey, payload_of
 from tether_common.errors import ErrorCode, MessageError
 from tether_common.messages.approvals import (
     ApprovalDecided,
@@ -84,13 +84,22 @@ def decision_problem(key: DecisionKey, state: RunState, decided: ApprovalDecided
     service's proof over exactly what it says, and be about the approval the run waits
     on, for the action sealed when it parked: a row written into the approvals table by
     hand, a message published on the decisions subject by anyone else, or a genuine
-    decision about another approval all fail here."""
+    decision about another approval all fail here. An edit's arguments and a response's
+    text are covered too, an edit for the parked call's own tool only (its name as the
+    run kept it, whatever a message says)."""
+    pending = state.counters.pending_approval or {}
+    tool = str(pending.get("tool") or "")
+    payload = payload_of(decided.decision, tool, decided.arguments, decided.response)
     facts = DecisionFacts(
-        decided.approval_id, decided.run_id, decided.action_digest, decided.decision, decided.ts
+        decided.approval_id,
+        decided.run_id,
+        decided.action_digest,
+        decided.decision,
+        decided.ts,
+        payload,
     )
     if decided.run_id != state.run_id or not key.verify(facts, decided.proof):
         return "decision_unverified"
-    pending = state.counters.pending_approval or {}
     if (pending.get("approval_id"), pending.get("digest")) != (
         decided.approval_id,
         decided.action_digest,
@@ -113,6 +122,8 @@ def decided_from_view(view: ApprovalView) -> ApprovalDecided | None:
         note=view.note,
         ts=view.decided_at,
         proof=view.proof,
+        arguments=view.edited_args,
+        response=view.response,
     )
 
 
@@ -121,9 +132,22 @@ class Decision:
     """An operator's (or automated approver's) decision, as the brain resumes with it."""
 
     approval_id: str
-    decision: str  # allow_once | allow_run | allow_chat | deny | expired
+    decision: str  # allow_once | allow_run | allow_chat | deny | expired | edit | respond
     note: str | None = None
     decided_by: str | None = None
+    arguments: dict[str, Any] | None = None  # `edit`: the call's new arguments
+    response: str | None = None  # `respond`: the operator's text, the call's result
+
+    @classmethod
+    def of(cls, decided: ApprovalDecided) -> Decision:
+        return cls(
+            decided.approval_id,
+            decided.decision,
+            decided.note,
+            decided.decided_by,
+            decided.arguments,
+            decided.response,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +165,12 @@ class PendingApproval:
     # The codes of the gates that asked (None: parked before they were kept; such an
     # approval answers any ask of its call, as it did then).
     asks: tuple[str, ...] | None = None
+    # The tool's name on the card: what an edit's proof is checked for (None: parked
+    # before it was kept; such a request cannot be edited).
+    tool: str | None = None
+    # The call's arguments as an operator edited them (None: as the model asked, which
+    # the run's history holds); set on a card that an edit parked again.
+    arguments: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,6 +181,8 @@ class PendingApproval:
             "reconcile": self.reconcile,
             "staged": self.staged,
             "asks": None if self.asks is None else list(self.asks),
+            "tool": self.tool,
+            "arguments": self.arguments,
         }
 
     @classmethod
@@ -164,6 +196,8 @@ class PendingApproval:
             bool(data.get("reconcile", False)),
             data.get("staged"),
             None if asks is None else tuple(str(code) for code in asks),
+            None if data.get("tool") is None else str(data["tool"]),
+            data.get("arguments"),
         )
 
     def unanswered(self, call: CallRecord, verdict: Verdict, digest: str) -> str | None:
@@ -182,6 +216,118 @@ class PendingApproval:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Card:
+    """The request for an operator's decision on one call (`body`), and what the run
+    keeps of it once the approvals service has given it an id (`pending`)."""
+
+    body: CreateApproval
+    call_id: str
+    digest: str
+    step: int
+    reconcile: bool
+    staged: str | None
+    asks: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None,
+        staging: StagedEffect | None,
+        *,
+        expiry_s: float,
+    ) -> Card:
+        """The card for `call` as the run stands; `MessageError` if it cannot be shown."""
+        changes = staging.changes if staging is not None and staging.stageable else None
+        staged = changes.digest if changes is not None else None
+        digest = action_digest(state, call, tool, state.step, staged)
+        try:
+            body = _create_body(state, call, tool, verdict, owner, digest, expiry_s)
+            if changes is not None:  # validated whole: the card must be storable
+                body = CreateApproval.model_validate(body.model_dump() | {"changes": changes})
+            elif staging is not None:  # the operator learns why no diff is shown
+                body.reason = f"{body.reason} (not staged: {staging.reason})"
+        except ValidationError as exc:  # e.g. arguments no database can store (NUL)
+            raise MessageError(
+                f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
+                code=ErrorCode.INVALID_MESSAGE,
+            ) from None
+        asks = verdict.asks or ((verdict.code,) if verdict.code else ())
+        reconcile = verdict.code == IN_DOUBT
+        return cls(body, call.id, digest, state.step, reconcile, staged, asks)
+
+    def pending(self, approval_id: str) -> PendingApproval:
+        return PendingApproval(
+            approval_id,
+            self.call_id,
+            self.digest,
+            self.step,
+            self.reconcile,
+            self.staged,
+            self.asks,
+            self.body.tool,
+        )
+
+
+def _create_body(
+    state: RunState,
+    call: CallRecord,
+    tool: ToolDescriptor,
+    verdict: Verdict,
+    owner: str | None,
+    digest: str,
+    expiry_s: float,
+) -> CreateApproval:
+    return CreateApproval(
+        run_id=state.run_id,
+        step=state.step,
+        tool=tool.name,
+        args=call.arguments,
+        danger=verdict.danger,
+        reason=f"{verdict.code}: {verdict.reason}",
+        reach=verdict.reach,
+        action_digest=digest,
+        expires_in_s=expiry_s,
+        agent=state.options.agent,
+        owner=owner,
+        scope=tool.scope,
+        effect=tool.effect,
+        tenant=state.tenant,
+        # Two keys: who started the run never counts towards the quorum.
+        requested_by=state.owner,
+        quorum=verdict.quorum,
+        # An operator's edit is checked against it as it is made.
+        arguments_schema=tool.parameters,
+    )
+
+
+class ApprovalPort(Protocol):
+    """Asking an operator: the loop's seam onto the approvals service. `ApprovalClient` is
+    the real one; `tether_brain.testing.MemoryApprovals` decides in process."""
+
+    async def request(
+        self,
+        state: RunState,
+        call: CallRecord,
+        tool: ToolDescriptor,
+        verdict: Verdict,
+        owner: str | None = None,
+        staging: StagedEffect | None = None,
+    ) -> tuple[ApprovalView, PendingApproval]: ...
+
+    async def consume(self, approval_id: str, digest: str) -> bool: ...
+
+    async def withdraw(self, run_id: str, approval_id: str) -> None: ...
+
+    async def stored_decision(self, run_id: str, approval_id: str) -> ApprovalDecided | None: ...
+
+    async def operator_present(self, agent: str | None, owner: str | None) -> bool: ...
+
+
 class ApprovalClient:
     def __init__(self, bus: Bus, *, expiry_s: float) -> None:
         self.bus = bus
@@ -196,56 +342,9 @@ class ApprovalClient:
         owner: str | None = None,
         staging: StagedEffect | None = None,
     ) -> tuple[ApprovalView, PendingApproval]:
-        changes = staging.changes if staging is not None and staging.stageable else None
-        staged = changes.digest if changes is not None else None
-        digest = action_digest(state, call, tool, state.step, staged)
-        try:
-            body = self._create_body(state, call, tool, verdict, owner, digest)
-            if changes is not None:  # validated whole: the card must be storable
-                body = CreateApproval.model_validate(body.model_dump() | {"changes": changes})
-            elif staging is not None:  # the operator learns why no diff is shown
-                body.reason = f"{body.reason} (not staged: {staging.reason})"
-        except ValidationError as exc:  # e.g. arguments no database can store (NUL)
-            raise MessageError(
-                f"the action cannot be shown to an operator: {exc.errors()[0]['msg']}",
-                code=ErrorCode.INVALID_MESSAGE,
-            ) from None
-        view = await self.bus.request(self.bus.subjects.approval_create, body, timeout=10.0)
-        reconcile = verdict.code == IN_DOUBT
-        asks = verdict.asks or ((verdict.code,) if verdict.code else ())
-        pending = PendingApproval(
-            view.approval_id, call.id, digest, state.step, reconcile, staged, asks
-        )
-        return view, pending
-
-    def _create_body(
-        self,
-        state: RunState,
-        call: CallRecord,
-        tool: ToolDescriptor,
-        verdict: Verdict,
-        owner: str | None,
-        digest: str,
-    ) -> CreateApproval:
-        return CreateApproval(
-            run_id=state.run_id,
-            step=state.step,
-            tool=tool.name,
-            args=call.arguments,
-            danger=verdict.danger,
-            reason=f"{verdict.code}: {verdict.reason}",
-            reach=verdict.reach,
-            action_digest=digest,
-            expires_in_s=self.expiry_s,
-            agent=state.options.agent,
-            owner=owner,
-            scope=tool.scope,
-            effect=tool.effect,
-            tenant=state.tenant,
-            # Two keys: who started the run never counts towards the quorum.
-            requested_by=state.owner,
-            quorum=verdict.quorum,
-        )
+        card = Card.of(state, call, tool, verdict, owner, staging, expiry_s=self.expiry_s)
+        view = await self.bus.request(self.bus.subjects.approval_create, card.body, timeout=10.0)
+        return view, card.pending(view.approval_id)
 
     async def consume(self, approval_id: str, digest: str) -> bool:
         """Spend a granted approval just before its action runs: True only the first time,

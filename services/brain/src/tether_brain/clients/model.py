@@ -19,10 +19,12 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from tether_brain.clients.histories import GatewayHistories, Outgoing
 from tether_brain.state.run import RunState
 from tether_common.bus import Bus
-from tether_common.errors import TetherError
+from tether_common.errors import ErrorCode, TetherError
 from tether_common.messages.deltas import DeltaAsk, RunDelta
 from tether_common.messages.gateway import (
     CallRecord,
@@ -46,6 +48,8 @@ DELTA_MAX_CHARS = 512
 # characters, so no delta nears NATS's 1 MiB payload however long the turn (6 bytes a
 # character at worst, as escaped JSON).
 SO_FAR_CHARS = 65_536
+# A gateway that went silent or away: the turn is asked once more.
+GATEWAY_GONE = (ErrorCode.TIMEOUT, ErrorCode.NO_RESPONDERS)
 
 
 @dataclass(slots=True)
@@ -149,11 +153,23 @@ class LiveText:
             log.warning("run %s: live text stopped: %s", target.run_id, exc)
 
 
+class ModelPort(Protocol):
+    """One model turn: the loop's seam onto the gateway. `ModelClient` is the real one;
+    `tether_brain.testing.ScriptedModel` plays a script in process."""
+
+    def live_target(self, state: RunState) -> LiveTarget: ...
+
+    async def generate(
+        self, request: GenerateRequest, *, live: LiveTarget | None = None
+    ) -> ModelTurn: ...
+
+
 class ModelClient:
     def __init__(self, bus: Bus, *, timeout_s: float) -> None:
         self.bus = bus
         self.timeout_s = timeout_s
         self.writing: dict[str, LiveText] = {}  # run id -> the turn it is writing here
+        self.histories = GatewayHistories()  # what each run's history the gateway keeps
 
     async def on_ask(self, ask: DeltaAsk) -> None:
         """A reader joined `ask.run_id`'s live text: the text so far, if this replica is
@@ -177,13 +193,24 @@ class ModelClient:
     async def generate(
         self, request: GenerateRequest, *, live: LiveTarget | None = None
     ) -> ModelTurn:
-        """One turn; a failure of the bus or the provider is an `error` in the turn. A
+        """One turn; a failure of the bus or the provider is an `error` in the turn. The
+        history goes as a delta after what the gateway keeps of it (`histories`). A
         gateway that went silent or away is asked once more (a model call has no effect
         outside, so the turn is simply made again). With `live`, the text also goes out
         as deltas while it is written."""
-        turn = await self._once(request, live)
-        if turn.error is not None and turn.error.code in ("timeout", "no_responders"):
-            turn = await self._once(request, live)
+        out = self.histories.outgoing(request)
+        turn = await self._sent(out, live)
+        if turn.error is not None and turn.error.code in GATEWAY_GONE:
+            turn = await self._sent(out, live)
+        return turn
+
+    async def _sent(self, out: Outgoing, live: LiveTarget | None) -> ModelTurn:
+        """`out` sent; a gateway replica that does not hold the prefix its delta names
+        (another replica, a restart, an eviction) is sent the whole request."""
+        turn = await self._once(out.sent, live)
+        missed = turn.error is not None and turn.error.code == ErrorCode.PREFIX_UNKNOWN
+        if missed and out.whole is not None:
+            turn = await self._once(out.whole, live)
         return turn
 
     async def _once(self, request: GenerateRequest, live: LiveTarget | None) -> ModelTurn:
@@ -192,10 +219,14 @@ class ModelClient:
         text = LiveText(self.bus, live) if live is not None else None
         if text is not None:
             self.writing[text.target.run_id] = text
+        # Closed on the way out, whatever ends the turn (a stop cancels it while it may
+        # wait on the live text): a stream left open would tell the gateway only when
+        # collected, and the gateway generates for nobody until it is told.
+        stream = self.bus.stream(
+            route, request, is_terminal=lambda m: m.terminal, timeout=self.timeout_s
+        )
         try:
-            async for message in self.bus.stream(
-                route, request, is_terminal=lambda m: m.terminal, timeout=self.timeout_s
-            ):
+            async for message in stream:
                 event = message.event
                 collect(turn, event)
                 if (
@@ -208,6 +239,7 @@ class ModelClient:
         except TetherError as exc:
             turn.error = ErrorEvent(code=exc.code, retryable=exc.retryable, message=exc.message)
         finally:
+            await stream.aclose()
             if text is not None:
                 if self.writing.get(text.target.run_id) is text:
                     del self.writing[text.target.run_id]

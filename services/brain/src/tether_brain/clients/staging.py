@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from tether_common.bus import Bus
+from tether_brain.clients.runner import RunnerPort
 from tether_common.errors import TetherError
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.staging import StagedEffect
@@ -20,7 +20,7 @@ STAGE_TIMEOUT_S = 180.0
 
 
 async def stage(
-    bus: Bus, run_id: str, call: CallRecord, tool: ToolDescriptor, workspace: str | None
+    runner: RunnerPort, run_id: str, call: CallRecord, tool: ToolDescriptor, workspace: str | None
 ) -> StagedEffect | None:
     """The runner's staging of `call` (its change set, or why it has none); None when
     the tool does not stage. A runner that answers an error (or none) gives an
@@ -37,7 +37,7 @@ async def stage(
         workspace=workspace,
     )
     try:
-        return await bus.request(bus.subjects.tool_stage, request, timeout=STAGE_TIMEOUT_S)
+        return await runner.stage(request, timeout_s=STAGE_TIMEOUT_S)
     except TetherError as exc:
         log.warning("call %s not staged (approved the old way): %s", call.id, exc.message)
         reason = f"the runner could not stage it ({exc.code}: {exc.message})"

@@ -2,7 +2,8 @@
 approvals. Runs: the list with filters and live updates; a run's timeline, usage, audit
 state and trace link; approve or deny its parked calls; stop it; send it a message.
 Approvals: every pending request the token may read, live, with the staged diff and the
-quorum so far, decided with a note.
+quorum so far, decided with a note. Schedules: each one's next tick and last run
+(`GET /v1/schedules`, read-only).
 
 Owns serving the page (`page.py`; the app itself is `tether_common.pages.console`, which
 the approvals service serves too) and the JSON routes the brain's API did not have

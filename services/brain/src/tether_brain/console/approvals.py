@@ -72,7 +72,12 @@ class ApprovalsProxy:
 
     async def decide(self, approval_id: str, body: DecisionBody, token: str) -> ApprovalView:
         req = DecideApproval(
-            approval_id=approval_id, decision=body.decision, note=body.note, token=token
+            approval_id=approval_id,
+            decision=body.decision,
+            note=body.note,
+            arguments=body.arguments,
+            text=body.text,
+            token=token,
         )
         return await self.bus.request(
             self.bus.subjects.approval_decide, req, timeout=APPROVALS_TIMEOUT_S

@@ -11,9 +11,9 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tether_brain.context.memo import IdentityMemo
 from tether_brain.state.run import RunState
 from tether_brain.state.sizes import message_chars
-from tether_common.memo import IdentityMemo
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, OfferedToolSpec
 
 CHARS_PER_TOKEN = 3.5

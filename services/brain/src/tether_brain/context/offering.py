@@ -65,6 +65,10 @@ BUILTIN_KEYWORDS: dict[str, tuple[str, ...]] = {
     ),
     "run_agent": ("helper", "helpers", "agent", "agents", "delegate", "in parallel"),
     "load_skill": ("skill", "skills"),
+    "memory_save": ("remember", "memorize", "memorise", "don't forget", "keep in mind"),
+    "memory_search": (
+        "remember", "recall", "last time", "previously", "preference", "preferences", "memory",
+    ),
 }  # fmt: skip
 BUILTIN_PATTERNS: dict[str, re.Pattern[str]] = {
     "calculate": re.compile(r"\d\s*[-+*/^×x]\s*\(?\d|\d\s*%"),

@@ -32,7 +32,7 @@ PROFILE_TIMEOUT_S = 2.0  # a profile is a lookup: a gateway slower than this is 
 class Profiles:
     def __init__(
         self,
-        bus: Bus,
+        bus: Bus | None,
         *,
         ttl_s: float = 30.0,
         overrides: Mapping[str, PromptTier] | None = None,
@@ -73,6 +73,8 @@ class Profiles:
         return found
 
     async def _ask(self, provider: str, model: str | None) -> ModelProfile | None:
+        if self.bus is None:  # no gateway to ask (in process): the settings alone
+            return None
         try:
             query = ProfileQuery(provider=provider, model=model)
             return await self.bus.request(

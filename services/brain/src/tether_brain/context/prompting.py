@@ -28,6 +28,7 @@ from tether_brain.context.prompts import (
     dated_note,
     system_prompt,
 )
+from tether_brain.context.typed import output_instruction
 from tether_brain.skills import LOAD_SKILL, Skill, forget_loaded_skills, skill_index
 from tether_brain.state.run import RunState
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, OfferedToolSpec
@@ -48,7 +49,8 @@ def build_request(
     now: datetime | None = None,
     must_call: bool = False,
 ) -> GenerateRequest:
-    """The model's view of the run: the stable system prompt (rules, helper directive,
+    """The model's view of the run: the stable system prompt (rules, the agent's
+    instructions, helper directive,
     hidden services, skill index), this turn's history, and the closing note (date,
     budget, and the last-step or answer-from-results instruction when due)."""
     now = now or datetime.now(UTC)
@@ -105,8 +107,12 @@ def stable_system(
     hidden_note: str | None,
 ) -> str:
     """The system prompt: nothing in it changes between steps of a run (nor between runs
-    of one agent with the same tools), so it can open the prefix a server caches."""
+    of one agent with the same tools, unless its instructions use the time or the
+    caller), so it can open the prefix a server caches. The agent's instructions follow
+    the system prompt: text for the model, which no gate reads."""
     parts = [system_prompt(tier)]
+    if state.options.instructions:  # the agent's own, filled at the run's start
+        parts.append(state.options.instructions)
     if state.options.helper:
         parts.append(HELPER_DIRECTIVE)
     if hidden_note:
@@ -115,6 +121,8 @@ def stable_system(
     loadable = tier == "full" or any(t.name == LOAD_SKILL for t in offered)
     if loadable and (index := skill_index(skills)):
         parts.append(index)
+    if state.options.output_schemas:  # a typed run: the form its final answer takes
+        parts.append(output_instruction(state.options.output_schemas))
     return "\n\n".join(parts)
 
 

@@ -2,7 +2,10 @@
 grows every step, but each message was already turned into JSON once, when it was added
 to the run (`RunState.message_json`, the journal's text of it): the request's JSON is
 spliced from those texts, so a step costs the brain the same at step 500 as at step 5.
-The bytes parse to exactly what `model_dump_json` would give."""
+The bytes parse to exactly what `model_dump_json` would give.
+
+The system prompt and the history are the request's stable part: the gateway is asked
+to keep them (`keep`), and the next step sends only what follows (`clients.histories`)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ class CarriedRequest(GenerateRequest):
         head = super().model_dump_json(exclude={"messages"})
         return f'{head[:-1]},"messages":[{",".join(self._texts)}]}}'
 
+    def message_texts(self) -> list[str]:
+        return self._texts if self.messages is self._for else super().message_texts()
+
 
 def carried(request: GenerateRequest, state: RunState) -> GenerateRequest:
     """`request` as a `CarriedRequest` whose run history (when it carries it unchanged
@@ -40,7 +46,9 @@ def carried(request: GenerateRequest, state: RunState) -> GenerateRequest:
         return request
     if not all(map(operator.is_, inner, history)):
         return request
-    wire = CarriedRequest.model_construct(request.model_fields_set, **dict(request))
+    # Keep the system prompt and the history: what the next step's request begins with.
+    fields = dict(request) | {"keep": n + 1}
+    wire = CarriedRequest.model_construct(request.model_fields_set | {"keep"}, **fields)
     wire._texts = [
         messages[0].model_dump_json(),
         *state.message_json,

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
 from tether_brain.runs.manager import RunManager
 from tether_brain.runs.streaming import Live
-from tether_common.errors import ErrorCode, MessageError, TetherError, known
+from tether_common.errors import ErrorCode, MessageError, TetherError, code_in
 from tether_common.identity import Principal
 from tether_common.messages.deltas import RunDelta
 from tether_common.messages.events import RunEnd
@@ -70,6 +72,7 @@ class Ending:
     answer: str | None
     usage: Usage
     waited_out: bool = False
+    output: dict[str, Any] | None = None  # a typed run's validated answer
 
     @property
     def text(self) -> str:
@@ -84,6 +87,8 @@ class Ending:
                 f"Run {self.run_id} {why}; this request stopped waiting. The run goes on: "
                 f"follow it at GET /v1/runs/{self.run_id}."
             )
+        if self.output is not None:  # a typed run: the object alone, as JSON
+            return json.dumps(self.output, ensure_ascii=False)
         if self.answer:
             return self.answer
         return f"Run {self.run_id} {self.status} without an answer ({self.stop_reason})."
@@ -99,8 +104,7 @@ class Ending:
         reason = self.stop_reason or "unknown reason"
         # A reason reads `model_error: script_exhausted: ...`: its first word that is an
         # error code gives the status (a provider's failure: 502); none, an internal one.
-        words = (known(word.strip()) for word in reason.split(":"))
-        code = next((word for word in words if word is not None), ErrorCode.INTERNAL)
+        code = code_in(reason) or ErrorCode.INTERNAL
         return TetherError(f"run {self.run_id} failed: {reason}", code=code)
 
 
@@ -172,10 +176,16 @@ class Follower:
             return await self._waited_out(run_id, who, waited_out=False)
         end = RunEnd.model_validate(event.data)
         usage = Usage.model_validate(end.usage.model_dump(include=set(Usage.model_fields)))
-        return Ending(run_id, end.status, end.stop_reason, end.answer, usage)
+        return Ending(run_id, end.status, end.stop_reason, end.answer, usage, output=end.output)
 
     async def _waited_out(self, run_id: str, who: Principal, *, waited_out: bool = True) -> Ending:
         view = await self.manager.get(run_id, who)
         return Ending(
-            run_id, view.status, view.stop_reason, view.answer, view.usage, waited_out=waited_out
+            run_id,
+            view.status,
+            view.stop_reason,
+            view.answer,
+            view.usage,
+            waited_out=waited_out,
+            output=view.output,
         )

@@ -19,6 +19,11 @@ A parked run keeps the stream open (keep-alive comments every 15 s) until decide
 follow it, and the run goes on. A failed run is an error (status and `code` from its stop
 reason), in a stream `data: {"error": ...}`, which the SDK raises.
 
+`response_format` (`json_object`, or `json_schema` with its `schema`) makes the run typed:
+its schema is the run's own output schema (beside the agent's, if any), the content is
+the validated object as JSON (a stream sends no live text, only that JSON), and an answer
+that never fits is an error `output_invalid` naming the violation.
+
 A client's own tools (`tools=`, `functions=`, a forced `tool_choice`) are refused (400
 `bad_request`, as OpenAI refuses a parameter it does not support), never ignored: the
 agent's tools are what run, and an ignored list would read as a model that chose not to
@@ -159,14 +164,18 @@ class Chat:
         return {"data": chunk.model_dump_json()}
 
     async def chunks(
-        self, progress: AsyncIterator[Progress], include_usage: bool
+        self, progress: AsyncIterator[Progress], include_usage: bool, *, live_text: bool = True
     ) -> AsyncIterator[dict[str, str]]:
+        """The stream's chunks. Without `live_text` (a `response_format` request) the
+        model's text is not sent as it is written: the content is then the answer's JSON
+        alone, which a client parses whole."""
         yield self.chunk(Delta(role="assistant", content=""))
         written = Written()
         try:
             async for item in progress:
                 if isinstance(item, Text):
-                    yield self.chunk(Delta(content=written.add(item)))
+                    if live_text:
+                        yield self.chunk(Delta(content=written.add(item)))
                 elif isinstance(item, Activity):
                     event = item.event
                     note = RunNote(
@@ -252,6 +261,9 @@ def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
         options = (
             body.tether.model_dump(exclude={"wait_s"}, exclude_none=True) if body.tether else {}
         )
+        typed = body.output_schema()
+        if typed is not None:  # `response_format`: the run's own output schema
+            options["output_schema"] = typed
         req = start_request(render_prompt(body.messages), body.model, **options)
         run_id = await follower.start(req, who)
         wait_s = (body.tether.wait_s if body.tether else None) or DEFAULT_WAIT_S
@@ -259,7 +271,8 @@ def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
         progress = follower.follow(run_id, who, wait_s)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
-            return EventSourceResponse(chat.chunks(progress, usage), ping=KEEPALIVE_S)
+            chunks = chat.chunks(progress, usage, live_text=typed is None)
+            return EventSourceResponse(chunks, ping=KEEPALIVE_S)
         ending = await _last(progress)
         if (failure := ending.failure()) is not None:
             raise failure

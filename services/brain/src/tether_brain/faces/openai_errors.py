@@ -31,6 +31,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (409, "a kill switch is in force for this tenant or agent (`killed`)"),
         (413, "the body is larger than the route reads (`body_too_large`)"),
         (422, "the body does not validate (`invalid_request`)"),
+        (429, "a quota of the tenant or agent is used up (`quota_exceeded`; `Retry-After`)"),
         (503, "a service the run needs is unavailable (retryable)"),
     )
 }

@@ -6,7 +6,7 @@ Tether's own `{"error": {code, message}}`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,45 @@ class TetherOptions(RequestModel):
     )
 
 
+class JsonSchemaSpec(RequestModel):
+    """`response_format.json_schema`, as OpenAI documents it: the answer must be a JSON
+    object this schema accepts (`strict` is read past: Tether always validates, and sends
+    an answer that does not fit back to the model, then fails `output_invalid`)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = Field(default=None, max_length=2000)
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextFormat(RequestModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text"]
+
+
+class JsonObjectFormat(RequestModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["json_object"]
+
+
+class JsonSchemaFormat(RequestModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["json_schema"]
+    json_schema: JsonSchemaSpec
+
+
+ResponseFormat = Annotated[
+    TextFormat | JsonObjectFormat | JsonSchemaFormat, Field(discriminator="type")
+]
+# `json_object` (and a `json_schema` with no schema): any JSON object.
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+
 class StreamOptions(RequestModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -72,11 +111,25 @@ class ChatRequest(RequestModel):
     stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1, description="one choice: a run has one answer")
     tether: TetherOptions | None = None
+    # A typed answer: the run's own output schema (the agent's own, if any, holds too).
+    response_format: ResponseFormat | None = None
     # Read only to be refused (`client_tools`): the agent's tools are what run.
     tools: list[Any] | None = None
     functions: list[Any] | None = None
     tool_choice: Any = None
     function_call: Any = None
+
+    def output_schema(self) -> dict[str, Any] | None:
+        """The run's output schema `response_format` asks for (None: plain text)."""
+        match self.response_format:
+            case None | TextFormat():
+                return None
+            case JsonObjectFormat():
+                return dict(ANY_OBJECT)
+            case JsonSchemaFormat(json_schema=spec):
+                return spec.json_schema if spec.json_schema is not None else dict(ANY_OBJECT)
+            case _ as never:
+                assert_never(never)
 
     def client_tools(self) -> str | None:
         """The parameter that hands the model the client's own tools (OpenAI function
@@ -190,8 +243,13 @@ __all__ = [
     "CompletionUsage",
     "Delta",
     "ErrorBody",
+    "JsonObjectFormat",
+    "JsonSchemaFormat",
+    "JsonSchemaSpec",
     "ModelCard",
     "ModelList",
+    "ResponseFormat",
     "RunNote",
     "TetherOptions",
+    "TextFormat",
 ]

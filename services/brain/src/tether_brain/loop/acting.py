@@ -21,6 +21,7 @@ from opentelemetry import trace
 from tether_brain.agents.config import Agents
 from tether_brain.clients.approval import PendingApproval, action_digest
 from tether_brain.gates import Verdict, decide
+from tether_brain.hooks import Hooks
 from tether_brain.loop.planned import Planned, refusal, taints
 from tether_brain.loop.sending import WAIT_POLL_S, Sender, mcp_server, say_waiting
 from tether_brain.persistence import trail
@@ -46,7 +47,9 @@ class Actor:
         max_calls_per_step: int,
         tree_of: Callable[[str], Awaitable[list[str]]] | None = None,
         service_wait_s: float = 30.0,
+        hooks: Hooks | None = None,
     ) -> None:
+        self.hooks = hooks  # the tenants' lifecycle hooks (hooks/); None: none
         self.service_wait_s = service_wait_s  # how long a call waits for a runner to listen
         self.toolbox = toolbox
         self.agents = agents
@@ -75,7 +78,7 @@ class Actor:
         planned = []
         for index, call in enumerate(calls):
             with tracer.start_as_current_span(f"gate {call.name}") as span:
-                item = self._plan_one(state, call, index, approved)
+                item = await self._plan_hooked(state, call, index, approved)
                 span.set_attribute("tether.gate.decision", item.decision)
                 code = item.verdict.code if item.verdict else item.gate.code
                 if code:
@@ -108,6 +111,36 @@ class Actor:
             await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
             with contextlib.suppress(TetherError):  # a failed refresh keeps the last one
                 await self.toolbox.catalog(fresh=True)
+
+    async def _plan_hooked(
+        self, state: RunState, call: CallRecord, index: int, approved: PendingApproval | None
+    ) -> Planned:
+        """`_plan_one`, with the tenant's `before_tool` hooks asked first about a call the
+        gates would not refuse as it stands. A denied call is refused with the hook's
+        reason; a rewritten one is gated again from the start (every gate, the approval
+        too), the original's verdict audited beside it, so a rewrite never widens."""
+        if self.hooks is None or index >= self.max_calls_per_step:
+            return self._plan_one(state, call, index, approved)
+        gate = self.toolbox.validate(call, state.options)
+        if not gate.allowed or gate.tool is None:
+            return self._plan_one(state, call, index, approved)
+        first = self.verdict(state, gate.tool, call)
+        if first.decision == "deny":
+            return self._plan_one(state, call, index, approved)
+        judged = await self.hooks.before_tool(state, call)
+        if judged.action == "deny":
+            state.audit_later(
+                "gate.decision", trail.decision(first, gate.tool.name, call.arguments)
+            )
+            denied = Verdict("deny", judged.code, judged.reason or "refused", first.reach)
+            return Planned(call, gate, denied)
+        if judged.action == "rewrite" and judged.call is not None:
+            state.audit_later(
+                "gate.decision", trail.decision(first, gate.tool.name, call.arguments)
+            )
+            self.hooks.rewrote(state, call, judged)
+            return self._plan_one(state, judged.call, index, approved)
+        return self._plan_one(state, call, index, approved)
 
     def _plan_one(
         self, state: RunState, call: CallRecord, index: int, approved: PendingApproval | None
@@ -156,7 +189,7 @@ class Actor:
         session = frozenset((*state.options.session_grants, *state.counters.chat_grants))
         return decide(tool, call.arguments, policy, tainted=state.counters.tainted, session=session)
 
-    async def run(self, state: RunState, planned: list[Planned]) -> list[ToolResult]:
+    async def execute(self, state: RunState, planned: list[Planned]) -> list[ToolResult]:
         """Run what the gates allowed, concurrently; results keep the calls' order."""
         return list(await asyncio.gather(*(self._result(state, p) for p in planned)))
 
@@ -185,9 +218,9 @@ class Actor:
                     "needs an operator's approval; another call of this step is waiting for one, ask again after it is decided.",
                 )
             case "run":
-                return await self._execute(state, item)
+                return await self._call_tool(state, item)
 
-    async def _execute(self, state: RunState, item: Planned) -> ToolResult:
+    async def _call_tool(self, state: RunState, item: Planned) -> ToolResult:
         assert item.tool is not None
         local = self.toolbox.local.get(item.tool.name)
         state.audit_later(
@@ -201,6 +234,8 @@ class Actor:
                 result = await self.sender.send(state, item, tree)
         except Exception as exc:  # a tool never crashes a step
             result = refused(item.call, "tool_error", f"{type(exc).__name__}: {exc}")
+        if self.hooks is not None:  # what the model, the events and the audit see of it
+            result = await self.hooks.after_tool(state, item.call, result)
         state.audit_later("tool.result", trail.tool_result(result))
         # Failures too: a failed command or a server's error message can quote what it read.
         if taints(item.tool):

@@ -1,41 +1,61 @@
-"""A step that calls tools: the calls journaled, planned through the gates, run (what
-the gates allow), their results recorded; a call waiting for an operator parks the run,
-`run_agent` calls start helpers and park it until they end. A step whose calls name no
-usable tool gets one corrective note."""
+"""A step that calls tools, in two values the step commits between: the calls journaled
+and planned through the gates (`CallsPlanned`, which says whether their intent must be
+durable before any is sent), then run (what the gates allow) with their results recorded
+(`CallsResolved`: the call that waits for an operator, the `run_agent` calls whose
+helpers start). A step whose calls name no usable tool gets one corrective note. Nothing
+here commits, parks or starts a helper: the step does (`dispatch.py`)."""
 
 from __future__ import annotations
 
-from opentelemetry import trace
+from dataclasses import dataclass
 
 from tether_brain.clients.model import ModelTurn
 from tether_brain.context import rules
 from tether_brain.loop.acting import Actor
 from tether_brain.loop.answers import describe_calls
-from tether_brain.loop.completion import Completion
 from tether_brain.loop.outcome import Outcome
-from tether_brain.loop.parking import Parking
 from tether_brain.loop.planned import Planned
 from tether_brain.loop.recording import record_result
-from tether_brain.loop.subagents import Children
 from tether_brain.state.events import emit
-from tether_brain.state.run import RunState, add_usage
+from tether_brain.state.run import RunState
 from tether_brain.tools.helpers import RUN_AGENT
-from tether_brain.tools.toolbox import GateOutcome
-from tether_common.messages.events import AgentEnd, AgentStart, Guard, Step, ToolCall
+from tether_common.messages.events import Guard, Step, ToolCall
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.runs import StepView
 
-tracer = trace.get_tracer(__name__)
+
+@dataclass(frozen=True, slots=True)
+class CallsPlanned:
+    """The step's calls as the gates planned them: the first that asks an operator, and
+    the `run_agent` calls the gates let run (helpers start only while none asks)."""
+
+    planned: list[Planned]
+    asking: Planned | None
+    helpers: list[Planned]
+
+    @property
+    def intent_first(self) -> bool:
+        """The calls' intent is committed before any is sent: one waits for an operator,
+        starts helpers, or has an effect that cannot be repeated."""
+        return (
+            self.asking is not None
+            or bool(self.helpers)
+            or any(p.decision == "run" and p.tool and not p.tool.idempotent for p in self.planned)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallsResolved:
+    """What the step's calls leave to the step after their results are recorded: the call
+    to park for an operator, or the helpers to start (never both)."""
+
+    asking: Planned | None
+    helpers: list[CallRecord]
 
 
 class Calls:
-    def __init__(
-        self, actor: Actor, parking: Parking, children: Children, completion: Completion
-    ) -> None:
+    def __init__(self, actor: Actor) -> None:
         self.actor = actor
-        self.parking = parking
-        self.children = children
-        self.completion = completion
 
     def usable(self, state: RunState, turn: ModelTurn) -> bool:
         """At least one call names a tool this replica knows, or one of an MCP server
@@ -46,7 +66,7 @@ class Calls:
             for c in turn.calls
         )
 
-    async def correct(self, state: RunState, turn: ModelTurn) -> Outcome:
+    def correct(self, state: RunState, turn: ModelTurn) -> Outcome:
         """The first step whose calls name no usable tool: say which tools there are."""
         state.counters.corrections += 1
         state.counters.low_effort = False
@@ -60,11 +80,10 @@ class Calls:
         state.add_message(
             ChatMessage(role="user", content=rules.corrective(self.actor.toolbox.names()))
         )
-        await self.completion.commit(state)
         return Outcome.GO_ON
 
-    async def act(self, state: RunState, turn: ModelTurn) -> Outcome:
-        """Run the step's calls; `PARKED` when the run waits for an operator or helpers."""
+    async def journal_and_plan(self, state: RunState, turn: ModelTurn) -> CallsPlanned:
+        """The turn's calls journaled (history, step list, events) and through the gates."""
         calls = turn.calls
         text = turn.text.strip()
         state.add_message(ChatMessage(role="assistant", content=text, tool_calls=calls))
@@ -83,63 +102,25 @@ class Calls:
         helpers = [
             p for p in planned if p.decision == "run" and p.tool and p.tool.name == RUN_AGENT
         ]
-        if (
-            asking is not None
-            or helpers
-            or any(p.decision == "run" and p.tool and not p.tool.idempotent for p in planned)
-        ):
-            await self.completion.commit(state)  # intent is durable before anything irreversible
-        runnable = [p for p in planned if p not in helpers or asking is not None]
-        results = await self.actor.run(state, runnable)
+        return CallsPlanned(planned, asking, helpers)
+
+    async def resolve(self, state: RunState, plan: CallsPlanned) -> CallsResolved:
+        """Run what the gates allow and record the results. Helpers are the step's to
+        start, and only while no call asks (then theirs are sent as any other call and
+        refused: the loop alone starts children)."""
+        asking = plan.asking
+        runnable = [p for p in plan.planned if p not in plan.helpers or asking is not None]
+        results = await self.actor.execute(state, runnable)
         for item, result in zip(runnable, results, strict=True):
             if item is not asking:
                 record_result(state, item, result)
         state.counters.low_effort = all(r.ok for r in results)
-        if asking is not None and await self.parking.park(state, asking) is Outcome.PARKED:
-            await self.completion.commit(state)
-            return Outcome.PARKED
-        if helpers and asking is None:
-            return await self._start_helpers(state, [p.call for p in helpers])
-        await self.completion.commit(state)
-        return Outcome.GO_ON
+        helpers = [] if asking is not None else [p.call for p in plan.helpers]
+        return CallsResolved(asking, helpers)
 
-    async def collect_helpers(self, state: RunState) -> None:
-        """Resume a parent: each child's summary becomes its run_agent call's result."""
-        for outcome in await self.children.collect(state):
-            record_result(state, Planned(outcome.call, GateOutcome(True)), outcome.result)
-            emit(
-                state,
-                AgentEnd(
-                    step=state.step,
-                    call_id=outcome.call.id,
-                    child_run_id=outcome.child_id,
-                    ok=outcome.result.ok,
-                ),
-            )
-            state.usage = add_usage(state.usage, outcome.usage)
-            state.counters.tool_calls += outcome.tool_calls
-        state.counters.pending_children = None
-        state.counters.low_effort = False
-        await self.completion.commit(state)
-
-    async def _start_helpers(self, state: RunState, calls: list[CallRecord]) -> Outcome:
-        """Start one child run per run_agent call and park: the parent holds nothing until
-        every child has ended (a notice, or the maintenance sweep, resumes it)."""
-        tools = [t.name for t in await self.actor.toolbox.offered(state.options)]
-        with tracer.start_as_current_span("run_agent") as span:  # children's runs nest here
-            started = await self.children.start(state, calls, tools)
-            span.set_attribute("tether.children", len(started))
-        for call in calls:
-            emit(
-                state,
-                AgentStart(
-                    step=state.step,
-                    call_id=call.id,
-                    child_run_id=started[call.id],
-                    task=call.arguments.get("task"),
-                ),
-            )
-        state.status = "awaiting_agents"
-        state.counters.pending_children = started
-        await self.completion.commit(state)
-        return Outcome.PARKED
+    @staticmethod
+    def prefetches(state: RunState) -> bool:
+        """The run starts with its agent's prefetch calls: it has some, and is neither a
+        helper (its task is its parent's) nor guide-only (it runs no tool)."""
+        options = state.options
+        return bool(options.prefetch) and not options.helper and not options.guide_only

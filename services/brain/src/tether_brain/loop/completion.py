@@ -10,22 +10,23 @@ import logging
 from sqlalchemy.exc import DBAPIError
 
 from tether_brain.loop.outcome import Outcome
-from tether_brain.persistence.store import RunStore
-from tether_brain.state.events import emit, publish
+from tether_brain.persistence.store import StorePort
+from tether_brain.state.events import EventsPort, emit, publish
 from tether_brain.state.run import Entry, RunState
-from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.messages.events import RunEnd
 from tether_common.messages.runs import TERMINAL_STATUSES, ChildEnded, RunStatus
 from tether_common.metrics import runs_ended
+from tether_common.retrying import Policy, delay_s
 
 log = logging.getLogger(__name__)
 
-REPUBLISH_ATTEMPTS = 8  # a committed end's events, retried over about 2.5 minutes
+REPUBLISH_ATTEMPTS = 8  # a committed end's events, retried over about 2 minutes
+REPUBLISH = Policy("republishing a run's end events", 1.0, 30.0, jitter=False)
 
 
 class Completion:
-    def __init__(self, bus: Bus, store: RunStore) -> None:
+    def __init__(self, bus: EventsPort, store: StorePort) -> None:
         self.bus = bus
         self.store = store
         # Republishing a committed end's events outlives the run's task; held here so
@@ -114,7 +115,7 @@ class Completion:
 
     async def _republish(self, run_id: str, events: list[Entry]) -> None:
         for attempt in range(REPUBLISH_ATTEMPTS):
-            await asyncio.sleep(min(2.0**attempt, 30.0))
+            await asyncio.sleep(delay_s(REPUBLISH, attempt + 1))
             try:
                 await publish(self.bus, events)
                 return
@@ -130,6 +131,7 @@ def _emit_end(state: RunState, status: RunStatus, reason: str | None, answer: st
             status=status,
             stop_reason=reason,
             answer=answer,
+            output=state.output,  # set only by a typed answer that fits (`answers.py`)
             steps=state.step,
             usage=state.usage.model_dump(exclude={"version"}),
         ),

@@ -5,19 +5,25 @@ sealed digest, and spends the approval once.
 A call of a stageable tool is staged first (`clients/staging.py`): its change set goes on
 the card and into the sealed digest, and an allow applies exactly that set. A set the
 runner finds stale (the workspace changed underneath) applied nothing: the call is
-staged again and parked on a new card."""
+staged again and parked on a new card.
+
+An `edit` or a `respond` (`loop/answering.py`) is applied here too: the edited call is
+gated again (and parked on a new card, with its arguments kept on the pending approval,
+when it asks for more); a response is the call's result and nothing runs."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
+from typing import Any
 
 from opentelemetry import propagate, trace
 
-from tether_brain.clients.approval import ApprovalClient, Decision, PendingApproval, action_digest
+from tether_brain.clients.approval import ApprovalPort, Decision, PendingApproval, action_digest
 from tether_brain.clients.staging import stage
 from tether_brain.loop.acting import Actor
+from tether_brain.loop.answering import Answering, operator_response
 from tether_brain.loop.outcome import Outcome
 from tether_brain.loop.planned import Planned, refusal
 from tether_brain.loop.recording import record_result
@@ -39,9 +45,10 @@ log = logging.getLogger(__name__)
 
 
 class Parking:
-    def __init__(self, actor: Actor, approvals: ApprovalClient) -> None:
+    def __init__(self, actor: Actor, approvals: ApprovalPort) -> None:
         self.actor = actor
         self.approvals = approvals
+        self.answering = Answering(actor, approvals)
 
     async def withdraw(self, state: RunState) -> None:
         """A run stopped while parked takes back the request it waited on. Best effort:
@@ -55,10 +62,14 @@ class Parking:
         except TetherError as exc:
             log.warning("could not withdraw approval %s: %s", approval_id, exc.message)
 
-    async def park(self, state: RunState, item: Planned) -> Outcome:
+    async def park(
+        self, state: RunState, item: Planned, *, arguments: dict[str, Any] | None = None
+    ) -> Outcome:
         """Ask an operator: the run is saved as awaiting_approval and holds nothing (no
         task, no lease once the caller commits) until a decision resumes it. `GO_ON` if
-        no one can be asked (the refusal is recorded instead)."""
+        no one can be asked (the refusal is recorded instead). `arguments`: an operator's
+        edit of the call (its history keeps what the model asked), kept with the pending
+        approval so the resumed call is the edited one."""
         assert item.tool is not None
         assert item.verdict is not None
         try:
@@ -73,6 +84,8 @@ class Parking:
             view, pending = await self.approvals.request(
                 state, item.call, item.tool, item.verdict, owner, staged
             )
+            if arguments is not None:
+                pending = dataclasses.replace(pending, arguments=arguments)
         except TetherError as exc:
             result = refused(
                 item.call,
@@ -119,7 +132,7 @@ class Parking:
         if item.verdict is not None and item.verdict.code == "in_doubt":
             return None
         return await stage(
-            self.approvals.bus, state.run_id, item.call, item.tool, workspace_of(state)
+            self.actor.toolbox.runner, state.run_id, item.call, item.tool, workspace_of(state)
         )
 
     async def watched(self, state: RunState) -> bool:
@@ -147,22 +160,27 @@ class Parking:
         call = state.call_by_id(pending.call_id)
         if call is None:
             return Outcome.GO_ON
-        result, approved = await self.decided(state, call, pending, decision)
+        if pending.arguments is not None:  # parked after an operator's edit
+            call = call.model_copy(update={"arguments": pending.arguments})
+        edited = None
+        if decision.decision == "edit":
+            edited = self.answering.edited_call(call, decision)
+            self.answering.audit_edit(state, call, edited)
+            call = edited
+            answered = await self.answering.edit(state, call, pending)
+            if isinstance(answered, Planned):  # it asks for more: a new card
+                self._audit_decided(state, pending, decision, "asked_again")
+                return await self.park(state, answered, arguments=call.arguments)
+            result, approved = answered
+        else:
+            result, approved = await self.decided(state, call, pending, decision)
         outcome = "consumed" if approved else result.error_code
         if result.error_code == STALE_EFFECT:
             outcome = STALE_EFFECT
-        state.audit_later(
-            "approval.decided",
-            trail.approval_decided(
-                pending.approval_id,
-                decision.decision,
-                decision.decided_by,
-                outcome=outcome,
-                changes=pending.staged,
-            ),
-        )
+        self._audit_decided(state, pending, decision, outcome)
         if result.error_code == STALE_EFFECT:
-            return await self.restage(state, call)
+            kept = call.arguments if edited is not None else pending.arguments
+            return await self.restage(state, call, arguments=kept)
         said = ToolApproved if approved else ToolDenied  # the same fields, named by the outcome
         emit(
             state,
@@ -180,22 +198,40 @@ class Parking:
         state.counters.low_effort = False
         return Outcome.GO_ON
 
-    async def restage(self, state: RunState, call: CallRecord) -> Outcome:
+    def _audit_decided(
+        self, state: RunState, pending: PendingApproval, decision: Decision, outcome: str | None
+    ) -> None:
+        state.audit_later(
+            "approval.decided",
+            trail.approval_decided(
+                pending.approval_id,
+                decision.decision,
+                decision.decided_by,
+                outcome=outcome,
+                changes=pending.staged,
+            ),
+        )
+
+    async def restage(
+        self, state: RunState, call: CallRecord, *, arguments: dict[str, Any] | None = None
+    ) -> Outcome:
         """A stale staged effect applied nothing: the call is staged again over the
         workspace as it is now and parked on a new card (if the gates still ask)."""
         planned = (await self.actor.plan(state, [call]))[0]
         if planned.decision != "ask":
             result = refusal(planned) if planned.decision == "refused" else None
             if result is None:
-                result = (await self.actor.run(state, [planned]))[0]
+                result = (await self.actor.execute(state, [planned]))[0]
             record_result(state, planned, result)
             return Outcome.GO_ON
-        return await self.park(state, planned)
+        return await self.park(state, planned, arguments=arguments)
 
     async def decided(
         self, state: RunState, call: CallRecord, pending: PendingApproval, decision: Decision
     ) -> tuple[ToolResult, bool]:
         note = f" Note: {decision.note}" if decision.note else ""
+        if decision.decision == "respond":  # nothing runs; the approval is never spent
+            return operator_response(call, decision), False
         if pending.reconcile and decision.decision in ("deny", "expired"):
             return not_approved(
                 call,
@@ -210,7 +246,8 @@ class Parking:
         tool = planned.tool
         if tool is None or planned.decision == "refused":
             return refusal(planned), False  # counted by the gate that refused it
-        if action_digest(state, call, tool, pending.step, pending.staged) != pending.digest:
+        # `planned.call`: the call as the gates judged it (a hook may have rewritten it).
+        if action_digest(state, planned.call, tool, pending.step, pending.staged) != pending.digest:
             return not_approved(
                 call, "approval_stale", "the action or the run changed since it was approved."
             )
@@ -227,7 +264,7 @@ class Parking:
             planned = dataclasses.replace(planned, retry_in_doubt=True)
         if pending.staged is not None:  # the approved change set, exactly; not a re-run
             planned = dataclasses.replace(planned, staged=pending.staged)
-        return (await self.actor.run(state, [planned]))[0], True
+        return (await self.actor.execute(state, [planned]))[0], True
 
 
 def not_approved(call: CallRecord, code: str, message: str) -> tuple[ToolResult, bool]:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from tether_brain.clients.approval import PendingApproval
 from tether_brain.gates import Verdict
+from tether_brain.hooks import HOOK_DENIED, HOOK_FAILED
 from tether_brain.tools.results import refused
 from tether_brain.tools.toolbox import NO_RUNNER, RUNNER_LOST, GateOutcome
 from tether_common.messages.gateway import CallRecord
@@ -62,11 +63,14 @@ class Planned:
 
     @property
     def refused_by(self) -> str | None:
-        """The gate that refused the call (`validation`, `budget`, `permissions`), or None."""
+        """The gate that refused the call (`validation`, `budget`, `hook`, `permissions`), or
+        None."""
         if self.decision != "refused":
             return None
         if not self.gate.allowed or self.verdict is None:
             return "validation"
+        if self.verdict.code in (HOOK_DENIED, HOOK_FAILED):
+            return "hook"
         return "budget" if self.verdict.code == "budget_exhausted" else "permissions"
 
 

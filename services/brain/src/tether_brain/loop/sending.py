@@ -1,7 +1,8 @@
 """Sending one planned call to the tools-runner with its idempotency key: waited for
 while no runner listens (a restart) or while its MCP server is still connecting, sent
 again after a lost reply (the runner never runs a key twice), and `in_doubt` reported as
-interrupted."""
+interrupted. Also the wait for the runner's tool catalogue, before a step offers tools or
+a recovery learns what its calls were."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_brain.tools.results import interrupted, refused
 from tether_brain.tools.toolbox import NO_RUNNER, RUNNER_LOST, Toolbox
+from tether_common.errors import TetherError
 from tether_common.messages.events import Guard
 from tether_common.messages.tools import IN_DOUBT, TOOL_NOT_READY, ToolResult, mcp_server_of
+from tether_common.retrying import Policy, delay_s
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
+# The wait before sending a call again after a lost reply (a runner restarting).
+RESEND = Policy("resending a call whose reply was lost", 1.0, 2.0, jitter=False)
 WAIT_POLL_S = 0.5  # between sends to a service nobody answers for, within the wait
 
 Replan = Callable[[RunState, Planned], Planned]  # the gates again, for a call sent again
@@ -52,7 +57,7 @@ class Sender:
             lost = True
             if attempt == MAX_ATTEMPTS:
                 break
-            await asyncio.sleep(1.0 * attempt)
+            await asyncio.sleep(delay_s(RESEND, attempt))
             if item.tool.idempotent:
                 again = self.replan(state, item)
                 if again.decision != "run":
@@ -89,6 +94,30 @@ class Sender:
                 told.add(awaited.service)
                 say_waiting(state, awaited, self.service_wait_s, call_id=item.call.id)
             await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+async def await_catalogue(state: RunState, toolbox: Toolbox, wait_s: float) -> None:
+    """Load the tool catalogue if none is known yet, waiting up to `wait_s` for a runner
+    to answer (once known, a failed refresh keeps the last one). With none after the wait
+    the caller goes on without: a step ends `tools_unavailable`, a recovery reports each
+    call interrupted."""
+    deadline = time.monotonic() + wait_s
+    told = False
+    while True:
+        try:
+            await toolbox.catalog()
+            return
+        except TetherError as exc:
+            if time.monotonic() >= deadline:
+                log.warning("run %s: no tool catalogue: %s", state.run_id, exc)
+                return
+        if not told:
+            told = True
+            emit(
+                state,
+                Guard(step=state.step, kind="waiting", service=RUNNER.service, wait_s=wait_s),
+            )
+        await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
 @dataclass(frozen=True, slots=True)

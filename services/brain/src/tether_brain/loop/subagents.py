@@ -6,7 +6,10 @@ grandchild 2, which is offered no `run_agent`.
 
 Taint follows the data both ways: a child of a run that has read untrusted content starts
 tainted (its task may carry that content), and a child that became tainted taints its
-parent when its summary comes back (the summary may carry what it read)."""
+parent when its summary comes back (the summary may carry what it read).
+
+Owns starting the helpers of a step (the parent then parks) and turning each ended
+child's summary into its call's result; the step commits both."""
 
 from __future__ import annotations
 
@@ -15,18 +18,27 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from tether_brain.persistence.store import RunStore
+from opentelemetry import trace
+
+from tether_brain.loop.outcome import Outcome
+from tether_brain.loop.planned import Planned
+from tether_brain.loop.recording import record_result
+from tether_brain.persistence.store import StorePort
+from tether_brain.state.events import emit
 from tether_brain.state.options import RunOptions
-from tether_brain.state.run import Counters, Limits, RunState
+from tether_brain.state.run import Counters, Limits, RunState, add_usage
 from tether_brain.tools.helpers import DEFAULT_CHILD_STEPS, MAX_CHILD_STEPS, MAX_DEPTH, RUN_AGENT
 from tether_brain.tools.results import refused
+from tether_brain.tools.toolbox import GateOutcome, Toolbox
 from tether_common.errors import NotFoundError
+from tether_common.messages.events import AgentEnd, AgentStart
 from tether_common.messages.gateway import CallRecord
 from tether_common.messages.runs import Usage
 from tether_common.messages.tools import ToolResult
 from tether_common.traces import traceparent
 
 Launch = Callable[[RunState], Awaitable[None]]
+tracer = trace.get_tracer(__name__)
 
 
 def workspace_of(state: RunState) -> str:
@@ -63,11 +75,51 @@ class ChildOutcome:
 
 
 class Children:
-    def __init__(self, store: RunStore, launch: Launch) -> None:
+    def __init__(self, store: StorePort, launch: Launch, toolbox: Toolbox) -> None:
         self.store = store
         self.launch = launch  # the run manager's: it owns the tasks that advance runs
+        self.toolbox = toolbox  # what the parent may use, of which a child asks some
 
-    async def start(
+    async def start_helpers(self, parent: RunState, calls: list[CallRecord]) -> Outcome:
+        """Start one child run per run_agent call; `PARKED`: the parent holds nothing
+        until every child has ended (a notice, or the maintenance sweep, resumes it)."""
+        tools = [t.name for t in await self.toolbox.offered(parent.options)]
+        with tracer.start_as_current_span("run_agent") as span:  # children's runs nest here
+            started = await self._launched(parent, calls, tools)
+            span.set_attribute("tether.children", len(started))
+        for call in calls:
+            emit(
+                parent,
+                AgentStart(
+                    step=parent.step,
+                    call_id=call.id,
+                    child_run_id=started[call.id],
+                    task=call.arguments.get("task"),
+                ),
+            )
+        parent.status = "awaiting_agents"
+        parent.counters.pending_children = started
+        return Outcome.PARKED
+
+    async def collect_summaries(self, parent: RunState) -> None:
+        """Resume a parent: each child's summary becomes its run_agent call's result."""
+        for outcome in await self._outcomes(parent):
+            record_result(parent, Planned(outcome.call, GateOutcome(True)), outcome.result)
+            emit(
+                parent,
+                AgentEnd(
+                    step=parent.step,
+                    call_id=outcome.call.id,
+                    child_run_id=outcome.child_id,
+                    ok=outcome.result.ok,
+                ),
+            )
+            parent.usage = add_usage(parent.usage, outcome.usage)
+            parent.counters.tool_calls += outcome.tool_calls
+        parent.counters.pending_children = None
+        parent.counters.low_effort = False
+
+    async def _launched(
         self, parent: RunState, calls: list[CallRecord], parent_tools: list[str]
     ) -> dict[str, str]:
         """Create and start one child per call; returns call id → child run id."""
@@ -113,7 +165,7 @@ class Children:
             trace_parent=traceparent(),
         )
 
-    async def collect(self, parent: RunState) -> list[ChildOutcome]:
+    async def _outcomes(self, parent: RunState) -> list[ChildOutcome]:
         """Each child's final summary and status, as the result of its run_agent call; a
         tainted child taints `parent` (committed with the summaries)."""
         outcomes = []

@@ -1,6 +1,8 @@
 """One turn of the model: the step's request in the model's prompt tier (offered tools,
 skills, the window it must fit), priced before it is sent, and the model raced against a
-stop; a gateway or runner that is restarting is waited for."""
+stop; a gateway or runner that is restarting is waited for. Also a user's turn (a prompt,
+or messages queued while the run answered). The turn is handed back to the step: nothing
+here commits but the step's own commit, which a turn waiting for a gateway is given."""
 
 from __future__ import annotations
 
@@ -8,27 +10,32 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from tether_brain.clients.model import LiveTarget, ModelClient, ModelTurn
+from opentelemetry import trace
+
+from tether_brain.agents.config import Agents
+from tether_brain.clients import fallback
+from tether_brain.clients.model import LiveTarget, ModelPort, ModelTurn
 from tether_brain.context.cards import compact_card
 from tether_brain.context.fitting import Fitter, request_estimate, reserve
 from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
 from tether_brain.context.prompting import SKILL_NOTE, build_request
 from tether_brain.context.wire import carried
-from tether_brain.loop.acting import Actor
-from tether_brain.loop.completion import Completion
-from tether_brain.loop.finishing import ToolLoop, looks_like_call, needed_first
+from tether_brain.loop.finishing import ToolLoop, needed_first
+from tether_brain.loop.sending import await_catalogue
 from tether_brain.skills import invoke
 from tether_brain.state.control import Control
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState, add_usage
 from tether_brain.tools.local import SkillLibrary
-from tether_common.errors import ErrorCode, TetherError
+from tether_brain.tools.toolbox import Toolbox
+from tether_common.errors import ErrorCode, NotFoundError
+from tether_common.messages.agents import ModelChoice
 from tether_common.messages.events import Compaction, Guard, SkillUsed, Step, UsageData
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, OfferedToolSpec
-from tether_common.messages.tools import ToolDescriptor
+from tether_common.messages.runs import Usage
 
 log = logging.getLogger(__name__)
 
@@ -37,24 +44,27 @@ COMPACT_INSTRUCTION = (
     "Summarise the conversation below in a few sentences for the assistant who continues it: "
     "keep facts, tool results that matter, decisions and open questions. No preamble."
 )
+Commit = Callable[[RunState], Awaitable[None]]  # the step's one durable write
 
 
 class Turns:
     def __init__(
         self,
-        model: ModelClient,
-        actor: Actor,
+        model: ModelPort,
+        toolbox: Toolbox,
+        agents: Agents,
         skills: SkillLibrary,
         profiles: Profiles,
-        completion: Completion,
         *,
+        service_wait_s: float,
         prices: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self.model = model
-        self.actor = actor
+        self.toolbox = toolbox  # the tools a step offers
+        self.agents = agents  # the run's agent's fallback chain
         self.skills = skills
         self.profiles = profiles
-        self.completion = completion
+        self.service_wait_s = service_wait_s  # how long a turn waits for a gateway, a runner
         self.prices = dict(prices or {})
 
     async def user_turn(self, state: RunState, text: str) -> None:
@@ -66,6 +76,18 @@ class Turns:
         for data in invocation.events():
             emit(state, SkillUsed(step=state.step, **data))
 
+    async def deliver(self, state: RunState, queued: list[str]) -> None:
+        """User messages queued while the run answered, as its next turns: the answer to
+        come is the run's (its `output` read afresh)."""
+        state.output = None
+        for text in queued:
+            await self.user_turn(state, text)
+        emit(
+            state,
+            Step(step=state.step, kind="model", text=f"{len(queued)} queued message(s) delivered"),
+        )
+        state.counters.low_effort = False
+
     async def request(
         self, state: RunState, last: bool, tools_off: bool, looping: ToolLoop | None
     ) -> GenerateRequest:
@@ -76,8 +98,9 @@ class Turns:
         hidden: str | None = None
         must_call = False
         if not tools_off:
-            await self.await_catalogue(state)  # a runner restarting is waited for
-            toolbox = self.actor.toolbox
+            # A runner restarting is waited for.
+            await await_catalogue(state, self.toolbox, self.service_wait_s)
+            toolbox = self.toolbox
             if tier == "compact":
                 # After an unusable call the narrowing may have missed: every tool, as cards.
                 wanted = None if state.counters.corrections else state.prompt
@@ -103,10 +126,11 @@ class Turns:
         return carried(await self._fit(state, request), state)
 
     async def turn(
-        self, state: RunState, request: GenerateRequest, control: Control
+        self, state: RunState, request: GenerateRequest, control: Control, commit: Commit
     ) -> ModelTurn | None:
-        """One model turn with its usage and reasoning recorded; None when a stop came."""
-        turn = await self._generate(state, request, control)
+        """One model turn with its usage and reasoning recorded; None when a stop came.
+        `commit`: the step's, for the `waiting` event of a turn that waits for a gateway."""
+        turn = await self._down_chain(state, request, control, commit)
         if turn is None:
             return None
         state.usage = add_usage(state.usage, turn.usage)
@@ -115,49 +139,19 @@ class Turns:
             emit(state, Step(step=state.step, kind="model", text="", thinking=turn.thinking))
         return turn
 
-    def written_call(self, state: RunState, text: str) -> bool:
-        """A tool call written out as text (a tools-off step's text is not parsed for
-        calls by the gateway). A guide-only run's text is its answer, whatever it holds."""
-        if state.options.guide_only or not text.strip():
-            return False
-        toolbox = self.actor.toolbox
-        known: list[ToolDescriptor] = [
-            d for n in toolbox.names() if (d := toolbox.descriptor(n)) is not None
-        ]
-        return looks_like_call(text, known)
-
     async def would_overspend(self, state: RunState, request: GenerateRequest) -> bool:
         """Price the prompt (token estimate × price table) before sending it: a run stops
         rather than overspends its max_cost."""
-        price = self.prices.get(state.model or "") or self.prices.get(state.provider)
+        # The request's model: a fallback's own price (`_down_chain`).
+        price = self.prices.get(request.model or "") or self.prices.get(request.provider)
         if state.limits.max_cost is None or price is None:
             return False
-        window = await self.profiles.window(state.provider, state.model)
+        window = await self.profiles.window(request.provider, request.model)
         cost = (
             request_estimate(request, state) * price.get("input", 0.0)
             + reserve(window) * price.get("output", 0.0)
         ) / 1e6
         return state.usage.cost + cost > state.limits.max_cost
-
-    async def await_catalogue(self, state: RunState) -> None:
-        """Load the tool catalogue if none is known yet, waiting up to `service_wait_s`
-        for a runner to answer (once known, a failed refresh keeps the last one). With
-        none after the wait the caller goes on without: a step ends `tools_unavailable`,
-        a recovery reports each call interrupted."""
-        deadline = time.monotonic() + self.actor.service_wait_s
-        told = False
-        while True:
-            try:
-                await self.actor.toolbox.catalog()
-                return
-            except TetherError as exc:
-                if time.monotonic() >= deadline:
-                    log.warning("run %s: no tool catalogue: %s", state.run_id, exc)
-                    return
-            if not told:
-                told = True
-                _say_waiting(state, "tools-runner", self.actor.service_wait_s)
-            await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
     async def _fit(self, state: RunState, request: GenerateRequest) -> GenerateRequest:
         """Fit the request into the model's window; dropped history is summarised by a side
@@ -200,13 +194,65 @@ class Turns:
         text = turn.text.strip()
         return text[:4000] if turn.error is None and text and not turn.calls else None
 
+    async def _down_chain(
+        self, state: RunState, request: GenerateRequest, control: Control, commit: Commit
+    ) -> ModelTurn | None:
+        """The turn, asked of the run's model and then, while a model fails for a reason
+        a later entry of the agent's fallback chain takes (`clients/fallback.py`), of that
+        entry: each switch a `guard` event `model_fallback` of the step and an event on
+        its span; every attempt's usage counts. Nothing is committed between attempts: a
+        replica that takes the run over asks the turn again from the run's own model (a
+        model turn has no effect outside). The request stays the one built for the run's
+        model (its prompt tier and window)."""
+        models = fallback.chain(request.provider, request.model, self._fallback(state))
+        attempts: list[fallback.Attempt] = []
+        position, usage = 0, Usage()
+        while True:
+            turn = await self._generate(state, request, control, commit)
+            if turn is None:
+                return None
+            usage = add_usage(usage, turn.usage)
+            if turn.error is None:
+                break
+            failed = fallback.Attempt(
+                request.provider, request.model, turn.error.code, turn.error.message
+            )
+            attempts.append(failed)
+            following = fallback.next_after(models, position, failed.code)
+            if following is None:
+                break
+            choice = models[following]
+            switched = request.model_copy(
+                update={"provider": choice.provider, "model": choice.model}
+            )
+            if await self.would_overspend(state, switched):
+                why = f"falling back to {choice.label} could exceed max_cost"
+                emit(state, Guard(step=state.step, kind="budget_exhausted", why=why))
+                break
+            _say_switching(state, failed, choice)
+            position, request = following, switched
+        turn.usage = usage
+        if turn.error is not None and len(attempts) > 1:
+            turn.error = fallback.failure(attempts)
+        return turn
+
+    def _fallback(self, state: RunState) -> list[ModelChoice]:
+        """The run's fallback chain as it stands now (none once its agent is gone)."""
+        if not state.options.fallback:
+            return []
+        try:
+            agent = self.agents.of_run(state.options, state.tenant)
+        except NotFoundError:
+            return []
+        return fallback.in_force(state.options.fallback, agent)
+
     async def _generate(
-        self, state: RunState, request: GenerateRequest, control: Control
+        self, state: RunState, request: GenerateRequest, control: Control, commit: Commit
     ) -> ModelTurn | None:
         """The model turn, or None when a stop arrived first. While no gateway answers (a
         restart) the turn is asked again for up to `service_wait_s`; the run says once,
         in a committed `guard` event of kind `waiting`, that it waits."""
-        deadline = time.monotonic() + self.actor.service_wait_s
+        deadline = time.monotonic() + self.service_wait_s
         told = False
         while True:
             turn = await self._generate_once(request, control, self.model.live_target(state))
@@ -218,8 +264,8 @@ class Turns:
             if not told:
                 told = True
                 log.info("run %s waits for a gateway (up to %ss)", state.run_id, left)
-                _say_waiting(state, "gateway", self.actor.service_wait_s)
-                await self.completion.commit(state)
+                _say_waiting(state, "gateway", self.service_wait_s)
+                await commit(state)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(control.wait_any(), min(WAIT_POLL_S, left))
             if control.stop.is_set() or control.handback.is_set():
@@ -241,6 +287,34 @@ class Turns:
                 generation.cancel()
                 await asyncio.gather(generation, return_exceptions=True)
         return generation.result() if generation in done else None
+
+
+def _say_switching(state: RunState, failed: fallback.Attempt, to: ModelChoice) -> None:
+    reason = fallback.condition_of(failed.code)
+    log.info("run %s: %s failed (%s), asking %s", state.run_id, failed.label, failed.code, to.label)
+    emit(
+        state,
+        Guard(
+            step=state.step,
+            kind="model_fallback",
+            provider=failed.provider,
+            model=failed.model,
+            code=failed.code,
+            reason=reason,
+            why=failed.message,
+            to_provider=to.provider,
+            to_model=to.model,
+        ),
+    )
+    trace.get_current_span().add_event(
+        "model.fallback",
+        {
+            "tether.fallback.from": failed.label,
+            "tether.fallback.code": failed.code,
+            "tether.fallback.reason": reason or "",
+            "tether.fallback.to": to.label,
+        },
+    )
 
 
 def _say_waiting(state: RunState, service: str, wait_s: float) -> None:

@@ -9,20 +9,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
 import pydantic_core
 from sqlalchemy import text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from tether_brain.persistence.raw import DRIVER_ERRORS, database_error, driver_of
 from tether_brain.persistence.tables import row_values
 from tether_brain.state.run import RunState
 from tether_common import audit
 from tether_common.messages.runs import LIVE_STATUSES
 
-__all__ = ["COMMIT_STEP", "StepWrite", "execute_step", "step_write"]
+__all__ = ["COMMIT_SQL", "COMMIT_STEP", "StepWrite", "execute_step", "step_write"]
 
 # The audit rows' columns and their PostgreSQL types, as `tether_common.audit` declares them.
 AUDIT_COLUMNS = [c for c in audit.records.columns if c.name != "run_id"]
@@ -42,6 +41,25 @@ def _audit_insert() -> str:
     )
 
 
+# A metered run's step adds what it spent since its last commit to each of its quota
+# counters (`RunOptions.metered`: none for most runs, so nothing is written), in the
+# current UTC hour and day on the database's clock; a counter of an earlier window starts
+# again. `prior` is the run row as this statement found it, before `fenced` changed it.
+_METER = """
+        INSERT INTO quota_usage AS q (tenant, agent, period, window_start, tokens, cost)
+        SELECT f.tenant, m.agent, p.period, date_trunc(p.period, now(), 'UTC'),
+               GREATEST(CAST(:m_tokens AS bigint) - pr.tokens, 0),
+               GREATEST(CAST(:m_cost AS double precision) - pr.cost, 0)
+        FROM fenced f, prior pr, unnest(CAST(:m_counters AS varchar[])) AS m(agent),
+             (VALUES ('hour'), ('day')) AS p(period)
+        WHERE CAST(:m_tokens AS bigint) > pr.tokens OR CAST(:m_cost AS double precision) > pr.cost
+        ON CONFLICT (tenant, agent, period) DO UPDATE SET
+            window_start = GREATEST(q.window_start, EXCLUDED.window_start),
+            tokens = CASE WHEN EXCLUDED.window_start > q.window_start THEN EXCLUDED.tokens
+                          ELSE q.tokens + EXCLUDED.tokens END,
+            cost = CASE WHEN EXCLUDED.window_start > q.window_start THEN EXCLUDED.cost
+                        ELSE q.cost + EXCLUDED.cost END"""
+
 # A step's whole write. The inserts join the fenced update's result, so they happen only
 # if the fence held; the statement answers how many run rows it updated (0 or 1).
 # Held means: the fence is still ours (every claim moves it on, so it names the holder
@@ -55,6 +73,7 @@ COMMIT_STEP = text(
     WITH fenced AS (
         UPDATE runs SET
             status = :status, stop_reason = :stop_reason, answer = :answer, step = :step,
+            output = CAST(:output AS jsonb),
             journal_seq = :journal_seq, event_seq = :event_seq,
             input_tokens = :input_tokens, output_tokens = :output_tokens, cost = :cost,
             usage_estimated = :usage_estimated, updated_at = :updated_at,
@@ -63,7 +82,7 @@ COMMIT_STEP = text(
             lease_owner = CASE WHEN :release THEN NULL ELSE lease_owner END,
             lease_expires_at = CASE WHEN :release THEN NULL ELSE lease_expires_at END
         WHERE run_id = :run_id AND fence = :fence AND lease_expires_at > now()
-        RETURNING run_id
+        RETURNING run_id, tenant
     ), journaled AS (
         INSERT INTO run_journal (run_id, seq, kind, data, created_at)
         SELECT f.run_id, j.seq, j.kind, CAST(j.data AS jsonb), :updated_at
@@ -72,6 +91,11 @@ COMMIT_STEP = text(
         ) AS j(seq, kind, data)
     ), audited AS (
         {_audit_insert()}
+    ), prior AS (
+        SELECT input_tokens + output_tokens AS tokens, cost FROM runs
+        WHERE run_id = :run_id AND cardinality(CAST(:m_counters AS varchar[])) > 0
+    ), metered AS (
+        {_METER}
     )
     SELECT count(*) FROM fenced
     """
@@ -120,6 +144,7 @@ def step_write(state: RunState) -> StepWrite:
     first = state.journal_seq + 1
     values = row_values(state)
     counters = values.pop("counters")
+    output = values.pop("output")
     records: list[dict[str, Any]] = []
     head = state.audit_head
     if state.audit:
@@ -137,11 +162,15 @@ def step_write(state: RunState) -> StepWrite:
         "journal_seq": last,
         "updated_at": now,
         "counters": _json(counters),
+        "output": None if output is None else _json(output),
         "audit_head": head,
         "release": state.status not in LIVE_STATUSES,
         "j_seq": list(range(first, last + 1)),
         "j_kind": [e.kind for e in state.pending],
         "j_data": [e.text for e in state.pending],
+        "m_counters": list(state.options.metered),
+        "m_tokens": state.usage.input_tokens + state.usage.output_tokens,
+        "m_cost": state.usage.cost,
         **{f"a_{c.name}": [r[c.name] for r in records] for c in AUDIT_COLUMNS},
     }
     return StepWrite(params, now, last, head, len(state.audit))
@@ -149,25 +178,11 @@ def step_write(state: RunState) -> StepWrite:
 
 async def execute_step(conn: AsyncConnection, write: StepWrite) -> int:
     """Run the commit on `conn` (in its transaction, if one is open); the run rows it
-    updated, 0 or 1. Straight on the asyncpg connection: asyncpg keeps the statement
-    prepared per connection, and none of SQLAlchemy's per-execution work is done."""
-    raw = await conn.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None  # a pooled connection that is checked out
+    updated, 0 or 1. Straight on the asyncpg connection (`raw`): prepared once per
+    connection, none of SQLAlchemy's per-execution work."""
+    driver = await driver_of(conn)
     try:
         found = await driver.fetchval(COMMIT_SQL, *write.args())
-    except (
-        asyncpg.PostgresError,
-        asyncpg.InterfaceError,
-        asyncpg.InternalClientError,
-        OSError,
-        TimeoutError,
-    ) as exc:
-        # Reported as SQLAlchemy reports any database failure (callers handle one kind),
-        # and a connection that broke is not given back to the pool; nor is one whose
-        # protocol is out of step ("another operation is in progress" after a kill).
-        broken = driver.is_closed() or isinstance(exc, asyncpg.InternalClientError)
-        if broken:
-            await conn.invalidate(exc)
-        raise DBAPIError(COMMIT_SQL, None, exc, connection_invalidated=broken) from exc
+    except DRIVER_ERRORS as exc:
+        raise await database_error(conn, driver, COMMIT_SQL, exc) from exc
     return int(found)

@@ -12,6 +12,7 @@ from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_brain.persistence.queries import rebuilt
+from tether_brain.persistence.raw import DRIVER_ERRORS, database_error, driver_of
 from tether_brain.persistence.tables import runs
 from tether_brain.state.run import RunState
 from tether_common.messages.runs import LIVE_STATUSES, PARKED_STATUSES, TERMINAL_STATUSES
@@ -24,6 +25,17 @@ STATUS_SETS = {"terminal": sorted(TERMINAL_STATUSES), "parked": sorted(PARKED_ST
 # (`:me` is the owner again, typed apart: the SET's `:owner` is deduced as varchar.)
 _OWN_LAPSE = "lease_owner = CAST(:me AS text) AND run_id <> ALL(CAST(:stalling AS text[]))"
 
+
+# The lease renewal, in asyncpg's form. It locks the rows in run_id order, as a group
+# commit does (`grouped.GroupCommit`), so the two never deadlock; a row a commit has just
+# released (or fenced) is skipped, its conditions checked again once its lock is ours.
+RENEW_SQL = (
+    "UPDATE runs SET lease_expires_at = now() + make_interval(secs => $1) "
+    "FROM (SELECT run_id FROM runs WHERE lease_owner = $2 AND status = ANY($3::text[]) "
+    "AND lease_expires_at > now() AND run_id = ANY($4::text[]) "
+    "ORDER BY run_id FOR UPDATE) AS mine "
+    "WHERE runs.run_id = mine.run_id RETURNING runs.run_id"
+)
 
 # Every claim of a parked run: running, leased to `:owner`, the fence moved on.
 _CLAIM = (
@@ -52,19 +64,17 @@ class RunLeases:
         """Renew the leases of the runs this replica is still advancing (a run whose task
         died lets its lease lapse, so it is taken over); the runs renewed. Only a lease
         still running is extended: one that ran out stays out, even if nobody has
-        claimed the run yet, since its holder may already have been fenced."""
+        claimed the run yet, since its holder may already have been fenced. One prepared
+        statement in autocommit, on the asyncpg connection (`raw`)."""
         if not held:
             return []
-        async with self.engine.begin() as conn:
-            rows = await conn.execute(
-                text(
-                    "UPDATE runs SET lease_expires_at = now() + make_interval(secs => :s) "
-                    "WHERE lease_owner = :owner AND status = ANY(:live) "
-                    "AND lease_expires_at > now() AND run_id = ANY(:held) RETURNING run_id"
-                ),
-                {"s": lease_s, "owner": owner, "held": held, "live": LIVE},
-            )
-            return [r.run_id for r in rows]
+        async with self._autocommit.connect() as conn:
+            driver = await driver_of(conn)
+            try:
+                rows = await driver.fetch(RENEW_SQL, lease_s, owner, LIVE, held)
+            except DRIVER_ERRORS as exc:
+                raise await database_error(conn, driver, RENEW_SQL, exc) from exc
+        return [r["run_id"] for r in rows]
 
     async def claim_orphans(
         self, owner: str, lease_s: float, limit: int, stalling: Sequence[str] = ()

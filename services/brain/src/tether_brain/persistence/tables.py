@@ -64,6 +64,8 @@ runs = Table(
     Column("owner", String(200)),
     # The span every segment of the run is a child of (migration 0011): one trace per run.
     Column("trace_parent", String(64)),
+    # A typed run's answer as its output schema accepted it (migration 0016).
+    Column("output", JSONB),
 )
 
 journal = Table(
@@ -93,6 +95,7 @@ def row_values(state: RunState) -> dict[str, Any]:
         "status": state.status,
         "stop_reason": state.stop_reason,
         "answer": state.answer,
+        "output": state.output,
         "step": state.step,
         "journal_seq": state.journal_seq,
         "event_seq": state.event_seq,
@@ -119,6 +122,7 @@ def state_of(row: Any) -> RunState:
         status=row.status,
         stop_reason=row.stop_reason,
         answer=row.answer,
+        output=row.output,
         step=row.step,
         journal_seq=row.journal_seq,
         event_seq=row.event_seq,

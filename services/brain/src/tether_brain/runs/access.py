@@ -15,6 +15,7 @@ from tether_brain.persistence.store import RunStore
 from tether_brain.state.run import DEFAULT_AGENT
 from tether_common.errors import AuthError, ErrorCode, NotFoundError
 from tether_common.identity import Action, Principal
+from tether_common.messages.agents import ModelChoice
 from tether_common.messages.runs import StartRun
 
 
@@ -27,6 +28,8 @@ class Use:
     model: str | None
     agent: AgentKey
     config: AgentConfig
+    # The agent's fallback chain as the starter may use it (`Access.fallback_for`).
+    fallback: tuple[ModelChoice, ...] = ()
 
 
 class Access:
@@ -85,18 +88,46 @@ class Access:
         agent = key[1]
         who.check_use(agent=agent, provider=provider, model=model, mode=req.mode)
         self.agents.check_use(agent, config, provider, model)  # the agent's own lists
-        use = Use(provider, model, key, config)
-        if who.reach_of("runs.start") == "all" or who.role == "operator":
+        use = Use(provider, model, key, config, self.fallback_for(who, config))
+        if _above(who):
             return use
         # Below operator, what the token does not list is the configured default (an
         # owner may also use its own agents).
         mine = key[0] == who.tenant and config.owner == who.name
         if who.agents is None and agent != DEFAULT_AGENT and not mine:
             raise AuthError(f"this token may not use the agent '{agent}'", code=ErrorCode.FORBIDDEN)
+        if (refused := self._unlisted(who, provider, model)) is not None:
+            raise refused
+        return use
+
+    def fallback_for(self, who: Principal, config: AgentConfig) -> tuple[ModelChoice, ...]:
+        """The agent's fallback chain as `who` may use it: an entry it could not start a
+        run on itself (its token's lists; below operator, the configured provider and
+        model) is left out, so a chain never widens what a caller may use or be billed
+        for, and never refuses a run that may use its own model."""
+        kept: list[ModelChoice] = []
+        for entry in config.fallback:
+            try:
+                who.check_use(provider=entry.provider, model=entry.model)
+            except AuthError:
+                continue
+            if _above(who) or self._unlisted(who, entry.provider, entry.model) is None:
+                kept.append(entry)
+        return tuple(kept)
+
+    def _unlisted(self, who: Principal, provider: str, model: str | None) -> AuthError | None:
+        """Below operator, what the token does not list is the configured default."""
         if who.providers is None and provider != self.provider:
-            raise AuthError(
+            return AuthError(
                 f"this token may not use the provider '{provider}'", code=ErrorCode.FORBIDDEN
             )
         if who.models is None and model != self.model:
-            raise AuthError(f"this token may not use the model '{model}'", code=ErrorCode.FORBIDDEN)
-        return use
+            return AuthError(
+                f"this token may not use the model '{model}'", code=ErrorCode.FORBIDDEN
+            )
+        return None
+
+
+def _above(who: Principal) -> bool:
+    """An admin or operator: may use any provider and model its token lists allow."""
+    return who.reach_of("runs.start") == "all" or who.role == "operator"

@@ -157,8 +157,7 @@ class Runner:
         if problem is not None:
             await self._refuse_decision(state, decided, problem)
             return
-        decision = Decision(decided.approval_id, decided.decision, decided.note, decided.decided_by)
-        self.advance(state, decision, leased_at=sent)
+        self.advance(state, Decision.of(decided), leased_at=sent)
 
     async def _refuse_decision(
         self, state: RunState, decided: ApprovalDecided, problem: str

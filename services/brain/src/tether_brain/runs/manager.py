@@ -10,8 +10,11 @@ import uuid
 from datetime import UTC, datetime
 
 from tether_brain.agents.config import BUDGET_FIELDS, Agents
+from tether_brain.agents.quotas import Quotas
+from tether_brain.agents.templated import templated
+from tether_brain.agents.typed import pinned_output
 from tether_brain.persistence.store import RunStore
-from tether_brain.runs.access import Access
+from tether_brain.runs.access import Access, Use
 from tether_brain.runs.advancing import Runner
 from tether_brain.runs.streaming import Streams
 from tether_brain.runs.tasks import RunTasks
@@ -22,6 +25,7 @@ from tether_brain.state.run import Limits, RunState
 from tether_common.bus import Bus
 from tether_common.errors import ErrorCode, MessageError
 from tether_common.identity import Principal
+from tether_common.messages.agents import ModelChoice
 from tether_common.messages.runs import (
     PARKED_STATUSES,
     TERMINAL_STATUSES,
@@ -58,6 +62,8 @@ class RunManager:
         self.runner = runner
         self.settings = settings
         self.access = Access(store, agents, provider=settings.provider, model=settings.model)
+        # Checked in the transaction that stores a run (429 `quota_exceeded`).
+        self.quotas = Quotas(store.engine, agents)
         self.streams = Streams(bus, store)
         # The routes' names for what the parts own.
         self.authorize = self.access.authorize
@@ -70,14 +76,16 @@ class RunManager:
     async def start(self, req: StartRun, who: Principal) -> RunAccepted:
         state = self.prepare(req, who)
         sent = self.tasks.leases.clock()
-        await self.store.create(state, owner=self.tasks.owner, lease_s=self.settings.lease_s)
+        await self.store.create(
+            state, owner=self.tasks.owner, lease_s=self.settings.lease_s, admit=self.quotas.admit
+        )
         self.launch(state, leased_at=sent)
         return RunAccepted(run_id=state.run_id, status=state.status)
 
     def prepare(self, req: StartRun, who: Principal) -> RunState:
         """A new run as `who` may start it (403/404/422 otherwise; 409 `killed` while a
         kill switch covers it), not yet stored: leased to this replica once `store.create`
-        commits it, then `launch`ed."""
+        commits it (admitted by the quotas there: 429 `quota_exceeded`), then `launch`ed."""
         use = self.access.check_use(who, req)
         self.runner.kills.refuse(
             RunScope(who.tenant, agent_tenant=use.agent[0], agent=use.agent[1])
@@ -106,6 +114,13 @@ class RunManager:
                 exclude_none=True,
             )
             | {"agent_tenant": use.agent[0]}  # this very agent for its every later lookup
+            | {"fallback": self._fallback(use, budget["max_tokens"])}
+            | {"started_by": (who.name, who.role)}  # whom retrieval reads for
+            # Its instructions and prefetch, filled now for the whole run.
+            | templated(
+                use.config, started=now, caller=who.name, agent=use.agent[1], tenant=who.tenant
+            )
+            | pinned_output(use.config, req.output_schema)  # typed answers, if any
         )
         return RunState(
             run_id=f"run_{uuid.uuid4().hex}",
@@ -130,6 +145,12 @@ class RunManager:
             trace_parent=traceparent(),  # the request starting it: every segment's parent
         )
 
+    def _fallback(self, use: Use, max_tokens: int | None) -> tuple[ModelChoice, ...]:
+        """The chain the run may fall back on: under a `max_tokens` limit, only models
+        whose provider reports usage (the limit could not be enforced on the others)."""
+        usage = self.settings.usage_providers
+        return tuple(c for c in use.fallback if max_tokens is None or c.provider in usage)
+
     def launch(self, state: RunState, *, leased_at: float) -> None:
         """Put a stored run in motion on this replica (its lease counted from `leased_at`,
         read before the commit that made it)."""
@@ -145,6 +166,7 @@ class RunManager:
             stop_reason=state.stop_reason,
             prompt=state.prompt,
             answer=state.answer,
+            output=state.output,
             provider=state.provider,
             model=state.model,
             steps=state.steps,

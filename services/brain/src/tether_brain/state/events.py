@@ -4,13 +4,30 @@ it is made: the journal stores that text and the bus carries the same bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Protocol
+
+from pydantic import BaseModel
 
 from tether_brain.state.run import Entry, RunState
-from tether_common.bus import Bus
 from tether_common.excerpt import cut
 from tether_common.messages.events import EventData
 from tether_common.messages.runs import RunEvent
+from tether_common.subjects import Subjects
+
+
+class EventsPort(Protocol):
+    """Where committed events (and a child's end notice) go: the loop's seam onto the bus.
+    `tether_common.bus.Bus` is the real one; `tether_brain.testing.MemoryEvents` keeps
+    them in memory."""
+
+    @property
+    def subjects(self) -> Subjects: ...
+
+    async def js_publish_many(self, items: Sequence[tuple[str, bytes, str]]) -> None: ...
+
+    async def publish(self, subject: str, body: BaseModel) -> None: ...
 
 
 def emit(state: RunState, data: EventData, /) -> RunEvent:
@@ -33,7 +50,7 @@ def emit(state: RunState, data: EventData, /) -> RunEvent:
     return event
 
 
-async def publish(bus: Bus, entries: list[Entry]) -> None:
+async def publish(bus: EventsPort, entries: list[Entry]) -> None:
     """Publish committed events (their journal text) in order, pipelined; the message id
     makes a re-publish harmless."""
     await bus.js_publish_many(

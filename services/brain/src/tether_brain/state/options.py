@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether_common.messages.agents import ModelChoice
+from tether_common.messages.gateway import CallRecord
 from tether_common.messages.runs import PermissionMode
 
 
@@ -35,6 +37,28 @@ class RunOptions(BaseModel):
     # history (they are context, not this run's own: no cache, no loop rule reads them).
     thread_id: str | None = None
     history: int = Field(default=0, ge=0)
+    # How many of its owner's memories a thread's turn recalls into its prompt (0: none;
+    # `tools/remember.py`). A helper never inherits it: its parent recalled already.
+    recall: int = Field(default=0, ge=0)
+    # Typed answers, pinned at the start (`runs/manager.py`): the agent's output schema
+    # and the run's own (the answer must fit each), and how many answers that do not may
+    # be sent back for repair. A helper run never inherits them: it answers its parent.
+    output_schemas: tuple[dict[str, Any], ...] = ()
+    output_repairs: int = Field(default=0, ge=0)
+    # Who started the run, as (principal name, role): with the run's owner and tenant, the
+    # reader `search_documents` retrieves for (its role only while it is the owner's).
+    started_by: tuple[str, str] | None = None
+    # The agent's fallback chain as the starter may use it (`runs/access.py`), pinned at
+    # the start; each step still asks the agent in force (`clients/fallback.py`).
+    fallback: tuple[ModelChoice, ...] = ()
+    # The agent's instructions and prefetch calls, their template variables filled when
+    # the run started (`agents/templated.py`): fixed for the run, so every step's prompt
+    # prefix is the same and a step replayed after a takeover sees the same text.
+    instructions: str | None = None
+    prefetch: tuple[CallRecord, ...] = ()
+    # The quota counters its usage adds to ('' its tenant's, '<agent tenant>/<agent>' its
+    # agent's): those whose quota limited tokens or cost when it started (`agents.quotas`).
+    metered: tuple[str, ...] = ()
 
     def stored(self) -> dict[str, Any]:
         """The run row's `options` JSON: only what was set."""
@@ -59,5 +83,9 @@ class RunOptions(BaseModel):
             "session_grants",
             "interactive",
             "thread_id",
+            "started_by",
+            "fallback",
+            "instructions",
+            "metered",  # a helper's tokens are its tenant's too
         }
         return self.model_dump(include=keep, exclude_defaults=True)

@@ -44,6 +44,7 @@ class Counters:
     retrievals: int = 0
     coercions: int = 0
     rejections: int = 0
+    repairs: int = 0  # answers sent back for not fitting the run's output schema
     audit_next: int = 0  # the next audit record's sequence (the lease holder keeps the trail)
     low_effort: bool = False
     tainted: bool = False
@@ -92,6 +93,7 @@ class RunState:
     status: RunStatus = "queued"
     stop_reason: str | None = None
     answer: str | None = None
+    output: dict[str, Any] | None = None  # a typed run's answer, as its schemas accepted it
     step: int = 0
     journal_seq: int = 0
     event_seq: int = 0

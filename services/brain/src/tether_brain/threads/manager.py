@@ -105,6 +105,7 @@ class ThreadManager:
                 "title": req.title,
                 "workspace": req.workspace,
                 "budgets": req.budgets.model_dump(mode="json", exclude_none=True),
+                "recall": req.recall or 0,
                 "created_at": now,
                 "updated_at": now,
             }
@@ -138,7 +139,11 @@ class ThreadManager:
             grants = await self.store.chat_grants(conn, thread.thread_id)
             state = self._turn_state(self.runs.prepare(start, who), thread, history, grants)
             await self.runs.store.create(
-                state, owner=self.runs.tasks.owner, lease_s=self.runs.settings.lease_s, conn=conn
+                state,
+                owner=self.runs.tasks.owner,
+                lease_s=self.runs.settings.lease_s,
+                conn=conn,
+                admit=self.runs.quotas.admit,
             )
             turn = await self.store.add_turn(
                 conn,
@@ -162,6 +167,7 @@ class ThreadManager:
                 "history": len(history),
                 "session_grants": tuple(sorted({*state.options.session_grants, *grants})),
                 "workspace": thread.thread_id if thread.workspace == "thread" else None,
+                "recall": thread.recall,
             }
         )
         state = replace(
@@ -192,6 +198,7 @@ class ThreadManager:
             model=thread.model,
             workspace="thread" if thread.workspace == "thread" else "shared",
             budgets=ThreadBudgets.model_validate(thread.budgets),
+            recall=thread.recall,
             status=_status(done[-1].status if done else None),
             turns=[_view(turn) for turn in done],
             usage=usage,

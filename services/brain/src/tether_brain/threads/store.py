@@ -39,6 +39,7 @@ class ThreadRow:
     turns: int
     created_at: datetime
     updated_at: datetime
+    recall: int = 0  # memories each turn recalls into its prompt
 
     @property
     def belongs(self) -> tuple[str, str | None, str | None]:

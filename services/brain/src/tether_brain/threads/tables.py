@@ -34,6 +34,7 @@ threads = Table(
     Column("title", Text),
     Column("workspace", String(16), nullable=False),
     Column("budgets", JSONB, nullable=False),
+    Column("recall", Integer, nullable=False),  # migration 0018: memories a turn recalls
     Column("turns", Integer, nullable=False),
     Column("deleted", Boolean, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),

@@ -39,7 +39,7 @@ DESCRIPTOR = ToolDescriptor(
     reach="self",
     effect="none",
     idempotent=False,
-    # The summary's trust is the child's: `Children.collect` carries its taint back.
+    # The summary's trust is the child's: `Children.collect_summaries` carries its taint back.
     output_trust="trusted",
 )
 

@@ -3,7 +3,6 @@ validation gate, and sending an allowed call to the runner. Failures are results
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -11,24 +10,25 @@ from dataclasses import dataclass
 
 from jsonschema import Draft202012Validator
 
+from tether_brain.clients.runner import RunnerPort
+from tether_brain.context.memo import IdentityMemo
 from tether_brain.context.offering import DEFAULT_KEYWORDS, choose
 from tether_brain.state.options import RunOptions
 from tether_brain.tools.helpers import MAX_DEPTH, RUN_AGENT
 from tether_brain.tools.local import LocalTool
-from tether_common.bus import Bus
+from tether_brain.tools.tenant_tools import Overlay, TenantTools, current_tenant
 from tether_common.errors import BusTimeoutError, ErrorCode, TetherError
-from tether_common.memo import IdentityMemo
 from tether_common.messages.gateway import CallRecord, OfferedToolSpec
 from tether_common.messages.tools import (
     TOOL_NOT_READY,
     Catalog,
-    CatalogRequest,
     ExecuteTool,
     ToolDescriptor,
     ToolResult,
     effect_key,
     mcp_server_of,
 )
+from tether_common.retrying import Policy, retrying
 
 
 def _specs(tools: Sequence[ToolDescriptor]) -> list[OfferedToolSpec]:
@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 
 RUNNER_LOST = "runner_lost"  # no reply from the runner: the call's outcome is unknown
 NO_RUNNER = "no_runner"  # no runner listened: the call was never delivered, so never run
+# Reading the runner's catalogue: a read, so a few quick tries.
+CATALOG_READ = Policy("reading the tool catalogue", 0.2, 0.4, jitter=False, attempts=3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class GateOutcome:
 class Toolbox:
     def __init__(
         self,
-        bus: Bus,
+        runner: RunnerPort,
         *,
         ttl_s: float,
         timeout_s: float,
@@ -90,7 +92,7 @@ class Toolbox:
         self.heartbeat_s = heartbeat_s
         self.keywords = dict(DEFAULT_KEYWORDS if keywords is None else keywords)
         self.local = {tool.name: tool for tool in local}
-        self.bus = bus
+        self.runner = runner
         self.ttl_s = ttl_s
         self.timeout_s = timeout_s
         self._tools: dict[str, ToolDescriptor] = {}
@@ -99,6 +101,9 @@ class Toolbox:
         self._fetched_at = float("-inf")
         # MCP servers the runner named as still connecting at the last refresh.
         self._connecting: frozenset[str] = frozenset()
+        # The current run's tenant's own servers' tools, over the shared ones (a shared
+        # name wins, as on the runner).
+        self.tenants = TenantTools(runner, ttl_s=ttl_s)
 
     async def catalog(self, *, fresh: bool = False) -> list[ToolDescriptor]:
         """The catalogue, refreshed every `ttl_s` (or now, `fresh`); a failed refresh
@@ -121,19 +126,29 @@ class Toolbox:
             }
             self._fetched_at = time.monotonic()
         self._add_local()
-        return list(self._tools.values())
+        tenant = current_tenant.get()
+        if tenant is not None:
+            await self.tenants.refresh(tenant, fresh=fresh)
+        return [*self._tools.values(), *self._own().tools.values()]
 
-    async def _fetch(self, attempts: int = 3) -> Catalog:
-        for attempt in range(attempts):
-            try:
-                return await self.bus.request(
-                    self.bus.subjects.tool_catalog, CatalogRequest(), timeout=10.0
-                )
-            except TetherError:
-                if attempt == attempts - 1:
-                    raise
-                await asyncio.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+    def _own(self) -> Overlay:
+        """The current run's tenant's own tools as last read (none outside a run)."""
+        return self.tenants.of(current_tenant.get())
+
+    def _lookup(self, name: str) -> tuple[ToolDescriptor, Draft202012Validator] | None:
+        """A tool by its name (no alias) and its validator: shared first, then own."""
+        if (tool := self._tools.get(name)) is not None:
+            return tool, self._validators[name]
+        own = self._own()
+        if (tool := own.tools.get(name)) is not None:
+            return tool, own.validators[name]
+        return None
+
+    async def _fetch(self) -> Catalog:
+        async for attempt in retrying(CATALOG_READ, on=TetherError):
+            with attempt:
+                return await self.runner.catalog()
+        raise AssertionError("unreachable: the last failure is raised")
 
     def _kept(self, reply: Catalog) -> dict[str, ToolDescriptor]:
         """The available tools, and those of a server still connecting: listed by the
@@ -157,7 +172,9 @@ class Toolbox:
         a wait never serves a call the run could not make). None otherwise."""
         name = self._aliases.get(name, name)
         server = mcp_server_of(name)
-        if name in self._tools or server not in self._connecting or options.guide_only:
+        own = self._own()
+        connecting = self._connecting | own.connecting
+        if self._lookup(name) is not None or server not in connecting or options.guide_only:
             return None
         allowed = options.allowed_tools
         return server if allowed is None or name in allowed else None
@@ -185,16 +202,18 @@ class Toolbox:
         return _specs(offer.tools), offer.note()
 
     def descriptor(self, name: str) -> ToolDescriptor | None:
-        return self._tools.get(self._aliases.get(name, name))
+        found = self._lookup(self._aliases.get(name, name))
+        return found[0] if found is not None else None
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        return sorted({*self._tools, *self._own().tools})
 
     def validate(self, call: CallRecord, options: RunOptions) -> GateOutcome:
         """Gate 1: the tool exists (aliases applied), the request's switches allow it, and
         the arguments match its schema."""
         name = self._aliases.get(call.name, call.name)
-        tool = self._tools.get(name)
+        found = self._lookup(name)
+        tool = found[0] if found is not None else None
         if tool is None and (server := self.loading(name, options)) is not None:
             return GateOutcome(
                 False,
@@ -202,14 +221,14 @@ class Toolbox:
                 f"not run: {name} is not loaded yet (its MCP server '{server}' is still "
                 "connecting). Tell the user it is unavailable for now.",
             )
-        if tool is None:
-            valid = ", ".join(sorted(self._tools))
+        if found is None or tool is None:
+            valid = ", ".join(self.names())
             return GateOutcome(
                 False, "unknown_tool", f"no tool '{call.name}'. Valid tools: {valid}."
             )
         if (reason := switched_off(tool, options)) is not None:
             return GateOutcome(False, "switched_off", reason)
-        errors = sorted(self._validators[name].iter_errors(call.arguments), key=str)
+        errors = sorted(found[1].iter_errors(call.arguments), key=str)
         if errors:
             detail = "; ".join(e.message for e in errors[:3])
             return GateOutcome(
@@ -240,14 +259,12 @@ class Toolbox:
             retry_in_doubt=retry_in_doubt,
             workspace=workspace,
             staged=staged,  # an approved change set: applied instead of running the tool
+            tenant=current_tenant.get(),  # whose own servers' tools the call may name
         )
-        route = self.bus.subjects.tool_execute
         try:
-            if self.heartbeat_s:
-                return await self.bus.request_watched(
-                    route, request, timeout=self.timeout_s, heartbeat_s=self.heartbeat_s
-                )
-            return await self.bus.request(route, request, timeout=self.timeout_s)
+            return await self.runner.execute(
+                request, timeout_s=self.timeout_s, heartbeat_s=self.heartbeat_s
+            )
         except TetherError as exc:
             # No reply: the runner may have died mid-call, so the outcome is unknown. No
             # responders: NATS delivered the call to nobody, so it certainly did not run.

@@ -16,9 +16,10 @@ from pydantic import SecretStr
 from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import ErrorEvent, GenerateRequest, ModelEvent
 from tether_common.messages.profiles import ModelPrice
+from tether_common.retrying import Sleep
 from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers.http import Upstream
-from tether_gateway.providers.retry import RetryPolicy, Sleep, with_retries
+from tether_gateway.providers.retry import RetryPolicy, with_retries
 from tether_gateway.settings import GatewaySettings
 
 # A JSON schema the reply must follow (grammar-constrained decoding), or None.

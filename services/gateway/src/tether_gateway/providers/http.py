@@ -188,6 +188,14 @@ async def json_lines(provider: str, response: httpx.Response) -> AsyncIterator[d
             yield load_object(provider, line)
 
 
+# What httpx's `json=` writes: compact, UTF-8, no NaN (which no provider reads).
+JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode_json(body: Mapping[str, Any]) -> bytes:
+    return JSON_ENCODER.encode(dict(body)).encode()
+
+
 @dataclass(frozen=True, slots=True)
 class Upstream:
     """One provider's HTTP endpoint: shared client, timeouts, and the secrets to redact."""
@@ -209,14 +217,20 @@ class Upstream:
 
     @asynccontextmanager
     async def post_stream(
-        self, url: str, body: Mapping[str, Any], headers: Mapping[str, str]
+        self, url: str, body: Mapping[str, Any] | bytes, headers: Mapping[str, str]
     ) -> AsyncIterator[httpx.Response]:
-        """POST `body` and hold the streamed response open; a status ≥ 400 raises.
+        """POST `body` (an object, or JSON already encoded: `bodies.spliced`) and hold the
+        streamed response open; a status ≥ 400 raises.
 
         Leaving the block (also by `aclose()` of the generator using it) closes the
         connection at once, so a cancelled generation stops costing tokens."""
+        content = body if isinstance(body, bytes) else encode_json(body)
         async with self.client.stream(
-            "POST", url, json=dict(body), headers=dict(headers), timeout=self.timeout
+            "POST",
+            url,
+            content=content,
+            headers={"content-type": "application/json", **headers},
+            timeout=self.timeout,
         ) as response:
             if response.status_code >= 400:
                 raise await self._status_error(response)

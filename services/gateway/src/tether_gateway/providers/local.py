@@ -15,9 +15,9 @@ from contextlib import aclosing
 import httpx
 
 from tether_common.messages.gateway import GenerateRequest, ModelEvent
+from tether_common.retrying import Sleep
 from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers.openai import OpenAIProvider
-from tether_gateway.providers.retry import Sleep
 from tether_gateway.providers.text_protocol import TextProtocol
 from tether_gateway.settings import GatewaySettings
 

@@ -8,10 +8,12 @@ object); `message.thinking` becomes `thinking`; the final object (`done: true`) 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from functools import cached_property
 from typing import Any
 
 from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import ChatMessage, GenerateRequest, ModelEvent
+from tether_gateway.providers.bodies import MessageTexts, spliced
 from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import UpstreamError, disconnected, json_lines
 from tether_gateway.providers.openai import function_tool
@@ -27,11 +29,16 @@ class OllamaProvider(HostedProvider):
     def default_model(self) -> str | None:
         return self.settings.ollama_model
 
+    @cached_property
+    def message_texts(self) -> MessageTexts:
+        """Each history message's JSON, encoded once per kept message (`bodies`)."""
+        return MessageTexts(chat_message)
+
     async def _attempt(
         self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
         reader = _LineReader(Turn(request, self.price(model)))
-        body = chat_body(request, model)
+        body = spliced(chat_fields(request, model), self.message_texts.texts(request.messages))
         async with self.upstream.post_stream(self.url, body, {}) as response:
             async for line in json_lines(self.name, response):
                 for event in reader.feed(line):
@@ -46,11 +53,12 @@ class OllamaProvider(HostedProvider):
 
 def chat_body(request: GenerateRequest, model: str) -> dict[str, Any]:
     """The request body as Ollama's API reference (`POST /api/chat`) documents it."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [chat_message(m) for m in request.messages],
-        "stream": True,
-    }
+    return {"messages": [chat_message(m) for m in request.messages], **chat_fields(request, model)}
+
+
+def chat_fields(request: GenerateRequest, model: str) -> dict[str, Any]:
+    """The body but its `messages` (`chat_body`)."""
+    body: dict[str, Any] = {"model": model, "stream": True}
     if request.tools:
         body["tools"] = [function_tool(tool) for tool in request.tools]
     if request.max_output_tokens is not None:

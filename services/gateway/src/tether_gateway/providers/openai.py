@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
+from functools import cached_property
 from typing import Any
 
 from pydantic import SecretStr
@@ -21,6 +22,7 @@ from tether_common.messages.gateway import (
     ModelEvent,
     OfferedToolSpec,
 )
+from tether_gateway.providers.bodies import MessageTexts, spliced
 from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import (
     UpstreamError,
@@ -55,14 +57,20 @@ class OpenAIProvider(HostedProvider):
             headers["authorization"] = f"Bearer {self.settings.openai_api_key.get_secret_value()}"
         return headers
 
+    @cached_property
+    def message_texts(self) -> MessageTexts:
+        """Each history message's JSON, encoded once per kept message (`bodies`)."""
+        return MessageTexts(chat_message)
+
     async def _attempt(
         self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
         turn = Turn(request, self.price(model))
         reader = _ChunkReader(turn)
-        body = chat_body(request, model, self.settings, response_schema)
+        fields = chat_fields(request, model, self.settings, response_schema)
         if (temperature := self.profiles.get(self.name, model).temperature) is not None:
-            body["temperature"] = temperature
+            fields["temperature"] = temperature
+        body = spliced(fields, self.message_texts.texts(request.messages))
         async with self.upstream.post_stream(self.url, body, self._headers()) as response:
             async for sse in sse_events(response):
                 if sse.data.strip() == DONE_SENTINEL:
@@ -86,9 +94,19 @@ def chat_body(
     A `response_schema` goes as `response_format: {"type": "json_object", "schema": …}`,
     the form both llama.cpp servers (C++ `llama-server` and `llama-cpp-python`) turn into
     a grammar; OpenAI's own `json_schema` form is refused by `llama-cpp-python`."""
+    messages = [chat_message(m) for m in request.messages]
+    return {"messages": messages, **chat_fields(request, model, settings, response_schema)}
+
+
+def chat_fields(
+    request: GenerateRequest,
+    model: str,
+    settings: GatewaySettings,
+    response_schema: ResponseSchema = None,
+) -> dict[str, Any]:
+    """The body but its `messages` (`chat_body`)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [chat_message(m) for m in request.messages],
         "stream": True,
         "stream_options": {"include_usage": True},
     }

@@ -1,35 +1,40 @@
-"""Retrying a generation: back-off with jitter honouring `Retry-After`, and only while
-nothing of the response has reached the consumer, so the brain never sees a turn twice."""
+"""Retrying a generation: the common back-off (`tether_common.retrying`) honouring
+`Retry-After`, and only until an attempt's first event, so nothing the consumer has seen
+is ever sent again and the brain never sees a turn twice."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
 import httpx
 
 from tether_common.messages.gateway import ErrorEvent, ModelEvent
+from tether_common.retrying import Policy, Sleep, retrying
 from tether_gateway.providers.http import Upstream, UpstreamError, bad_response, transport_error
 from tether_gateway.settings import GatewaySettings
 
 log = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
+Attempt = Callable[[], AsyncGenerator[ModelEvent, None]]
+# What one attempt may raise besides an `UpstreamError`, made one (`_as_upstream`): the
+# transport's errors, and a stream item of the wrong shape (a list where the API
+# documents an object).
+OTHER_FAILURES = (httpx.HTTPError, AttributeError, TypeError, KeyError)
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How often and how long to wait; `sleep` and `jitter` are swappable for tests."""
+    """How often and how long to wait (`retries` after the first try, waits from
+    `base_delay_s` doubling to `max_delay_s`); `sleep` is swappable for tests."""
 
     retries: int = 3
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
     sleep: Sleep = asyncio.sleep
-    jitter: Callable[[], float] = random.random
 
     @classmethod
     def from_settings(
@@ -42,19 +47,15 @@ class RetryPolicy:
             sleep=sleep,
         )
 
-    def delay(self, retry: int, retry_after: float | None) -> float | None:
-        """Seconds before retry number `retry` (from 0), or None when the provider asks
+    def policy(self, provider: str) -> Policy:
+        return Policy(provider, self.base_delay_s, self.max_delay_s, attempts=self.retries + 1)
+
+    def retries_on(self, failure: BaseException) -> bool:
+        """Retried here: an error the gateway may retry itself, unless the provider asks
         for a longer wait than we allow (the error then goes to the brain at once)."""
-        if retry_after is not None:
-            if retry_after > self.max_delay_s:
-                return None
-            # A little jitter on top, so replicas told the same moment do not stampede.
-            return retry_after + self.jitter() * self.base_delay_s
-        ceiling = min(self.max_delay_s, self.base_delay_s * 2.0**retry)
-        return ceiling / 2 + self.jitter() * ceiling / 2
-
-
-Attempt = Callable[[], AsyncGenerator[ModelEvent, None]]
+        if not isinstance(failure, UpstreamError) or not failure.retry_here:
+            return False
+        return failure.retry_after is None or failure.retry_after <= self.max_delay_s
 
 
 async def with_retries(
@@ -62,53 +63,64 @@ async def with_retries(
 ) -> AsyncGenerator[ModelEvent, None]:
     """Run `attempt` until it succeeds, fails for good, or has emitted anything; every
     failure ends as one `error` event with the secrets redacted."""
-    retry = 0
-    while True:
-        emitted = False
+    try:
+        opened = await _opened(upstream, policy, attempt)
+    except UpstreamError as error:
+        yield _reported(upstream, error)
+        return
+    if opened is None:
+        return
+    first, events = opened
+    # `aclosing`: when our consumer closes us, the attempt (and its HTTP stream) closes
+    # now, not whenever the garbage collector finalizes it.
+    async with aclosing(events):
         try:
-            # `aclosing`: when our consumer closes us, the attempt (and its HTTP stream)
-            # closes now, not whenever the garbage collector finalizes it.
-            async with aclosing(attempt()) as events:
-                async for event in events:
-                    emitted = True
-                    yield event
-            return
-        except (UpstreamError, httpx.HTTPError) as exc:
-            error = _as_upstream(upstream, exc)
-        except (AttributeError, TypeError, KeyError):
-            # A stream item of the wrong shape (a list where the API documents an
-            # object): the provider's fault, so an answer for the brain, not a crash.
-            log.warning(
-                "%s sent a stream item of an unexpected shape", upstream.provider, exc_info=True
-            )
-            error = bad_response(upstream.provider, "a stream item has an unexpected shape")
-        wait = _wait_before_retry(policy, retry, error, emitted)
-        if wait is None:
-            yield ErrorEvent(
-                code=error.code, retryable=error.retryable, message=upstream.redact(error.message)
-            )
-            return
-        log.info(
-            "%s: %s, retry %d of %d in %.2fs",
-            upstream.provider,
-            error.code,
-            retry + 1,
-            policy.retries,
-            wait,
-        )
-        retry += 1
-        await policy.sleep(wait)
+            yield first
+            async for event in events:
+                yield event
+        except (UpstreamError, *OTHER_FAILURES) as exc:
+            yield _reported(upstream, _as_upstream(upstream, exc))
 
 
-def _as_upstream(upstream: Upstream, exc: UpstreamError | httpx.HTTPError) -> UpstreamError:
+async def _opened(
+    upstream: Upstream, policy: RetryPolicy, attempt: Attempt
+) -> tuple[ModelEvent, AsyncGenerator[ModelEvent, None]] | None:
+    """The first event of the first attempt that has one, with that attempt still open
+    for the rest; None when an attempt ends without any. Only this part is retried."""
+    async for trial in retrying(
+        policy.policy(upstream.provider),
+        on=policy.retries_on,
+        sleep=policy.sleep,
+        asked=_retry_after,
+        level=logging.INFO,
+    ):
+        with trial:
+            events = attempt()
+            try:
+                return await anext(events), events
+            except StopAsyncIteration:
+                return None
+            except OTHER_FAILURES as exc:
+                raise _as_upstream(upstream, exc) from exc
+    raise AssertionError("unreachable: the last failure is raised")
+
+
+def _retry_after(failure: BaseException) -> float | None:
+    return failure.retry_after if isinstance(failure, UpstreamError) else None
+
+
+def _as_upstream(upstream: Upstream, exc: Exception) -> UpstreamError:
     if isinstance(exc, UpstreamError):
         return exc
-    return transport_error(upstream.provider, exc, upstream.inactivity_timeout_s)
+    if isinstance(exc, httpx.HTTPError):
+        return transport_error(upstream.provider, exc, upstream.inactivity_timeout_s)
+    # A stream item of the wrong shape: the provider's fault, so an answer for the brain,
+    # not a crash.
+    log.warning("%s sent a stream item of an unexpected shape", upstream.provider, exc_info=exc)
+    return bad_response(upstream.provider, "a stream item has an unexpected shape")
 
 
-def _wait_before_retry(
-    policy: RetryPolicy, retry: int, error: UpstreamError, emitted: bool
-) -> float | None:
-    if emitted or not error.retry_here or retry >= policy.retries:
-        return None
-    return policy.delay(retry, error.retry_after)
+def _reported(upstream: Upstream, error: UpstreamError) -> ErrorEvent:
+    return ErrorEvent(
+        code=error.code, retryable=error.retryable, message=upstream.redact(error.message)
+    )

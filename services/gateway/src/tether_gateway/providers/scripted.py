@@ -1,32 +1,25 @@
 """`scripted`: replays a script of normalized events, for tests and demos.
 
-A script is a JSON file `<scripts_dir>/<model>.json` holding `{"turns": [[event, ...], ...]}`
-and optionally `"helpers": {"<task>": {"turns": [...]}}` — the turns a sub-agent started
-with that task replays (its first user message is the task);
-the turn replayed is the number of assistant messages already in the request, so the
-provider keeps no state and any gateway replica answers the same. An entry
-`{"pause_s": x}` waits before the next event (to test stops and timeouts).
+A script is a JSON file `<scripts_dir>/<model>.json`; its format, and how a request picks
+its turn, is `tether_common.scripted` (the brain's in-process scripted model plays it
+the same way). The provider keeps no state, so any gateway replica answers the same.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import stat
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from tether_common.errors import ErrorCode
 from tether_common.messages.gateway import (
-    MODEL_EVENT,
-    DoneEvent,
     ErrorEvent,
     GenerateRequest,
     ModelEvent,
 )
+from tether_common.scripted import checked, play
 
 NAME_PATTERN_OK = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -54,49 +47,15 @@ class ScriptedProvider:
         cached = self._cache.get(path)
         if cached is not None and cached[0] == mtime:
             return cached[1]
-        script = json.loads(path.read_text())
-        if not isinstance(script, dict) or not isinstance(script.get("turns"), list):
-            raise LookupError(f"script '{model}' has no list of turns")
+        script = checked(json.loads(path.read_text()), model)
         self._cache[path] = (mtime, script)
         return script
 
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         try:
-            turns = _turns_for(self._load(request.model), request)
-        except (LookupError, ValueError, KeyError, OSError) as exc:
+            script = self._load(request.model)
+        except (LookupError, ValueError, OSError) as exc:
             yield ErrorEvent(code=ErrorCode.SCRIPT_INVALID, message=str(exc))
             return
-        index = sum(1 for m in request.messages if m.role == "assistant")
-        if index >= len(turns):
-            yield ErrorEvent(
-                code=ErrorCode.SCRIPT_EXHAUSTED,
-                message=f"script has {len(turns)} turns; turn {index + 1} asked",
-            )
-            return
-        async for event in self._replay(turns[index]):
+        async for event in play(script, request):
             yield event
-
-    async def _replay(self, entries: list[dict[str, Any]]) -> AsyncGenerator[ModelEvent, None]:
-        for entry in entries:
-            if "pause_s" in entry:
-                await asyncio.sleep(float(entry["pause_s"]))
-                continue
-            try:
-                event = MODEL_EVENT.validate_python(entry)
-            except ValidationError as exc:
-                yield ErrorEvent(code=ErrorCode.SCRIPT_INVALID, message=f"bad script event: {exc}")
-                return
-            yield event
-            if event.kind in ("done", "error"):
-                return
-        yield DoneEvent(finish_reason="stop")
-
-
-def _turns_for(script: dict[str, Any], request: GenerateRequest) -> list[list[dict[str, Any]]]:
-    """The main turns, or a helper's when the request's first user message is its task."""
-    first_user = next((m.content for m in request.messages if m.role == "user"), None)
-    helper = script.get("helpers", {}).get(first_user)
-    turns = helper["turns"] if isinstance(helper, dict) else script["turns"]
-    if not isinstance(turns, list):
-        raise LookupError("a helper script has no list of turns")
-    return turns

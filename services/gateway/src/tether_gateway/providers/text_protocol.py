@@ -54,7 +54,6 @@ from tether_common.toolcalls import (
     TOOL_FENCE,
     TOOL_KEY,
     find_call_marker,
-    fit_call,
     parse_tool_calls,
     read_reply,
     render_tool_prompt,
@@ -149,36 +148,6 @@ class TextProtocol:
                         yield event
                     case _:
                         assert_never(event)
-
-
-def fitted(event: ModelEvent, tools: Sequence[OfferedToolSpec]) -> ModelEvent:
-    """A call fitted to the offered tools (every provider's, native or parsed from text;
-    a parsed call is already fitted and comes through unchanged); any other event as it
-    is. What the fitting changed is added to the call's `repairs`."""
-    if not isinstance(event, ToolCallEvent) or not tools:
-        return event
-    call = fit_call(event.name, event.arguments, tools)
-    if call is None:
-        return event
-    added = [r for r in call.repairs if r not in event.repairs]
-    if not added and call.name == event.name and _identical(call.args, event.arguments):
-        return event  # written as it stands: no copy (the usual case)
-    repairs = [*event.repairs, *added]
-    return event.model_copy(update={"name": call.name, "arguments": call.args, "repairs": repairs})
-
-
-def _identical(a: object, b: object) -> bool:
-    """Equal as JSON values, types included (`1`, `1.0` and `True` are ==, but a fitted
-    call that turned one into another must be copied)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(_identical, a, b))
-    if isinstance(a, float) and isinstance(b, float):
-        return repr(a) == repr(b)  # -0.0 is not 0.0 on the wire
-    return a == b
 
 
 def read_constrained(text: str, tools: Sequence[OfferedToolSpec]) -> list[ModelEvent]:

@@ -9,7 +9,6 @@ from html.parser import HTMLParser
 from typing import Any
 
 import httpx
-import trafilatura
 
 from tether_common.messages.tools import ToolDescriptor
 from tether_tools_runner.fetch import Fetcher, Page
@@ -66,6 +65,10 @@ class _TextParser(HTMLParser):
 
 
 def html_to_text(markup: str) -> str:
+    # Imported on the first page read, not at start: trafilatura compiles its XPath
+    # expressions on import (a fifth of the runner's start-up).
+    import trafilatura
+
     extracted = trafilatura.extract(markup, include_links=False, include_tables=True)
     if extracted and extracted.strip():
         return str(extracted)

@@ -1,0 +1,45 @@
+"""The approvals service's audit trails: one per run (`approvals:<run_id>`) plus `_tokens`,
+each with its head kept in `audit_heads` in the same transaction as the record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from tether_approvals.persistence.tables import audit_heads
+from tether_common import audit
+
+
+def run_trail(run_id: str) -> str:
+    return f"approvals:{run_id}"
+
+
+async def record(
+    conn: AsyncConnection,
+    trail: str,
+    event: str,
+    data: Mapping[str, Any],
+    sink: audit.JsonlSink | None,
+) -> str:
+    head = await audit.append(conn, trail, event, data, sink=sink)
+    now = datetime.now(UTC)
+    stmt = insert(audit_heads).values(trail=trail, head=head, updated_at=now)
+    await conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=[audit_heads.c.trail], set_={"head": head, "updated_at": now}
+        )
+    )
+    return head
+
+
+async def head_of(engine: AsyncEngine, trail: str) -> str | None:
+    async with engine.connect() as conn:
+        found = (
+            await conn.execute(select(audit_heads.c.head).where(audit_heads.c.trail == trail))
+        ).scalar()
+    return None if found is None else str(found)

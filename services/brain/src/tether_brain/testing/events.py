@@ -1,0 +1,39 @@
+"""Committed events and child-ended notices kept in memory instead of published: what a
+client following the run would have read, in order, each event once (JetStream drops
+a message id it has seen; so does this)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from tether_common.messages.runs import RunEvent
+from tether_common.subjects import Subjects
+
+
+class MemoryEvents:
+    """On the `state.events.EventsPort` protocol."""
+
+    def __init__(self, subjects: Subjects | None = None) -> None:
+        self._subjects = subjects or Subjects("inprocess")
+        self._seen: set[str] = set()
+        self.published: list[RunEvent] = []
+        self.notices: list[tuple[str, BaseModel]] = []
+
+    @property
+    def subjects(self) -> Subjects:
+        return self._subjects
+
+    async def js_publish_many(self, items: Sequence[tuple[str, bytes, str]]) -> None:
+        for _, body, msg_id in items:
+            if msg_id not in self._seen:
+                self._seen.add(msg_id)
+                self.published.append(RunEvent.model_validate_json(body))
+
+    async def publish(self, subject: str, body: BaseModel) -> None:
+        self.notices.append((subject, body))
+
+    def of(self, run_id: str) -> list[RunEvent]:
+        """The events published for `run_id`, in order."""
+        return [e for e in self.published if e.run_id == run_id]

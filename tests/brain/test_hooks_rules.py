@@ -1,0 +1,268 @@
+"""Lifecycle hooks in the loop, in process (`tether_brain.testing`): what each point may
+do to a run, and that a rewritten call meets every gate again (so no hook widens what
+the gates allow). The hook itself is a function here, standing for the tenant's service;
+the transports (NATS, HTTPS, built-ins) are tested in test_hooks_calling.py, and the
+whole path through the real services in test_hooks.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builtin_tools import RUNNER_TOOLS
+from tether_brain.hooks import Failed, Hooks, StoredHook, run_builtin
+from tether_brain.hooks.calling import Answer
+from tether_brain.testing import Harness, LocalRunner, MemoryHooks
+from tether_common import audit
+from tether_common.messages.hooks import HookReply, HookRequest, HookSpec
+from tether_common.messages.tools import ExecuteTool, ToolResult
+from tether_common.testing import call, say
+
+SECRET = "sk-live-" + "Q7x9" * 8  # an OpenAI-style key planted in a tool's output
+
+Reply = Callable[[HookRequest], HookReply | Failed]
+
+
+def spec(point: str, *, failure: str = "fail_closed", **more: Any) -> HookSpec:
+    return HookSpec.model_validate(
+        {"name": f"h-{point}", "point": point, "transport": "nats", "target": "svc"}
+        | {"failure": failure}
+        | more
+    )
+
+
+def builtin(point: str, target: str, **options: Any) -> HookSpec:
+    return HookSpec.model_validate(
+        {"name": target, "point": point, "transport": "builtin", "target": target}
+        | {"options": options}
+    )
+
+
+async def echo(request: ExecuteTool) -> ToolResult:
+    """Every call answers its own arguments (so a test sees what reached the runner), and
+    `file_read` of `secret.txt` answers a text with a credential in it."""
+    if request.name == "file_read" and request.args.get("path") == "secret.txt":
+        content = f"config:\nOPENAI_KEY = {SECRET}\nregion = eu"
+    else:
+        content = json.dumps(request.args, sort_keys=True)
+    return ToolResult(call_id=request.call_id, name=request.name, ok=True, content=content)
+
+
+def harness_with(tmp_path: Path, hooks: list[HookSpec], reply: Reply | None = None) -> Harness:
+    """The loop with these hooks; a `nats` hook answers by `reply`, a built-in by itself."""
+
+    async def ask(hook: StoredHook, request: HookRequest) -> Answer:
+        if hook.spec.transport == "builtin":
+            return run_builtin(hook, request)
+        assert reply is not None
+        return reply(request)
+
+    return Harness(
+        LocalRunner(RUNNER_TOOLS, echo),
+        workspace=tmp_path,
+        hooks=Hooks(MemoryHooks(hooks), ask),
+    )
+
+
+def audited(harness: Harness, run_id: str, event: str) -> list[dict[str, Any]]:
+    rows = harness.store.runs[run_id].audit
+    found = [r for r in rows if r["event"] == event]
+    return [json.loads(r["data"]) if isinstance(r["data"], str) else r["data"] for r in found]
+
+
+def rewrite(arguments: dict[str, Any]) -> Reply:
+    return lambda _request: HookReply(action="rewrite", arguments=arguments)
+
+
+async def test_a_rewritten_call_is_gated_again_and_both_calls_are_audited(
+    tmp_path: Path,
+) -> None:
+    original, rewritten = {"command": "rm -rf build"}, {"command": "rm -rf build/tmp"}
+    harness = harness_with(tmp_path, [spec("before_tool")], rewrite(rewritten))
+    sent = call("shell", **original)
+    run = await harness.run([[sent], say("done")], interactive=True)
+    decisions = [
+        d for d in audited(harness, run.state.run_id, "gate.decision") if d["tool"] == "shell"
+    ]
+    assert [d["args"] for d in decisions] == [audit.redact(original), audit.redact(rewritten)]
+    (said,) = audited(harness, run.state.run_id, "hook.rewrote")
+    events = [r["event"] for r in harness.store.runs[run.state.run_id].audit]
+    assert events[:3] == ["gate.decision", "hook.rewrote", "gate.decision"]
+    assert (said["before"], said["after"]) == (audit.redact(original), audit.redact(rewritten))
+    assert said["call_id"] == sent["id"]
+    # Whatever the gates made of it, only the rewritten call ever reached the runner.
+    assert all(r.args == rewritten for r in harness.runner.sent if r.name == "shell")
+
+
+async def test_a_rewrite_runs_the_rewritten_call(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, [spec("before_tool")], rewrite({"expression": "6*7"}))
+    run = await harness.run([[call("calculate", expression="1+1")], say("done")])
+    (result,) = run.data("tool.result")
+    assert result["ok"]
+    assert json.loads(result["content"]) == {"expression": "6*7"}
+
+
+@pytest.mark.parametrize(
+    ("tool", "allowed", "widened", "code"),
+    [
+        ("file_read", {"path": "notes.txt"}, {"path": "../../etc/passwd"}, "path_denied"),
+        ("file_read", {"path": "notes.txt"}, {"path": "/etc/shadow"}, "path_denied"),
+        ("file_read", {"path": "notes.txt"}, {"path": ".env"}, None),
+        ("calculate", {"expression": "1"}, {"expression": 7}, None),
+        ("calculate", {"expression": "1"}, {"expression": "1", "extra": "x"}, None),
+    ],
+    ids=["escape", "absolute", "protected", "wrong-type", "unknown-field"],
+)
+async def test_a_rewrite_never_widens(
+    tmp_path: Path, tool: str, allowed: dict[str, Any], widened: dict[str, Any], code: str | None
+) -> None:
+    """A call the gates allow, rewritten into one they refuse, is refused: validation and
+    the permission chain judge the rewrite, not the original."""
+    harness = harness_with(tmp_path, [spec("before_tool")], rewrite(widened))
+    run = await harness.run([[call(tool, **allowed)], say("done")])
+    (result,) = run.data("tool.result")
+    assert not result["ok"], result
+    if code is not None:
+        assert result["error_code"] == code
+    assert not [r for r in harness.runner.sent if r.name == tool]
+
+
+async def test_a_deny_reaches_the_model_with_its_reason(tmp_path: Path) -> None:
+    reply = HookReply(action="deny", reason="no clocks on Sundays")
+    harness = harness_with(tmp_path, [spec("before_tool")], lambda _r: reply)
+    run = await harness.run([[call("current_time", timezone="UTC")], say("ok")])
+    (result,) = run.data("tool.result")
+    assert (result["error_code"], result["content"].endswith("no clocks on Sundays")) == (
+        "hook_denied",
+        True,
+    )
+    tool_message = next(m for m in harness.model.requests[1].messages if m.role == "tool")
+    assert "no clocks on Sundays" in tool_message.content
+    assert not harness.runner.sent
+
+
+async def test_a_hook_of_other_tools_is_not_asked(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def reply(request: HookRequest) -> HookReply:
+        asked.append(request.call.name if request.call else "")
+        return HookReply(action="deny")
+
+    harness = harness_with(tmp_path, [spec("before_tool", tools=["shell", "file_*"])], reply)
+    run = await harness.run([[call("calculate", expression="2")], say("ok")])
+    assert run.data("tool.result")[0]["ok"]
+    assert asked == []
+
+
+@pytest.mark.parametrize("reason", ["timeout", "unreachable", "malformed", "wrong_shape"])
+@pytest.mark.parametrize("failure", ["fail_closed", "fail_open"])
+async def test_a_failed_hook_is_read_by_its_failure_mode(
+    tmp_path: Path, reason: str, failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    hook = spec("before_tool", failure=failure)
+    harness = harness_with(tmp_path, [hook], lambda _r: Failed(reason, "it broke"))
+    run = await harness.run([[call("calculate", expression="2")], say("ok")])
+    (result,) = run.data("tool.result")
+    if failure == "fail_closed":
+        assert (result["ok"], result["error_code"]) == (False, "hook_failed")
+        assert not harness.runner.sent
+    else:
+        assert result["ok"]
+        assert len(harness.runner.sent) == 1
+    (failed,) = audited(harness, run.state.run_id, "hook.failed")
+    assert (failed["reason"], failed["mode"]) == (reason, failure)
+    assert any(
+        f"hook {hook.name} (nats) at before_tool failed" in r.getMessage()
+        and reason in r.getMessage()
+        for r in caplog.records
+    )
+    assert {"kind": "hook", "name": hook.name, "trigger": "before_tool", "code": reason} in [
+        {k: g.get(k) for k in ("kind", "name", "trigger", "code")} for g in run.data("guard")
+    ]
+
+
+async def test_the_secret_redaction_hook_keeps_a_secret_from_the_model_and_the_events(
+    tmp_path: Path,
+) -> None:
+    harness = harness_with(tmp_path, [builtin("after_tool", "redact_secrets")])
+    # The second turn's request must not hold the secret, or the model answers an error.
+    turns = [[call("file_read", path="secret.txt")], [{"absent": SECRET}, *say("done")]]
+    run = await harness.run(turns)
+    assert (run.state.status, run.state.answer) == ("completed", "done")
+    (result,) = run.data("tool.result")
+    assert "[redacted:api_key]" in result["content"]
+    assert "region = eu" in result["content"]
+    assert SECRET not in json.dumps([e.model_dump(mode="json") for e in run.events])
+    assert all(SECRET not in m.content for r in harness.model.requests for m in r.messages)
+
+
+async def test_without_the_hook_the_secret_reaches_the_model(tmp_path: Path) -> None:
+    """The `absent` assertion the redaction test leans on does fail when the secret is
+    there (so that test could fail)."""
+    harness = harness_with(tmp_path, [])
+    turns = [[call("file_read", path="secret.txt")], [{"absent": SECRET}, *say("done")]]
+    run = await harness.run(turns)
+    assert run.state.status == "failed"
+    assert "said absent" in (run.state.stop_reason or "")
+
+
+async def test_after_tool_taint_raises_the_bar(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, [spec("after_tool")], lambda _r: HookReply(action="taint"))
+    run = await harness.run([[call("calculate", expression="2")], say("ok")])
+    assert run.state.counters.tainted
+    assert audited(harness, run.state.run_id, "hook.tainted")
+
+
+async def test_a_failed_after_tool_hook_withholds_the_result(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, [spec("after_tool")], lambda _r: Failed("timeout", "slow"))
+    run = await harness.run([[call("calculate", expression="2")], say("ok")])
+    (result,) = run.data("tool.result")
+    assert (result["ok"], result["error_code"]) == (False, "hook_failed")
+    assert "withheld" in result["content"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "answer"),
+    [
+        (HookReply(action="block", reason="off topic"), "failed", None),
+        (HookReply(action="replace", answer="[checked] hello"), "completed", "[checked] hello"),
+        (HookReply(), "completed", "hello"),
+        (Failed("timeout", "slow"), "failed", None),
+    ],
+    ids=["block", "replace", "allow", "fail-closed"],
+)
+async def test_before_answer(
+    tmp_path: Path, reply: HookReply | Failed, status: str, answer: str | None
+) -> None:
+    harness = harness_with(tmp_path, [spec("before_answer")], lambda _r: reply)
+    run = await harness.run([say("hello")])
+    assert (run.state.status, run.state.answer) == (status, answer)
+    if status == "failed":
+        assert (run.state.stop_reason or "").startswith("answer_blocked")
+
+
+async def test_deny_topics_blocks_an_answer_that_mentions_one(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, [builtin("before_answer", "deny_topics", topics=["merger"])])
+    run = await harness.run([say("The Merger closes on Friday.")])
+    assert run.state.status == "failed"
+    assert "merger" in (run.state.stop_reason or "")
+
+
+async def test_on_run_end_is_told_without_holding_the_run(tmp_path: Path) -> None:
+    told: list[HookRequest] = []
+    gate = asyncio.Event()
+
+    def reply(request: HookRequest) -> HookReply:
+        told.append(request)
+        gate.set()
+        return HookReply()
+
+    harness = harness_with(tmp_path, [spec("on_run_end")], reply)
+    run = await harness.run([say("hello")])
+    await asyncio.wait_for(gate.wait(), 5)
+    assert [(t.run_id, t.status) for t in told] == [(run.state.run_id, "completed")]
