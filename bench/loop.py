@@ -122,10 +122,11 @@ async def measure_concurrency(stack: Stack, total_steps: int) -> dict[int, Batch
     results: dict[int, Batch] = {}
     print(f"{'in flight':>9} {'runs':>5} {'steps':>6} {'steps/s':>8}  per-step median / p99")
     for level in CONCURRENCY:
-        sessions = await sessions_opened(stack)
+        sessions, since = await sessions_opened(stack), await stack.db.fetchval("SELECT now()")
         with cpu_report(stack, f"{level} in flight") as cores:
             batch = await level_batch(stack, level, total_steps)
         sessions = await sessions_opened(stack) - sessions
+        commits, transactions = await commits_since(stack, since)
         median, p99 = summary(batch.per_step_ms)
         print(
             f"{level:9} {batch.runs:5} {batch.steps:6} {batch.steps_per_s:8.0f}"
@@ -137,6 +138,11 @@ async def measure_concurrency(stack: Stack, total_steps: int) -> dict[int, Batch
         # A pool that closes and reopens connections pays a connect, authentication and
         # type look-ups each time, and prepares its statements again.
         print(f"  PostgreSQL sessions opened meanwhile: {sessions}")
+        # Group commit puts the steps of the runs in flight into shared transactions.
+        print(
+            f"  step commits {commits} in {transactions} transactions"
+            f" ({commits / max(transactions, 1):.1f} a transaction)"
+        )
         results[level] = batch
     return results
 
@@ -148,6 +154,17 @@ async def sessions_opened(stack: Stack) -> int:
             "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
         )
     )
+
+
+async def commits_since(stack: Stack, since: datetime) -> tuple[int, int]:
+    """Step commits journaled since `since`, and the transactions they took: rows of
+    one commit share a run and a writing transaction (`xmin`)."""
+    row = await stack.db.fetchrow(
+        "SELECT count(DISTINCT (run_id, xmin::text)) AS commits, "
+        "count(DISTINCT xmin::text) AS transactions FROM run_journal WHERE created_at >= $1",
+        since,
+    )
+    return int(row["commits"]), int(row["transactions"])
 
 
 async def measure_long(stack: Stack, steps: int = 500) -> tuple[float, float]:

@@ -2,7 +2,12 @@
 services against a small model served by llama.cpp, and the same battery through a plain
 prompting loop with the same model and the same tools (the baseline), the two loops side
 by side, each on its own server and workspace; then the prefill cost of a cached against
-an uncached prompt prefix.
+an uncached prompt prefix. Per task and per lane it prints the seconds, the model steps,
+and each request's prompt as the server's KV cache met it: tokens reused from the
+previous request's prefix and tokens evaluated (`bench.models_cache`, read from the
+server's log); then the two lanes side by side, task by task, with the ratio of seconds
+(issue 33: Tether ≤ 1.5x the plain loop per task) and the load average around the run
+(the machine may be shared: only same-run ratios mean anything).
 
 The model is the evaluation GGUF (`TETHER_EVAL_MODEL`, else what
 `../shared/models/fetch-eval-model` prints); it is evaluation only, never a dependency of
@@ -21,12 +26,13 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from bench.baseline_loop import plain_loop
+from bench.models_cache import Prefill, ServerLog, steps_line, summarise
 from bench.models_tasks import Task, battery, lay_out, utc_now
 from bench.stack import OPERATOR_TOKEN, Stack, servers, services
 from tether_client.client import TetherClient
@@ -52,8 +58,8 @@ class Outcome:
     steps: int
     seconds: float
     answer: str
-    input_tokens: int = 0
     approvals: int = 0  # calls an operator allowed (tether up's defaults ask for them)
+    prefills: list[Prefill] = field(default_factory=list)  # each model request's prompt
 
 
 def eval_model() -> Path:
@@ -115,7 +121,7 @@ async def through_tether(s: Stack, task: Task) -> Outcome:
         for step in run.steps:  # what the model did, to read a miss
             said = " ".join(step.text.split())[:300]
             print(f"    {task.name} step {step.step} {step.kind} {step.tool or ''} {said}")
-    return Outcome(task.name, ok, model_steps, seconds, answer, run.usage.input_tokens, approvals)
+    return Outcome(task.name, ok, model_steps, seconds, answer, approvals=approvals)
 
 
 async def allow_each_ask(s: Stack, client: TetherClient, run_id: str) -> int:
@@ -167,7 +173,11 @@ async def _first_token(http: httpx.AsyncClient, base_url: str, system: str) -> f
 def _progress(label: str, o: Outcome) -> None:
     answer = " ".join(o.answer.split())[:100]
     mark = "ok  " if o.ok else "MISS"
-    print(f"  {label} {mark} {o.task:24} {o.steps} steps {o.seconds:5.0f} s  {answer}", flush=True)
+    cache = steps_line(o.prefills)
+    print(
+        f"  {label} {mark} {o.task:24} {o.steps} steps {o.seconds:5.0f} s [{cache}]  {answer}",
+        flush=True,
+    )
 
 
 def report(label: str, outcomes: list[Outcome]) -> float:
@@ -176,16 +186,43 @@ def report(label: str, outcomes: list[Outcome]) -> float:
     print(f"\n-- {label}: {done}/{len(outcomes)} completed ({rate:.0%})")
     for o in outcomes:
         mark = "ok  " if o.ok else "MISS"
-        tokens = f" {o.input_tokens / max(o.steps, 1):6.0f} in-tok/step" if o.input_tokens else ""
         answer = " ".join(o.answer.split())[:90]
         asked = f" {o.approvals} allowed" if o.approvals else ""
-        print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{tokens}{asked}  {answer}")
+        print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{asked}  {answer}")
+        # Each request as the server's cache met it: reused+evaluated prompt tokens.
+        print(f"     prompt per request (reused+evaluated): {steps_line(o.prefills)}")
     if outcomes:
         steps = sum(o.steps for o in outcomes) / len(outcomes)
         seconds = sum(o.seconds for o in outcomes) / len(outcomes)
         allowed = sum(o.approvals for o in outcomes)
         print(f"   mean: {steps:.1f} steps, {seconds:.1f} s per task; {allowed} calls allowed")
+        requests = [p for o in outcomes for p in o.prefills]
+        print(f"   per request: {summarise(requests).line()}")
     return rate
+
+
+def side_by_side(ours: list[Outcome], theirs: list[Outcome]) -> list[float]:
+    """Task by task: seconds, requests and evaluated prompt tokens of both loops, and the
+    ratio of seconds; the ratios, for the worst and the median."""
+    print("\n-- side by side (Tether | plain loop; requests, evaluated prompt tokens per request)")
+    ratios = []
+    for us, them in zip(ours, theirs, strict=True):
+        ratio = us.seconds / max(them.seconds, 1e-3)
+        ratios.append(ratio)
+        a, b = summarise(us.prefills), summarise(them.prefills)
+        print(
+            f"{us.task:28} {us.seconds:6.1f} s | {them.seconds:6.1f} s  {ratio:4.2f}x   "
+            f"{a.requests} req {a.prompt:4.0f} tok {a.evaluated:4.0f} eval | "
+            f"{b.requests} req {b.prompt:4.0f} tok {b.evaluated:4.0f} eval"
+        )
+    if ratios:
+        ordered = sorted(ratios)
+        print(
+            f"   seconds per task, Tether / plain: median {ordered[len(ordered) // 2]:.2f}x, "
+            f"worst {ordered[-1]:.2f}x, tasks within 1.5x: "
+            f"{sum(r <= 1.5 for r in ratios)}/{len(ratios)}"
+        )
+    return ratios
 
 
 async def measure_models(results: dict[str, float]) -> None:
@@ -215,13 +252,14 @@ async def measure_models(results: dict[str, float]) -> None:
             services(plain_srv, specs=PLAIN_SERVICES, ready_timeout=600) as p,
         ):
             print(f"model {model.name}; {len(tasks)} tasks, both loops side by side", flush=True)
+            load_before = os.getloadavg()[0]
             until = time.monotonic() + budget_s()
             plain = (
-                _plain_lane(p, their_server.base_url, tasks, until)
+                _plain_lane(p, their_server, tasks, until)
                 if os.environ.get("TETHER_EVAL_PLAIN", "1") != "0"
                 else _no_lane()
             )
-            ours, theirs = await asyncio.gather(_tether_lane(s, tasks, until), plain)
+            ours, theirs = await asyncio.gather(_tether_lane(s, ours_server, tasks, until), plain)
             if not theirs:
                 report("Tether (the plain loop switched off: TETHER_EVAL_PLAIN=0)", ours)
                 return
@@ -231,6 +269,12 @@ async def measure_models(results: dict[str, float]) -> None:
         ours, theirs = ours[:both], theirs[:both]
         results["models_tether_rate"] = report("Tether", ours)
         results["models_plain_rate"] = report("plain loop with a tools-off final round", theirs)
+        ratios = side_by_side(ours, theirs)
+        if ratios:
+            results["models_worst_task_ratio"] = max(ratios)
+        print(
+            f"   load average: {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+        )
         # Seconds per task on the tasks both finished (issue 33: Tether ≤ 1.5x the plain loop).
         results["models_tether_s_per_task"] = sum(o.seconds for o in ours) / max(len(ours), 1)
         results["models_plain_s_per_task"] = sum(o.seconds for o in theirs) / max(len(theirs), 1)
@@ -248,19 +292,27 @@ async def _no_lane() -> list[Outcome]:
     return []
 
 
-async def _tether_lane(s: Stack, tasks: list[Task], until: float) -> list[Outcome]:
+async def _tether_lane(
+    s: Stack, server: LlamaServer, tasks: list[Task], until: float
+) -> list[Outcome]:
     outcomes = []
+    log = ServerLog(server.log_path)
     for task in tasks:
         if time.monotonic() > until:
             break
         prepare(s.base / "workspace")
+        log.mark()
         outcomes.append(await through_tether(s, task))
+        outcomes[-1].prefills = log.since()
         _progress("tether", outcomes[-1])
     return outcomes
 
 
-async def _plain_lane(p: Stack, base_url: str, tasks: list[Task], until: float) -> list[Outcome]:
+async def _plain_lane(
+    p: Stack, server: LlamaServer, tasks: list[Task], until: float
+) -> list[Outcome]:
     outcomes = []
+    log = ServerLog(server.log_path)
     bus = await Bus.connect(p.nats_url, service="bench-models", subjects=Subjects())
     try:
         for task in tasks:
@@ -268,7 +320,9 @@ async def _plain_lane(p: Stack, base_url: str, tasks: list[Task], until: float) 
                 break
             workspace = p.base / "workspace"
             prepare(workspace)
-            outcomes.append(await plain_loop(bus, base_url, ALIAS, task, workspace))
+            log.mark()
+            outcomes.append(await plain_loop(bus, server.base_url, ALIAS, task, workspace))
+            outcomes[-1].prefills = log.since()
             _progress("plain ", outcomes[-1])
     finally:
         await bus.close()

@@ -147,7 +147,11 @@ async def stack(
 # through another fixture) one of these fixtures, or is marked `e2e`/`compose`. So
 # `pytest -m "not stack"` runs the in-process tier alone (tether_brain.testing and the
 # unit tests), in seconds.
-PROCESS_FIXTURES = frozenset({"stack", "database_url", "nats_url", "shipped_stack"})
+# `attestation`: the sandbox's own checks, which start bubblewrap; `locked`: a locked
+# nats-server of the test's own; `hubs`: MCP server processes.
+PROCESS_FIXTURES = frozenset(
+    {"stack", "database_url", "nats_url", "shipped_stack", "attestation", "locked", "hubs"}
+)
 PROCESS_MARKERS = ("e2e", "compose")
 
 

@@ -106,3 +106,46 @@ def test_the_console_address_is_a_plain_web_page(url: str) -> None:
     with pytest.raises(ValidationError, match="console_url"):
         ApprovalSettings(console_url=url)
     assert ApprovalSettings(console_url="https://ops.example/console").console_url
+
+
+SHELL_SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string"}},
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+async def test_console_edits_a_request_showing_the_diff_and_responds_to_another(
+    approvals: ApprovalsHarness, browser: WebDriver
+) -> None:
+    """The card's edit form shows the arguments' diff as they are typed and sends an
+    `edit` with them; its answer box sends a `respond` with the text."""
+    edited = await approvals.create(
+        agent="console-bot", args={"command": "rm -rf build"}, arguments_schema=SHELL_SCHEMA
+    )
+    card = f'.card[data-id="{edited.approval_id}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    element = browser.find_element(By.CSS_SELECTOR, card)
+    element.find_element(By.CSS_SELECTOR, ".answers summary").click()
+    area = element.find_element(By.CSS_SELECTOR, ".edit-args")
+    area.clear()
+    area.send_keys('{"command": "rm -rf build/tmp"}')
+    diff = element.find_element(By.CSS_SELECTOR, ".args-diff").text
+    assert '- command: "rm -rf build"' in diff
+    assert '+ command: "rm -rf build/tmp"' in diff
+    element.find_element(By.CSS_SELECTOR, 'button[data-answer="edit"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)
+    decided = await approvals.decided(edited.approval_id)
+    assert (decided.decision, decided.arguments) == ("edit", {"command": "rm -rf build/tmp"})
+
+    answered = await approvals.create(agent="console-bot", args={"command": "uptime"})
+    card = f'.card[data-id="{answered.approval_id}"]'
+    await asyncio.to_thread(wait_for, browser, card)
+    element = browser.find_element(By.CSS_SELECTOR, card)
+    element.find_element(By.CSS_SELECTOR, ".answers summary").click()
+    element.find_element(By.CSS_SELECTOR, ".respond-text").send_keys("it is up, 3 days")
+    element.find_element(By.CSS_SELECTOR, 'button[data-answer="respond"]').click()
+    await asyncio.to_thread(wait_for, browser, card, gone=True)
+    decided = await approvals.decided(answered.approval_id)
+    assert (decided.decision, decided.response) == ("respond", "it is up, 3 days")

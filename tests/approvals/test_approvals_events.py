@@ -21,6 +21,7 @@ from tether_common.messages.approvals import (
     PresenceQuery,
     WatchApprovals,
 )
+from tether_common.testing import until
 
 
 @asynccontextmanager
@@ -95,12 +96,14 @@ async def presence(approvals: ApprovalsHarness, **scope: str) -> int:
     return reply.approvers
 
 
-async def eventually(check: Any, expected: int) -> None:
-    for _ in range(100):
-        if await check() == expected:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never reached {expected}")
+async def present(approvals: ApprovalsHarness, agent: str, expected: int) -> None:
+    """Until `expected` approvers of `agent` are counted present."""
+    await until(
+        lambda: presence(approvals, agent=agent),
+        done=lambda count: count == expected,
+        timeout=15,
+        what=f"{expected} approvers of {agent} present",
+    )
 
 
 async def test_presence_counts_connected_approvers_in_scope(approvals: ApprovalsHarness) -> None:
@@ -108,11 +111,11 @@ async def test_presence_counts_connected_approvers_in_scope(approvals: Approvals
     viewer = await approvals.token("viewer", agents=["present-bot"])
     assert await presence(approvals, agent="present-bot") == 0
     async with event_stream(approvals, viewer):
-        await eventually(lambda: presence(approvals, agent="present-bot"), 0)
+        await present(approvals, "present-bot", 0)
         async with event_stream(approvals, approver):
-            await eventually(lambda: presence(approvals, agent="present-bot"), 1)
+            await present(approvals, "present-bot", 1)
             assert await presence(approvals, agent="absent-bot") == 0
-    await eventually(lambda: presence(approvals, agent="present-bot"), 0)
+    await present(approvals, "present-bot", 0)
 
 
 async def watch(approvals: ApprovalsHarness, **fields: Any) -> ApprovalWatch:
@@ -126,18 +129,19 @@ async def watched(approvals: ApprovalsHarness, token: str, after: int, wanted: s
     one session, left at the end)."""
     seen: list[str] = []
     session = None
+
+    async def poll() -> list[str]:
+        nonlocal after, session
+        reply = await watch(approvals, token=token, after=after, session_id=session)
+        seen.extend(e.approval.approval_id for e in reply.events)
+        after, session = reply.last_event_id, reply.session_id
+        return seen
+
     try:
-        for _ in range(100):
-            reply = await watch(approvals, token=token, after=after, session_id=session)
-            seen += [e.approval.approval_id for e in reply.events]
-            if wanted in seen:
-                return seen
-            after, session = reply.last_event_id, reply.session_id
-            await asyncio.sleep(0.05)
+        return await until(poll, done=lambda ids: wanted in ids, timeout=15, what=wanted)
     finally:
         if session is not None:
             await watch(approvals, token=token, session_id=session, leave=True)
-    raise AssertionError(f"{wanted} never came; saw {seen}")
 
 
 async def test_watch_polls_the_lifecycle_from_now_on(approvals: ApprovalsHarness) -> None:
@@ -186,7 +190,7 @@ async def test_watch_keeps_presence_and_only_its_own(approvals: ApprovalsHarness
     assert await presence(approvals, agent="watch-bot") == 0
     joined = await watch(approvals, token=approver)
     assert joined.session_id is not None
-    await eventually(lambda: presence(approvals, agent="watch-bot"), 1)
+    await present(approvals, "watch-bot", 1)
     # Another principal that learns the id can neither end nor adopt the session.
     await watch(approvals, token=stranger, session_id=joined.session_id, leave=True)
     assert await presence(approvals, agent="watch-bot") == 1
@@ -222,10 +226,12 @@ async def test_watch_checks_the_token_on_every_poll(approvals: ApprovalsHarness)
 
 async def refused(approvals: ApprovalsHarness, token: str, after: int | None) -> str:
     """The code of the refusal a poll meets within the verification cache's 2 s."""
-    for _ in range(100):
+
+    async def refusal() -> str | None:
         try:
             await watch(approvals, token=token, after=after)
         except AuthError as exc:
             return exc.code
-        await asyncio.sleep(0.05)
-    raise AssertionError("never refused")
+        return None
+
+    return await until(refusal, timeout=15, what="a poll refused")

@@ -31,7 +31,7 @@ from tether_common.bus import Bus
 from tether_common.decisions import DecisionFacts, DecisionKey
 from tether_common.messages.approvals import ApprovalDecided, ApprovalView, ConsumeApproval
 from tether_common.messages.runs import RunEvent
-from tether_common.testing import call, event_data, say, write_script
+from tether_common.testing import call, event_data, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -89,11 +89,13 @@ async def records(db: asyncpg.Connection, trail: str, event: str) -> int:
 
 
 async def wait_for_records(db: asyncpg.Connection, trail: str, event: str, count: int) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SETTLE_S
-    while await records(db, trail, event) < count:
-        assert loop.time() < deadline, f"no {count} x {event} in the trail {trail}"
-        await asyncio.sleep(0.1)
+    await until(
+        lambda: records(db, trail, event),
+        done=lambda found: found >= count,
+        timeout=SETTLE_S,
+        every=0.1,
+        what=f"{count} x {event} in the trail {trail}",
+    )
 
 
 async def assert_still_parked(db: asyncpg.Connection, run_id: str) -> None:
@@ -339,13 +341,18 @@ async def test_every_kind_of_decision_is_signed(approvals: ApprovalsHarness) -> 
 
 async def _stored_decision(approvals: ApprovalsHarness, approval_id: str) -> ApprovalView:
     """The approval as stored, once it has a decision (bounded wait)."""
-    async with asyncio.timeout(15):
-        while True:
-            response = await approvals.http.get(
-                f"/v1/approvals/{approval_id}", headers=auth(approvals.admin_token)
-            )
-            assert response.status_code == 200, response.text
-            view = ApprovalView.model_validate(response.json())
-            if view.decision is not None:
-                return view
-            await asyncio.sleep(0.1)
+
+    async def stored() -> ApprovalView:
+        response = await approvals.http.get(
+            f"/v1/approvals/{approval_id}", headers=auth(approvals.admin_token)
+        )
+        assert response.status_code == 200, response.text
+        return ApprovalView.model_validate(response.json())
+
+    return await until(
+        stored,
+        done=lambda view: view.decision is not None,
+        timeout=15,
+        every=0.1,
+        what=f"{approval_id} decided",
+    )

@@ -36,6 +36,7 @@ from tether_client.server.supervisor import Supervisor
 from tether_common.db import make_engine
 from tether_common.messages.approvals import ApprovalNotice
 from tether_common.messages.base import decode
+from tether_common.testing import until
 from tether_common.topology import BY_NAME
 
 OPERATOR_TOKEN = "test-operator-token"
@@ -129,16 +130,15 @@ async def delivery_of(
     hooks: ApprovalsHarness, endpoint_id: str, approval_id: str, status: str
 ) -> dict[str, Any]:
     """Wait until the delivery of `approval_id`'s request to `endpoint_id` has `status`."""
-    async with asyncio.timeout(20):
-        while True:
-            for row in await deliveries(hooks):
-                if (row["endpoint_id"], row["approval_id"], row["kind"]) == (
-                    endpoint_id,
-                    approval_id,
-                    "approval.requested",
-                ) and row["status"] == status:
-                    return dict(row)
-            await asyncio.sleep(0.05)
+    wanted = (endpoint_id, approval_id, "approval.requested", status)
+
+    async def delivered() -> dict[str, Any] | None:
+        for row in await deliveries(hooks):
+            if (row["endpoint_id"], row["approval_id"], row["kind"], row["status"]) == wanted:
+                return dict(row)
+        return None
+
+    return await until(delivered, timeout=20, what=f"a delivery {wanted}")
 
 
 @pytest.fixture
@@ -395,11 +395,7 @@ async def until_a_lock_is_awaited(conn: asyncpg.Connection) -> None:
         "SELECT count(*) FROM pg_stat_activity"
         " WHERE datname = current_database() AND wait_event_type = 'Lock'"
     )
-    async with asyncio.timeout(60):
-        while True:
-            if await conn.fetchval(query):
-                return
-            await asyncio.sleep(0.05)
+    await until(lambda: conn.fetchval(query), timeout=60, what="a session waiting for a lock")
 
 
 async def test_an_endpoint_removed_while_a_request_is_written_refuses_nothing(

@@ -21,7 +21,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.base import decode
 from tether_common.messages.gateway import GenerateRequest
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -56,16 +56,6 @@ def stack_extra_env() -> dict[str, str]:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> float:
-    """Poll `check` until it holds; the seconds it took (fails after `timeout`)."""
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
 
 
 class World:
@@ -158,7 +148,9 @@ async def lifted(stack: Supervisor, engine: AsyncEngine) -> AsyncIterator[None]:
             answer = await http.post("/v1/runs", json={"prompt": "hi"}, headers=bearer(ADMIN))
             return answer.status_code == 201
 
-        await until(starts, LEASE_S, "the brain forgets the kills lifted behind its back")
+        await until(
+            starts, timeout=LEASE_S, what="the brain forgets the kills lifted behind its back"
+        )
 
 
 @pytest.mark.timeout(300)
@@ -166,12 +158,12 @@ async def test_a_kill_of_all_stops_100_running_runs_within_a_lease_and_outlives_
     world: World, stack: Supervisor
 ) -> None:
     run_ids = list(await asyncio.gather(*(world.start(ADMIN) for _ in range(100))))
-    await until(lambda: world.all_in(run_ids, RUNNING), 120, "100 runs running")
+    await until(lambda: world.all_in(run_ids, RUNNING), timeout=120, what="100 runs running")
 
     made = await world.kill({"scope": "all", "reason": "incident 42"})
     assert made.status_code == 201, made.text
     # Timed from the kill's answer: the one lease the issue allows (`until` fails after it).
-    await until(lambda: world.all_in(run_ids, KILLED), LEASE_S, "100 runs killed")
+    await until(lambda: world.all_in(run_ids, KILLED), timeout=LEASE_S, what="100 runs killed")
     error = await world.refused(ADMIN)
     for part in ("all runs are killed", "operator", "incident 42", "tether kill --lift --all"):
         assert part in error["message"], error
@@ -191,7 +183,9 @@ async def test_a_kill_of_all_stops_100_running_runs_within_a_lease_and_outlives_
     assert lifted.status_code == 200, lifted.text
     assert lifted.json()["lifted_by"] == "operator"
     back = await world.start(ADMIN, [say("back")])
-    await until(lambda: world.all_in([back], ("completed", None)), 60, "a run after the lift")
+    await until(
+        lambda: world.all_in([back], ("completed", None)), timeout=60, what="a run after the lift"
+    )
     assert (await world.lift({"scope": "all"})).status_code == 404
 
     record = (await world.http.get("/v1/kill?lifted=true", headers=bearer(ADMIN))).json()
@@ -223,11 +217,15 @@ async def test_a_tenants_kill_leaves_other_tenants_running(world: World) -> None
         "/v1/threads", json={"provider": "scripted", "model": model}, headers=bearer(op_a)
     )
     assert thread.status_code == 201, thread.text
-    await until(lambda: world.all_in(a_runs + b_runs, RUNNING), 60, "runs of two tenants")
+    await until(
+        lambda: world.all_in(a_runs + b_runs, RUNNING), timeout=60, what="runs of two tenants"
+    )
 
     made = await world.kill({"scope": "tenant", "tenant": world.tenant_a})
     assert made.status_code == 201, made.text
-    await until(lambda: world.all_in(a_runs, KILLED), LEASE_S, "tenant a's runs killed")
+    await until(
+        lambda: world.all_in(a_runs, KILLED), timeout=LEASE_S, what="tenant a's runs killed"
+    )
     await asyncio.sleep(LEASE_S / 2)  # past a sweep: nothing else is stopped by it
     assert await world.all_in(b_runs, RUNNING)
 
@@ -269,13 +267,17 @@ async def test_an_agents_kill_stops_only_that_agents_runs(world: World) -> None:
     assert made.status_code == 201, made.text
     bot_run = await world.start(op_a, agent=agent)
     plain_run = await world.start(op_a)
-    await until(lambda: world.all_in([bot_run, plain_run], RUNNING), 60, "two agents' runs")
+    await until(
+        lambda: world.all_in([bot_run, plain_run], RUNNING), timeout=60, what="two agents' runs"
+    )
 
     missing = await world.kill({"scope": "agent", "agent": "nobody", "tenant": world.tenant_a})
     assert missing.status_code == 404, missing.text
     killed = await world.kill({"scope": "agent", "agent": agent, "tenant": world.tenant_a})
     assert killed.status_code == 201, killed.text
-    await until(lambda: world.all_in([bot_run], KILLED), LEASE_S, "the agent's run killed")
+    await until(
+        lambda: world.all_in([bot_run], KILLED), timeout=LEASE_S, what="the agent's run killed"
+    )
     assert await world.all_in([plain_run], RUNNING)
     error = await world.refused(op_a, agent=agent)
     assert f"tether kill --lift --agent {agent} --tenant {world.tenant_a}" in error["message"]
@@ -292,17 +294,21 @@ async def test_a_parked_run_is_ended_and_its_approval_withdrawn(world: World) ->
     asks = [[call(CONFIRMED_TOOL, **CONVERT)], say("converted")]
     parked_a, parked_b = await world.start(op_a, asks), await world.start(op_b, asks)
     parked = ("awaiting_approval", None)
-    await until(lambda: world.all_in([parked_a, parked_b], parked), 60, "two runs parked")
+    await until(
+        lambda: world.all_in([parked_a, parked_b], parked), timeout=60, what="two runs parked"
+    )
 
     assert (await world.kill({"scope": "tenant", "tenant": world.tenant_a})).status_code == 201
-    await until(lambda: world.all_in([parked_a], KILLED), LEASE_S, "the parked run killed")
+    await until(
+        lambda: world.all_in([parked_a], KILLED), timeout=LEASE_S, what="the parked run killed"
+    )
     assert await world.all_in([parked_b], parked)
 
     async def withdrawn() -> bool:
         found = await world.http.get(f"/v1/runs/{parked_a}/approvals", headers=bearer(ADMIN))
         return [a["status"] for a in found.json()["approvals"]] == ["withdrawn"]
 
-    await until(withdrawn, 30, "the parked run's approval withdrawn")
+    await until(withdrawn, timeout=30, what="the parked run's approval withdrawn")
     await world.stop([parked_b])
 
 
@@ -310,7 +316,7 @@ async def test_a_kill_the_brain_was_not_told_of_is_read_with_its_sweep(world: Wo
     """As a replica that missed the `kills.changed` notice: the kill is only in the table."""
     op_b = world.tokens["op-b"]
     run_id = await world.start(op_b)
-    await until(lambda: world.all_in([run_id], RUNNING), 60, "a run running")
+    await until(lambda: world.all_in([run_id], RUNNING), timeout=60, what="a run running")
     async with world.engine.begin() as conn:
         await conn.execute(
             text(
@@ -319,8 +325,9 @@ async def test_a_kill_the_brain_was_not_told_of_is_read_with_its_sweep(world: Wo
             ),
             {"tenant": world.tenant_b},
         )
-    took = await until(lambda: world.all_in([run_id], KILLED), LEASE_S, "killed by a sweep")
-    assert took <= LEASE_S
+    started = time.monotonic()
+    await until(lambda: world.all_in([run_id], KILLED), timeout=LEASE_S, what="killed by a sweep")
+    assert time.monotonic() - started <= LEASE_S
     assert (await world.statuses([run_id]))[run_id] == KILLED
     refusal = await world.refused(op_b)
     assert "stopped by another replica" in refusal["message"], refusal
@@ -408,9 +415,11 @@ async def test_a_killed_run_stops_its_generation(
     run_id = await generating(stack_bus, world.start(world.tokens["op-b"]))
     killed = await world.kill({"scope": "tenant", "tenant": world.tenant_b})
     assert killed.status_code == 201, killed.text
-    await until(lambda: world.all_in([run_id], KILLED), LEASE_S, "the run killed")
+    await until(lambda: world.all_in([run_id], KILLED), timeout=LEASE_S, what="the run killed")
     # At once, not after the turn's 120 s pause: the gateway heard its caller go.
-    await until(lambda: generation_cancelled(stack, run_id), 5, "the generation cancelled")
+    await until(
+        lambda: generation_cancelled(stack, run_id), timeout=5, what="the generation cancelled"
+    )
     assert await cancelled_count(stack) >= before + 1
 
 
@@ -425,7 +434,7 @@ async def test_a_stopping_brain_leaves_the_gateway_nothing_to_wait_for(
         await stack.stop_child(brain)
         stopped = time.monotonic()
         with contextlib.suppress(AssertionError):
-            await until(lambda: generation_cancelled(stack, run_id), 1.5, "cancelled")
+            await until(lambda: generation_cancelled(stack, run_id), timeout=1.5, what="cancelled")
         cancelled_after = time.monotonic() - stopped
         await stack.stop_child(gateway)
         took = time.monotonic() - stopped - cancelled_after

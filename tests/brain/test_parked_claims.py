@@ -5,6 +5,7 @@ claim wins, and a claim that waited for another commit loads what that commit wr
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -12,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from runstore import started
 from tether_brain.persistence.store import RunStore
 from tether_common.messages.gateway import ChatMessage
+from tether_common.testing import until
 
 
 async def test_a_claim_of_a_parked_run_returns_it_loaded_and_only_once(store: RunStore) -> None:
@@ -34,11 +36,13 @@ async def blocked_on_a_lock(engine: AsyncEngine) -> None:
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
         "AND query LIKE 'UPDATE runs%'"
     )
-    while True:
+
+    async def waiting() -> Any:
         async with engine.connect() as conn:
-            if (await conn.execute(query)).scalar_one() > 0:
-                return
-        await asyncio.sleep(0.01)
+            return (await conn.execute(query)).scalar_one()
+
+    # No bound before: 60 s, far past the moment the other commit holds its lock.
+    await until(waiting, timeout=60, every=0.01, what="a claim waiting for a lock")
 
 
 async def test_a_claim_that_waited_for_a_commit_loads_what_it_wrote(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from tether_common.errors import QuotaExceededError
 from tether_common.identity import bearer_headers
 from tether_common.messages.quotas import QuotaRefusal
 from tether_common.messages.runs import StartRun
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -40,14 +40,6 @@ QUICK = [say("done")]
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    started = time.monotonic()
-    while not await check():
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        await asyncio.sleep(0.05)
 
 
 class World:
@@ -175,7 +167,7 @@ async def test_concurrent_runs_never_pass_the_limit_when_two_replicas_race(
     # A slot is freed by its run's end, whichever way it ends: a stop here.
     first = str(admitted[0].json()["run_id"])
     await world.brains[1].post(f"/v1/runs/{first}/stop", headers=bearer(ADMIN))
-    await until(lambda: world.ended(first), 30, "the stopped run ends")
+    await until(lambda: world.ended(first), timeout=30, what="the stopped run ends")
     again = await world.burst(token, 3)
     assert sorted(a.status_code for a in again) == [201, 429, 429], [a.text for a in again]
 
@@ -211,7 +203,7 @@ async def test_a_run_over_its_tenants_token_quota_finishes_its_step_then_stops(
     answer = await world.start(token, turns)
     assert answer.status_code == 201, answer.text
     run_id = str(answer.json()["run_id"])
-    await until(lambda: world.ended(run_id), 60, "the run stops")
+    await until(lambda: world.ended(run_id), timeout=60, what="the run stops")
 
     status, reason = await world.status(run_id)
     assert status == "stopped"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from tether_client.server.supervisor import Child, Supervisor
 from tether_common.errors import TetherError
 from tether_common.messages.identity import CreateToken, Role
 from tether_common.messages.schedules import ScheduleSpec, ScheduleView
-from tether_common.testing import say, write_script
+from tether_common.testing import say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -98,13 +97,14 @@ async def schedule_row(engine: AsyncEngine, schedule_id: str) -> Any:
 
 
 async def all_ended(engine: AsyncEngine, schedule_id: str, timeout: float = 60.0) -> list[Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await firings(engine, schedule_id)
-        if all(f.status in ENDED for f in found):
-            return found
-        assert time.monotonic() < deadline, [(f.run_id, f.status) for f in found]
-        await asyncio.sleep(0.3)
+    found: list[Any] = await until(
+        lambda: firings(engine, schedule_id),
+        done=lambda runs: all(f.status in ENDED for f in runs),
+        timeout=timeout,
+        every=0.3,
+        what=f"every firing of {schedule_id} ended",
+    )
+    return found
 
 
 # ---- bad input ---------------------------------------------------------------------------
@@ -184,12 +184,12 @@ async def test_a_revoked_creators_schedule_stops_and_others_run_as_themselves(
             await as_stranger.remove_schedule(sid)
         assert hidden.value.status == 404
 
-    await wait_for(lambda: len_at_least(engine, sid, 1), 20)
+    await until(lambda: len_at_least(engine, sid, 1), timeout=20, every=0.2, what="a firing")
     found = await client.list_tokens()
     alice_id = next(t.token_id for t in found.tokens if t.name == f"alice{suffix}")
     await client.revoke_token(alice_id)
 
-    paused = await wait_for(lambda: paused_view(client, sid), 20)
+    paused = await until(lambda: paused_view(client, sid), timeout=20, every=0.2, what="paused")
     assert paused.paused_reason is not None
     assert f"alice{suffix}" in paused.paused_reason
     fired = len(await firings(engine, sid))
@@ -200,7 +200,9 @@ async def test_a_revoked_creators_schedule_stops_and_others_run_as_themselves(
     async with TetherClient(url, token=bob) as as_bob:
         resumed = await as_bob.resume_schedule(sid)
     assert (resumed.enabled, resumed.run_as) == (True, f"bob{suffix}")
-    await wait_for(lambda: len_at_least(engine, sid, fired + 1), 20)
+    await until(
+        lambda: len_at_least(engine, sid, fired + 1), timeout=20, every=0.2, what="another firing"
+    )
     await client.remove_schedule(sid)
     async with engine.connect() as conn:
         trail = await conn.execute(
@@ -223,14 +225,6 @@ async def len_at_least(engine: AsyncEngine, sid: str, count: int) -> bool:
 async def paused_view(client: TetherClient, sid: str) -> ScheduleView | None:
     found = await client.schedule(sid)
     return None if found.enabled else found
-
-
-async def wait_for(probe: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while (found := await probe()) in (None, False):
-        assert time.monotonic() < deadline, "not in time"
-        await asyncio.sleep(0.2)
-    return found
 
 
 # ---- overlap -----------------------------------------------------------------------------

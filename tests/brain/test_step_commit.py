@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from asyncio.subprocess import PIPE
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -26,6 +27,7 @@ from tether_common.db import make_engine
 from tether_common.errors import ConflictError
 from tether_common.messages.events import Step
 from tether_common.messages.gateway import ChatMessage
+from tether_common.testing import until
 
 
 def a_step(state: RunState, text_: str) -> None:
@@ -168,18 +170,17 @@ async def test_a_statement_failing_in_a_group_fails_alone(
 
 async def lock_waiter(engine: AsyncEngine) -> int:
     """The backend of this database waiting for a row lock (the blocked flush)."""
-    async with asyncio.timeout(30):
-        while True:
-            async with engine.connect() as conn:
-                pid = await conn.scalar(
-                    text(
-                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                        "AND wait_event_type = 'Lock'"
-                    )
-                )
-            if pid is not None:
-                return int(pid)
-            await asyncio.sleep(0.02)
+    query = text(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock'"
+    )
+
+    async def waiting() -> Any:
+        async with engine.connect() as conn:
+            return await conn.scalar(query)
+
+    pid = await until(waiting, timeout=30, every=0.02, what="a backend waiting for a lock")
+    return int(pid)
 
 
 async def test_a_flush_cut_off_midway_acknowledges_none_and_commits_none(
@@ -275,15 +276,14 @@ async def test_a_brain_killed_mid_flush_loses_no_acknowledged_step(
 
 
 async def backend_gone(engine: AsyncEngine, pid: int) -> None:
-    async with asyncio.timeout(30):
-        while True:
-            async with engine.connect() as conn:
-                found = await conn.scalar(
-                    text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p"), {"p": pid}
-                )
-            if not found:
-                return
-            await asyncio.sleep(0.02)
+    async def backends() -> Any:
+        async with engine.connect() as conn:
+            query = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :p")
+            return await conn.scalar(query, {"p": pid})
+
+    await until(
+        backends, done=lambda found: not found, timeout=30, every=0.02, what=f"backend {pid} gone"
+    )
 
 
 async def contents(store: RunStore, run_id: str) -> list[str]:

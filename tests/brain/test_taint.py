@@ -14,13 +14,11 @@ test decides real approval cards."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -33,7 +31,7 @@ import pytest
 from tether_client import TetherClient
 from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent
-from tether_common.testing import RunScript, Turn, call, event_data, say, write_script
+from tether_common.testing import RunScript, Turn, call, event_data, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -126,10 +124,11 @@ async def ready(stack: Supervisor) -> Supervisor:
     """The stack, once the brain offers both MCP servers' tools."""
     wanted = {"mcp.notes.read_note", "mcp.house.read_note"}
     async with TetherClient(stack.child("brain").url) as client:
-        deadline = time.monotonic() + 60
-        while not wanted <= {t.name for t in await client.tools() if t.available}:
-            assert time.monotonic() < deadline, "the MCP tools were never offered"
-            await asyncio.sleep(0.2)
+
+        async def offered() -> bool:
+            return wanted <= {t.name for t in await client.tools() if t.available}
+
+        await until(offered, timeout=60, every=0.2, what="the MCP tools offered")
     return stack
 
 

@@ -14,10 +14,8 @@ import json
 import os
 import shutil
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from tether_client.server.supervisor import Supervisor
 from tether_common.errors import TetherError
 from tether_common.messages.runs import TERMINAL_STATUSES, RunEvent, RunView
 from tether_common.settings import async_database_url
+from tether_common.testing import until
 
 StartRun = Callable[..., Awaitable[str]]
 Settle = Callable[[str], Awaitable[RunView]]
@@ -190,18 +189,19 @@ def settle(chaos_stack: Supervisor, chaos_logs: Path) -> Settle:
     servers under it may be down or restarting, and each failed read is just retried."""
 
     async def wait(run_id: str) -> RunView:
-        deadline = time.monotonic() + SETTLE_S
-        last: RunView | None = None
         async with TetherClient(chaos_stack.child("brain").url, timeout=5) as client:
-            while time.monotonic() < deadline:
-                with suppress(httpx.HTTPError, TetherError):
-                    last = await client.get_run(run_id)
-                    if last.status in TERMINAL_STATUSES:
-                        return last
-                await asyncio.sleep(0.25)
-        state = "never read" if last is None else f"{last.status} after {len(last.steps)} steps"
-        show_logs(chaos_logs)
-        raise AssertionError(f"run {run_id} did not end within {SETTLE_S}s: {state}")
+            try:
+                return await until(
+                    lambda: client.get_run(run_id),
+                    done=lambda run: run.status in TERMINAL_STATUSES,
+                    timeout=SETTLE_S,
+                    every=0.25,
+                    what=f"run {run_id} to end",
+                    ignoring=(httpx.HTTPError, TetherError),
+                )
+            except AssertionError:
+                show_logs(chaos_logs)
+                raise
 
     return wait
 

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ from tether_common.messages.outputs import QueryOutput
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.messages.tools import ExecuteTool, ToolResult
 from tether_common.subjects import Subjects
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 from tether_tools_runner.offload import maybe_offload
 
 pytestmark = pytest.mark.e2e
@@ -75,23 +74,16 @@ async def mcp_offered(chaos_stack: Supervisor) -> None:
     the runner is ready, since the runner starts the server in the background)."""
     wanted = {"mcp.chaos.slow_read", "mcp.chaos.slow_write"}
     async with TetherClient(chaos_stack.child("brain").url) as client:
-        deadline = time.monotonic() + 30
-        while not wanted <= {t.name for t in await client.tools() if t.available}:
-            assert time.monotonic() < deadline, "the MCP tools were never offered"
-            await asyncio.sleep(0.2)
+
+        async def offered() -> bool:
+            return wanted <= {t.name for t in await client.tools() if t.available}
+
+        await until(offered, timeout=30, every=0.2, what="the MCP tools offered")
 
 
 def started(ledger: Path, kind: str) -> int:
     """How many times the MCP server began a call of this kind (`read` / `write`)."""
     return ledger.read_text().splitlines().count(kind) if ledger.exists() else 0
-
-
-async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Poll a condition no event announces (a line in the MCP server's ledger)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
 
 
 async def kill_runner_during(
@@ -117,13 +109,13 @@ async def kill_runner_during(
     run_id = await start_run(model, prompt="run the slow tool")
     # Not the `tool.call` event: a read's events are published with its step's commit,
     # after the call has returned. The ledger line says the tool itself is running.
-    await until(lambda: started(ledger, kind) > before)
+    await until(lambda: started(ledger, kind) > before, timeout=15, what=f"{tool} started")
     runner = chaos_stack.child("tools-runner")
     restarts = runner.restarts
     if hold is not None:
         hold.touch()
     chaos_stack.kill("tools-runner")
-    await until(lambda: runner.restarts > restarts)
+    await until(lambda: runner.restarts > restarts, timeout=15, what="the runner restarted")
     await chaos_stack.wait_ready(timeout=30, children=[runner])
     if hold is None:
         await mcp_offered(chaos_stack)
@@ -198,8 +190,8 @@ async def test_runner_killed_during_a_read_reruns_it(
         )
         brain_log = chaos_logs / "brain.log"
         said = f"run {run_id} waits for the MCP server chaos"
-        await until(lambda: said in brain_log.read_text(errors="replace"), 60)
-        await until(held.exists)
+        await until(lambda: said in brain_log.read_text(errors="replace"), timeout=60, what=said)
+        await until(held.exists, timeout=15, what=f"the MCP server held at {held}")
     finally:
         hold.unlink(missing_ok=True)
 
@@ -255,13 +247,12 @@ async def execute(bus: Bus, name: str, args: dict[str, Any]) -> ToolResult:
 
 async def running_below(pid: int, wanted: str, timeout: float = 30.0) -> list[Proc]:
     """`pid`'s process tree once a process whose command line holds `wanted` is in it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        tree = descendants(pid)
-        if any(wanted in p.command for p in tree):
-            return tree
-        assert time.monotonic() < deadline, f"no {wanted!r} under {pid}: {tree}"
-        await asyncio.sleep(0.02)
+
+    def tree() -> list[Proc] | None:
+        below = descendants(pid)
+        return below if any(wanted in p.command for p in below) else None
+
+    return await until(tree, timeout=timeout, every=0.02, what=f"{wanted!r} under {pid}")
 
 
 @pytest.mark.timeout(240)
@@ -314,5 +305,9 @@ async def test_a_killed_service_leaves_no_process_behind(
         for helper in ("forkserver", "resource_tracker"):
             assert helper in commands, (helper, commands)
     assert left == [], [p.command for p in left]
-    await until(lambda: runner.restarts > restarts[0] and store.restarts > restarts[1], 30)
+    await until(
+        lambda: runner.restarts > restarts[0] and store.restarts > restarts[1],
+        timeout=30,
+        what="the runner and the output-store restarted",
+    )
     await chaos_stack.wait_ready(timeout=120, children=[runner, store])

@@ -25,7 +25,7 @@ from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.runs import RunEvent, RunView
 from tether_common.subjects import Subjects
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -68,20 +68,14 @@ def started(ledger: Path, kind: str) -> int:
     return ledger.read_text().splitlines().count(kind) if ledger.exists() else 0
 
 
-async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
 async def mcp_offered(stack: Supervisor) -> None:
     wanted = {"mcp.chaos.slow_read", "mcp.chaos.slow_write"}
     async with TetherClient(stack.child("brain").url) as client:
-        deadline = time.monotonic() + 45
-        while not wanted <= {t.name for t in await client.tools() if t.available}:
-            assert time.monotonic() < deadline, "the MCP tools were never offered"
-            await asyncio.sleep(0.2)
+
+        async def offered() -> bool:
+            return wanted <= {t.name for t in await client.tools() if t.available}
+
+        await until(offered, timeout=45, every=0.2, what="the MCP tools offered")
 
 
 async def journal(postgres: EmbeddedPostgres, run_id: str) -> list[dict[str, Any]]:
@@ -119,7 +113,8 @@ async def outage(
     try:
         run_id = await during()
         brain_log = logs / "brain.log"
-        await until(lambda: f"run {run_id} {said}" in brain_log.read_text(errors="replace"), 40)
+        line = f"run {run_id} {said}"
+        await until(lambda: line in brain_log.read_text(errors="replace"), timeout=40, what=line)
         await asyncio.sleep(OUTAGE_S)
     finally:
         await stack.start_child(child)
@@ -199,11 +194,15 @@ async def test_a_fresh_replica_reruns_the_read_and_learns_the_write(
     )
     reads, writes = started(ledger, "read"), started(ledger, "write")
     run_id = await start_run(model, prompt="run the slow tools")
-    await until(lambda: started(ledger, "read") > reads and started(ledger, "write") > writes)
+    await until(
+        lambda: started(ledger, "read") > reads and started(ledger, "write") > writes,
+        timeout=20,
+        what="a read and a write started",
+    )
     brain = chaos_stack.child("brain")
     restarts = brain.restarts
     chaos_stack.kill("brain")
-    await until(lambda: brain.restarts > restarts)
+    await until(lambda: brain.restarts > restarts, timeout=20, what="the brain restarted")
     await chaos_stack.wait_ready(timeout=30, children=[brain])
     run = await settle(run_id)
     events = await journal(chaos_postgres, run_id)
@@ -292,7 +291,7 @@ async def test_a_runner_dying_mid_call_is_noticed_by_its_missed_heartbeats(
     )
     writes = started(ledger, "write")
     run_id = await start_run(model, prompt="run the slow tool")
-    await until(lambda: started(ledger, "write") > writes)
+    await until(lambda: started(ledger, "write") > writes, timeout=20, what="a write started")
     runner = chaos_stack.child("tools-runner")
     restarts = runner.restarts
     killed = time.time()
@@ -305,7 +304,7 @@ async def test_a_runner_dying_mid_call_is_noticed_by_its_missed_heartbeats(
     assert started(ledger, "write") == writes + 1
     noticed = next(e for e in events if e["kind"] == "tool.result")["ts"]
     print(f"runner death noticed after {_since(noticed, killed):.2f}s")  # noqa: T201
-    await until(lambda: runner.restarts > restarts)
+    await until(lambda: runner.restarts > restarts, timeout=20, what="the runner restarted")
     await chaos_stack.wait_ready(timeout=30, children=[runner])
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.runs import RunEvent
 from tether_common.messages.tools import TOOL_NOT_READY, Catalog, CatalogRequest
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -70,14 +68,6 @@ def stack_extra_env(mcp_dir: Path) -> dict[str, str]:
     }
 
 
-async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
-    """Poll `check()` until it holds, for at most DEADLINE_S."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not await check():
-        assert time.monotonic() < deadline, f"never: {what}"
-        await asyncio.sleep(0.1)
-
-
 def waits(events: list[RunEvent]) -> list[tuple[str, float]]:
     """What the run said it waited for, and for how long at most."""
     return [
@@ -93,7 +83,7 @@ async def says_it_waits(stack: Supervisor, run_id: str, server: str) -> None:
     assert stack.log_dir is not None
     brain_log = stack.log_dir / "brain.log"
     said = f"run {run_id} waits for the MCP server {server}"
-    await until(f"{run_id} waits", partial(logged, brain_log, said))
+    await until(partial(logged, brain_log, said), timeout=DEADLINE_S, every=0.1, what=said)
 
 
 async def logged(log: Path, text: str) -> bool:
@@ -136,7 +126,12 @@ async def test_a_call_of_a_server_still_starting_waits_for_it_then_runs(
     async with TetherClient(stack.child("brain").url) as client:
         run_id = (await client.start_run("read", provider="scripted", model=model)).run_id
         await says_it_waits(stack, run_id, "gated")
-        await until("the gated server held, ready to start", partial(held, mcp_dir, "gated"))
+        await until(
+            partial(held, mcp_dir, "gated"),
+            timeout=DEADLINE_S,
+            every=0.1,
+            what="the gated server held, ready to start",
+        )
         (mcp_dir / "gated.hold").unlink()
         events = await ended(client, run_id)
         run = await client.get_run(run_id)
@@ -162,7 +157,7 @@ async def test_a_call_answered_not_ready_by_a_reconnecting_server_is_sent_again(
                 t.name == "mcp.flaky.slow_read" and t.available for t in await client.tools()
             )
 
-        await until("the flaky server's tools offered", offered)
+        await until(offered, timeout=DEADLINE_S, every=0.1, what="the flaky server's tools")
         reconnecting = partial(in_catalogue, stack_bus, "flaky")
         hold = mcp_dir / "flaky.hold"
         hold.touch()
@@ -170,7 +165,12 @@ async def test_a_call_answered_not_ready_by_a_reconnecting_server_is_sent_again(
         for proc in psutil.process_iter(["cmdline"]):
             if str(hold) in (proc.info["cmdline"] or []):
                 proc.kill()  # the runner's server process, from under it
-        await until("the runner sees the server reconnecting", reconnecting)
+        await until(
+            reconnecting,
+            timeout=DEADLINE_S,
+            every=0.1,
+            what="the runner to see the server reconnecting",
+        )
         model = write_script(
             scripts_dir,
             [
@@ -180,7 +180,12 @@ async def test_a_call_answered_not_ready_by_a_reconnecting_server_is_sent_again(
         )
         run_id = (await client.start_run("both", provider="scripted", model=model)).run_id
         await says_it_waits(stack, run_id, "flaky")
-        await until("the flaky server held, ready to start", partial(held, mcp_dir, "flaky"))
+        await until(
+            partial(held, mcp_dir, "flaky"),
+            timeout=DEADLINE_S,
+            every=0.1,
+            what="the flaky server held, ready to start",
+        )
         assert (ran(mcp_dir, "flaky", "read"), ran(mcp_dir, "flaky", "write")) == (0, 0)
         hold.unlink()
         events = await ended(client, run_id)

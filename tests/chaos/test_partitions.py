@@ -9,13 +9,11 @@ Needs root and iproute2 (CI runs as root); it fails, never skips, without them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +38,7 @@ from tether_common.errors import TetherError
 from tether_common.messages.approvals import ApprovalDecided
 from tether_common.messages.runs import TERMINAL_STATUSES, RunView
 from tether_common.subjects import Subjects
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.testing import Turn, call, say, until, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -91,19 +89,6 @@ async def lab() -> AsyncIterator[Lab]:
             shutil.rmtree(base, ignore_errors=True)
 
 
-async def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `check` (sync or async) until it answers something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return got
-        assert time.monotonic() < deadline, what
-        await asyncio.sleep(0.1)
-
-
 async def settled(url: str, run_id: str, timeout: float = 60.0) -> RunView:
     async with TetherClient(url, timeout=5) as client:
 
@@ -114,8 +99,7 @@ async def settled(url: str, run_id: str, timeout: float = 60.0) -> RunView:
                 return None
             return run if run.status in TERMINAL_STATUSES else None
 
-        result: RunView = await until(ended, timeout, f"run {run_id} did not end")
-        return result
+        return await until(ended, timeout=timeout, every=0.1, what=f"run {run_id} to end")
 
 
 async def journal(url: str, run_id: str) -> list[tuple[str, dict[str, Any]]]:
@@ -163,7 +147,9 @@ async def test_a_brain_cut_from_postgres_fences_itself_and_the_other_takes_over(
     try:
         run = await settled(b2.url, run_id)
         # Fenced (or its task ended by itself on a failed commit): no more acting.
-        fenced = await until(lambda: b1.stopped_acting(run_id), 30, "brain-1 went on")
+        fenced = await until(
+            lambda: b1.stopped_acting(run_id), timeout=30, every=0.1, what="brain-1 to stop acting"
+        )
     finally:
         lab.lab.heal(lab.host("b1"), lab.host("pg"))
     took_over = b2.logged(f"taking over run {run_id}")
@@ -241,7 +227,7 @@ async def test_a_nats_node_lost_loses_no_event_or_decision(lab: Lab) -> None:
             seqs = [e["seq"] for e in events]
             return seqs if seqs == [e["seq"] for e in journalled] else None
 
-        await until(streamed, 60, "the stream never held every journalled event")
+        await until(streamed, timeout=60, every=0.1, what="every journalled event streamed")
 
         async def decisions_kept() -> list[str] | None:
             try:  # the decisions stream may be electing a leader too (the node led it)
@@ -250,7 +236,7 @@ async def test_a_nats_node_lost_loses_no_event_or_decision(lab: Lab) -> None:
                 return None
             return [json.loads(msg.data)["approval_id"] for msg in kept]
 
-        kept = await until(decisions_kept, 60, "the decisions stream never answered")
+        kept = await until(decisions_kept, timeout=60, every=0.1, what="the decisions stream")
         assert kept == [item.approval_id for item in decided]
     finally:
         await bus.close()

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
@@ -31,7 +30,7 @@ from tether_client.client import TetherClient
 from tether_client.server.supervisor import Supervisor
 from tether_common.messages.deltas import RunDelta
 from tether_common.subjects import Subjects
-from tether_common.testing import call
+from tether_common.testing import call, until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -119,11 +118,16 @@ class Terminal:
         return ANSI.sub("", b"".join(self.chunks).decode(errors="replace")).replace("\r", "")
 
     def wait_for(self, check: Callable[[str], bool], what: str) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not check(self.text):
-            assert self.proc.poll() is None or check(self.text), f"exited before {what}"
-            assert time.monotonic() < deadline, f"waited {WAIT_S:.0f}s for {what}:\n{self.text}"
-            time.sleep(0.1)
+        """Until the screen's text passes `check`; fails at once if the chat has exited."""
+
+        def screen() -> str:
+            text = self.text
+            assert check(text) or self.proc.poll() is None or check(self.text), (
+                f"exited before {what}"
+            )
+            return text
+
+        until_sync(screen, done=check, timeout=WAIT_S, every=0.1, what=what)
 
     def type(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")

@@ -20,7 +20,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +36,14 @@ from proctree import descendants, kill_all, survivors
 from tether_client.cli import main
 from tether_client.client import TetherClient
 from tether_common.messages.runs import RunEvent
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until_sync, write_script
 from tether_common.topology import SERVICES
 
 pytestmark = pytest.mark.e2e
 
 TETHER = Path(sys.executable).parent / "tether"
 UP_DEADLINE_S = 300.0  # the services import slowly on a loaded two-core machine
+WAIT_S = 120.0  # for a line in a file the CLI writes, or an answer of the CLI
 RUNNER_KEY = "brave-key-of-the-runner"
 
 
@@ -81,13 +81,6 @@ class System:
         return found
 
 
-def wait_for(check: Callable[[], bool], what: str, deadline_s: float = 120.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        assert time.monotonic() < deadline, f"waited {deadline_s:.0f}s for {what}"
-        time.sleep(0.2)
-
-
 def user_env(home: Path, scripts: Path) -> dict[str, str]:
     """A user's environment: nothing of the suite's (TETHER_TOKEN, URLs), only a home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OTEL_"))}
@@ -122,10 +115,11 @@ def system() -> Iterator[System]:
         )
     found = System(home, env, log, scripts, proc)
     try:
-        wait_for(
+        until_sync(
             lambda: "Ctrl-C stops everything" in log.read_text() or proc.poll() is not None,
-            "tether up",
-            UP_DEADLINE_S,
+            timeout=UP_DEADLINE_S,
+            every=0.2,
+            what="tether up",
         )
         assert proc.poll() is None, log.read_text()[-6000:]
         yield found
@@ -376,7 +370,12 @@ def test_ctrl_c_and_a_dropped_stream(system: System, tmp_path: Path) -> None:
     run_id = json.loads(started.stdout)["run_id"]
     out = tmp_path / "first.out"
     first = system.start("runs", "follow", run_id[:12], out=out)
-    wait_for(lambda: "approval_needed" in out.read_text(), "the approval event")
+    until_sync(
+        lambda: "approval_needed" in out.read_text(),
+        timeout=WAIT_S,
+        every=0.2,
+        what="the approval event",
+    )
     first.send_signal(signal.SIGINT)
     assert first.wait(60) == 130
     said = out.with_suffix(".err").read_text()
@@ -386,10 +385,20 @@ def test_ctrl_c_and_a_dropped_stream(system: System, tmp_path: Path) -> None:
 
     out = tmp_path / "second.out"
     second = system.start("runs", "follow", "last", out=out)
-    wait_for(lambda: "approval_needed" in out.read_text(), "the approval event again")
+    until_sync(
+        lambda: "approval_needed" in out.read_text(),
+        timeout=WAIT_S,
+        every=0.2,
+        what="the approval event again",
+    )
     brain = system.state()["services"]["brain"]
     os.kill(brain["pid"], signal.SIGKILL)  # `tether up` starts it again
-    wait_for(lambda: "event stream lost" in out.with_suffix(".err").read_text(), "the drop")
+    until_sync(
+        lambda: "event stream lost" in out.with_suffix(".err").read_text(),
+        timeout=WAIT_S,
+        every=0.2,
+        what="the drop",
+    )
 
     def brain_ready() -> bool:
         try:
@@ -397,7 +406,7 @@ def test_ctrl_c_and_a_dropped_stream(system: System, tmp_path: Path) -> None:
         except httpx.HTTPError:
             return False
 
-    wait_for(brain_ready, "the restarted brain", 180)
+    until_sync(brain_ready, timeout=180, every=0.2, what="the restarted brain")
     approvals = json.loads(system.tether("approvals", "list", "-o", "json").stdout)
     [approval] = [a for a in approvals if a["run_id"] == run_id]
     assert system.tether("approvals", "approve", approval["approval_id"]).returncode == 0
@@ -455,7 +464,12 @@ def test_a_piped_run_says_how_to_approve_and_exits_7(system: System, tmp_path: P
         out=out,
     )  # fmt: skip
     said = out.with_suffix(".err")
-    wait_for(lambda: "tether approvals approve apr_" in said.read_text(), "the command")
+    until_sync(
+        lambda: "tether approvals approve apr_" in said.read_text(),
+        timeout=WAIT_S,
+        every=0.2,
+        what="the command",
+    )
     assert waiting.poll() is None, said.read_text()
     [approval_id] = re.findall(r"tether approvals approve (apr_[0-9a-f]{32})", said.read_text())
     assert system.tether("approvals", "approve", approval_id[4:16]).returncode == 0
@@ -502,7 +516,7 @@ def test_streams_as_json_lines_fields_and_ids_completed(system: System) -> None:
         found = [json.loads(line) for line in listed.stdout.splitlines()]
         return [a["approval_id"] for a in found if a["run_id"] == run_id]
 
-    wait_for(lambda: bool(pending()), "the approval")
+    until_sync(pending, timeout=WAIT_S, every=0.2, what="the approval")
     [approval_id] = pending()
     assert approval_id in completions(system, "tether approvals approve ")
     assert completions(system, f"tether approvals show {approval_id[:8]}") == [approval_id]

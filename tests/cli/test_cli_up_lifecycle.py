@@ -16,8 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 
 from tether_client.server.embedded import free_port
 from tether_client.server.supervisor import SERVICES
+from tether_common.testing import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -59,13 +59,6 @@ class Up:
         return found
 
 
-def wait_for(check: Callable[[], bool], what: str, deadline_s: float) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not check():
-        assert time.monotonic() < deadline, f"waited {deadline_s:.0f}s for {what}"
-        time.sleep(0.2)
-
-
 def user_env(home: Path, ports: dict[str, int] | None) -> dict[str, str]:
     """A user's environment: a home, and each service's port when `ports` are given."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TETHER_", "OTEL_"))}
@@ -87,7 +80,12 @@ def start_up(home: Path, env: dict[str, str], log: Path) -> Up:
         )
     up = Up(home, env, log, proc)
     try:
-        wait_for(lambda: READY in log.read_text() or proc.poll() is not None, "up", UP_DEADLINE_S)
+        until_sync(
+            lambda: READY in log.read_text() or proc.poll() is not None,
+            timeout=UP_DEADLINE_S,
+            every=0.2,
+            what="up",
+        )
         assert proc.poll() is None, log.read_text()[-6000:]
     except BaseException:
         up.stop()

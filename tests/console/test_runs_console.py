@@ -53,7 +53,7 @@ from tether_common.messages.approvals import (
     Presence,
     PresenceQuery,
 )
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.testing import Turn, call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -520,11 +520,13 @@ async def present(bus: Bus, agent: str) -> int:
 
 async def eventually_present(bus: Bus, agent: str, wanted: bool) -> None:
     """Whether an approver for `agent` is connected, within the presence TTL (15 s)."""
-    for _ in range(int(WAIT_S / 0.2)):
-        if (await present(bus, agent) > 0) == wanted:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"an approver for {agent} present: never {wanted}")
+    await until(
+        lambda: present(bus, agent),
+        done=lambda count: (count > 0) == wanted,
+        timeout=WAIT_S,
+        every=0.2,
+        what=f"an approver for {agent} present: {wanted}",
+    )
 
 
 async def test_one_sign_in_sees_runs_and_approvals_and_a_decision_resumes_the_run(

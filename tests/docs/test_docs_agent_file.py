@@ -1,5 +1,5 @@
-"""The agent file the docs show is one `tether agents apply` accepts, and it still uses
-every part of a definition the agents page describes."""
+"""The agent files the README and the agents page show are ones `tether agents apply`
+accepts, and the page's still uses every part of a definition it describes."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tether_client.agents_cli import definition
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "concepts" / "agents.md"
+README = ROOT / "README.md"
 # What "one agent file using all of it" (issue #31) means: each is a section of the docs.
 SHOWN = ("instructions", "prefetch", "output_schema", "fallback", "quota", "grants", "budgets")
 
@@ -31,8 +33,9 @@ def test_the_agents_page_shows_one_file_with_every_part() -> None:
     assert config.quota
 
 
-def test_every_agent_file_on_the_page_is_accepted() -> None:
-    files = agent_files(PAGE)
+@pytest.mark.parametrize("page", [PAGE, README], ids=["agents-page", "readme"])
+def test_every_agent_file_shown_is_accepted(page: Path) -> None:
+    files = [found for found in agent_files(page) if "id" in found]
     assert files
     for document in files:
-        definition(document, str(PAGE))
+        definition(document, str(page))

@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from tether_client import TetherClient
 from tether_client.server.embedded import free_port
 from tether_client.server.supervisor import Supervisor
 from tether_common.metrics import SPECS
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.testing import Turn, call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +45,7 @@ CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
 LEASE_S = 1.0
 SERVICE_NAMES = ("brain", "gateway", "tools-runner", "approvals", "output-store")
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
+SPANS_S = 20.0  # for spans to arrive: exporters send them in batches
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ async def receiver_server(receiver: Receiver) -> AsyncIterator[Receiver]:
         uvicorn.Config(app, host="127.0.0.1", port=receiver.port, log_config=None, lifespan="off")
     )
     task = asyncio.create_task(server.serve())
-    while not server.started:  # uvicorn offers no event for this  # noqa: ASYNC110
-        await asyncio.sleep(0.02)
+    # Uvicorn offers no event for this. No bound before: 30 s, for a loaded machine.
+    await until(lambda: server.started, timeout=30, every=0.02, what="the trace receiver")
     try:
         yield receiver
     finally:
@@ -139,15 +139,18 @@ async def test_a_run_is_one_trace_across_services(
         runs = [s for s in receiver_server.spans if s.name == "run"]
         return [s for s in receiver_server.spans if s.trace_id == runs[-1].trace_id]
 
-    deadline = time.monotonic() + 20
-    services: set[str] = set()
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-        if any(s.name == "run" for s in receiver_server.spans):
-            services = {s.service for s in run_spans()}
-            if {"tether-brain", "tether-gateway", "tether-tools-runner"} <= services:
-                break
-    assert {"tether-brain", "tether-gateway", "tether-tools-runner"} <= services
+    def services() -> set[str]:
+        if not any(s.name == "run" for s in receiver_server.spans):
+            return set()
+        return {s.service for s in run_spans()}
+
+    await until(
+        services,
+        done=lambda found: {"tether-brain", "tether-gateway", "tether-tools-runner"} <= found,
+        timeout=20,
+        every=0.2,
+        what="the run's spans from the brain, the gateway and the runner",
+    )
 
     spans = run_spans()
     by_id = {s.span_id: s for s in spans}
@@ -202,9 +205,8 @@ async def test_the_shell_span_carries_the_exit_code(
             and s.attributes.get("tether.tool.name") == "shell"
         ]
 
-    deadline = time.monotonic() + 20
-    while not shell_spans() and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.2)  # the exporter sends in batches
+    # The exporter sends in batches.
+    await until(shell_spans, timeout=20, every=0.2, what="the runner's shell span")
     (span,) = shell_spans()
     assert span.attributes["process.exit.code"] == 3
     assert span.attributes["tether.shell.timed_out"] is False
@@ -227,16 +229,6 @@ class Workload:
     run_id: str
     trace_id: str
     scrapes: dict[str, str]  # service → its `/metrics` text after the run
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Whether `check` holds within `timeout` (spans arrive in exporters' batches)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
 
 
 async def poll_everything(stack: Supervisor) -> None:
@@ -299,7 +291,7 @@ async def workload(receiver_server: Receiver, stack: Supervisor, scripts_dir: Pa
 
     # Each service exports in order of ending: its spans of the run, which came after the
     # polls, arriving means its polls' spans (were there any) have arrived too.
-    assert await eventually(whole), "the run's trace never reached every service"
+    await until(whole, timeout=SPANS_S, every=0.1, what="the run's trace in every service")
     async with httpx.AsyncClient(timeout=10) as client:
         scrapes = {
             name: (await client.get(f"{stack.child(name).url}/metrics")).text
@@ -322,7 +314,12 @@ async def test_a_run_parked_for_an_approval_stays_one_trace(
     workload: Workload, receiver_server: Receiver
 ) -> None:
     spans = receiver_server.spans
-    assert await eventually(lambda: len(segments(spans, workload.run_id)) >= 2)
+    await until(
+        lambda: len(segments(spans, workload.run_id)) >= 2,
+        timeout=SPANS_S,
+        every=0.1,
+        what="the run's two segments",
+    )
     started, resumed = segments(spans, workload.run_id)[:2]
     by_id = {s.span_id: s for s in spans}
     # Both segments hang from the request that started the run, in its trace.
@@ -342,7 +339,13 @@ async def test_a_run_parked_for_an_approval_stays_one_trace(
     assert any(s.name == "approval.wait" for s in in_trace())
     # Before the park, the parked call's turn, after it; the gateway exports in batches,
     # so its last span may come after the fixture saw every service in the trace.
-    await eventually(lambda: len(generations()) >= 3)
+    await until(
+        generations,
+        done=lambda found: len(found) >= 3,
+        timeout=SPANS_S,
+        every=0.1,
+        what="three generations",
+    )
     assert len(generations()) == 3, generations()
 
 
@@ -365,8 +368,11 @@ async def test_a_sub_agent_and_its_parents_resumption_stay_in_the_parents_trace(
     assert events[-1].data["status"] == "completed"
     (child_id,) = [e.data["child_run_id"] for e in events if e.kind == "agent.start"]
     spans = receiver_server.spans
-    assert await eventually(
-        lambda: len(segments(spans, accepted.run_id)) >= 2 and bool(segments(spans, child_id))
+    await until(
+        lambda: len(segments(spans, accepted.run_id)) >= 2 and bool(segments(spans, child_id)),
+        timeout=SPANS_S,
+        every=0.1,
+        what="the parent's two segments and the child's",
     )
     parent_runs, child_runs = segments(spans, accepted.run_id), segments(spans, child_id)
     by_id = {s.span_id: s for s in spans}
@@ -397,14 +403,24 @@ async def test_a_run_taken_over_by_another_replica_stays_one_trace(
     trace_id = str(before[0].data["trace_id"])
     spans = receiver_server.spans
     # The doomed replica's first step reached the receiver; its second is under way.
-    assert await eventually(lambda: any(s.trace_id == trace_id and s.name == "step" for s in spans))
+    await until(
+        lambda: any(s.trace_id == trace_id and s.name == "step" for s in spans),
+        timeout=SPANS_S,
+        every=0.1,
+        what="the doomed replica's first step",
+    )
     assert doomed.proc is not None
     doomed.proc.kill()
 
     async with TetherClient(stack.child("brain").url) as client:
         after = [e async for e in client.events(accepted.run_id, after=before[-1].seq)]
     assert after[-1].data["status"] == "completed"
-    assert await eventually(lambda: bool(segments(spans, accepted.run_id)))
+    await until(
+        lambda: segments(spans, accepted.run_id),
+        timeout=SPANS_S,
+        every=0.1,
+        what="the taken-over run's segment",
+    )
     (taken_over,) = segments(spans, accepted.run_id)  # the doomed one's never ended
     by_id = {s.span_id: s for s in spans}
     assert taken_over.trace_id == trace_id

@@ -1,7 +1,7 @@
 """Provider bodies spliced from each message's JSON (`providers.bodies`): the bytes parse to
 exactly the documented body, whatever the history holds; a kept history's messages are
 encoded once, not every step; a message the gateway no longer keeps is forgotten; and
-through the `openai` and `ollama` adapters, step after step of a kept history, the
+through the `openai`, `ollama` and `anthropic` adapters, step after step of a kept history, the
 upstream receives the whole, correct history each time."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
 
 from tether_common.messages.gateway import (
     HISTORY_ROOT,
@@ -22,12 +23,20 @@ from tether_common.messages.gateway import (
     history_digest,
 )
 from tether_gateway.histories import HistoryCache, expanded
-from tether_gateway.providers import OllamaProvider, OpenAIProvider, ollama, openai
+from tether_gateway.providers import (
+    AnthropicProvider,
+    OllamaProvider,
+    OpenAIProvider,
+    anthropic,
+    ollama,
+    openai,
+)
 from tether_gateway.providers.bodies import MessageTexts, spliced
 from tether_gateway.settings import GatewaySettings
-from tether_gateway.testing import FakeUpstream, Reply, chat_text_stream, collect, ndjson
+from tether_gateway.testing import FakeUpstream, Reply, chat_text_stream, collect, ndjson, sse
 
 TEXTS = ["", "plain", 'quotes " and \\', "ünïcødé ✓ 日本", "line\nbreak", "\u2028", "</script>"]
+Adapter = OpenAIProvider | OllamaProvider | AnthropicProvider
 TOOL = OfferedToolSpec(name="calculate", description="d", parameters={"type": "object"})
 
 
@@ -67,6 +76,29 @@ def test_the_spliced_body_parses_to_the_documented_body() -> None:
         body = spliced(ollama.chat_fields(asked, "m"), ollama_texts.texts(asked.messages))
         assert json.loads(body) == json.loads(json.dumps(ollama.chat_body(asked, "m")))
     assert json.loads(spliced({}, [])) == {"messages": []}
+
+
+def test_anthropic_turns_spliced_from_each_messages_blocks_are_its_turns() -> None:
+    """Neighbours of one role merge into one turn; system messages and empty ones add
+    nothing: the same as `turns`, whatever the order of roles."""
+    blocks = MessageTexts(anthropic.turn_blocks)
+    roles = ["system", "user", "assistant", "tool"]
+    for seed in range(40):
+        rng = random.Random(seed)
+        messages = history(rng, rng.randint(0, 4))
+        for _ in range(rng.randint(0, 6)):  # odd neighbours: merges, empty texts, systems
+            role = rng.choice(roles)
+            content = rng.choice(TEXTS)
+            messages.insert(
+                rng.randint(0, len(messages)),
+                ChatMessage(
+                    role=role, content=content, tool_call_id="c0" if role == "tool" else None
+                ),
+            )
+        asked = request(messages)
+        fields = anthropic.messages_fields(asked, "m", 99)
+        body = spliced(fields, anthropic.spliced_turns(messages, blocks.texts(messages)))
+        assert json.loads(body) == json.loads(json.dumps(anthropic.messages_body(asked, "m", 99)))
 
 
 def test_each_kept_message_is_encoded_once() -> None:
@@ -110,14 +142,17 @@ async def test_the_adapters_send_every_kept_history_whole(upstream: FakeUpstream
     settings = GatewaySettings(
         openai_base_url=f"{upstream.url}/v1",
         ollama_url=upstream.url,
+        anthropic_base_url=upstream.url,
+        anthropic_api_key=SecretStr("sk-ant-test"),
         retry_attempts=0,
     )
     cache, rng = HistoryCache(2**24), random.Random(4)
     kept = history(rng, 2)
     async with httpx.AsyncClient() as client:
-        adapters: list[OpenAIProvider | OllamaProvider] = [
+        adapters: list[Adapter] = [
             OpenAIProvider(settings, client),
             OllamaProvider(settings, client),
+            AnthropicProvider(settings, client),
         ]
         wanted: list[dict[str, Any]] = []
         for step in range(6):
@@ -140,25 +175,27 @@ async def test_the_adapters_send_every_kept_history_whole(upstream: FakeUpstream
                 wanted.append(_body(adapter, whole, settings))
     got = [received.json() for received in upstream.received]
     assert got == wanted
-    assert len(got[-1]["messages"]) == len(kept) + 1
+    assert len(got[-3]["messages"]) == len(kept) + 1  # openai's: the system messages too
 
 
 def _digest(messages: list[ChatMessage]) -> str:
     return history_digest(HISTORY_ROOT, [m.model_dump_json() for m in messages]).hex()
 
 
-def reply_for(adapter: OpenAIProvider | OllamaProvider) -> Reply:
+def reply_for(adapter: Adapter) -> Reply:
     if isinstance(adapter, OpenAIProvider):
         return chat_text_stream("ok", "m")
+    if isinstance(adapter, AnthropicProvider):
+        return Reply(pieces=[sse({"type": "message_stop"}, event="message_stop")])
     final = {"model": "m", "message": {"role": "assistant", "content": "ok"}, "done": True}
     return Reply(headers={"content-type": "application/x-ndjson"}, pieces=[ndjson(final)])
 
 
-def _body(
-    adapter: OpenAIProvider | OllamaProvider, asked: GenerateRequest, settings: GatewaySettings
-) -> dict[str, Any]:
+def _body(adapter: Adapter, asked: GenerateRequest, settings: GatewaySettings) -> dict[str, Any]:
     if isinstance(adapter, OpenAIProvider):
         body = openai.chat_body(asked, "m", settings)
+    elif isinstance(adapter, AnthropicProvider):
+        body = anthropic.messages_body(asked, "m", settings.anthropic_max_tokens)
     else:
         body = ollama.chat_body(asked, "m")
     loaded: dict[str, Any] = json.loads(json.dumps(body))

@@ -9,9 +9,7 @@ restart that loses the history the gateway kept."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import pytest
 
 from tether_client import TetherClient
 from tether_client.server.supervisor import Supervisor
+from tether_common.testing import until
 from tether_gateway.testing import FakeUpstream, Reply, chat_call_stream, chat_text_stream, sse
 
 pytestmark = pytest.mark.e2e
@@ -109,10 +108,12 @@ def expression(i: int) -> dict[str, str]:
 async def restart_gateway_during(stack: Supervisor, fake_model: FakeUpstream, n: int) -> None:
     """Once the fake holds request `n` (answered slowly), stop the gateway (it finishes
     that answer) and start it again: the history it kept is gone."""
-    deadline = time.monotonic() + 60
-    while len(fake_model.received) < n:
-        assert time.monotonic() < deadline, "the run never reached the slow step"
-        await asyncio.sleep(0.02)
+    await until(
+        lambda: len(fake_model.received) >= n,
+        timeout=60,
+        every=0.02,
+        what="the run to reach the slow step",
+    )
     gateway = stack.child("gateway")
     await stack.stop_child(gateway)
     await stack.start_child(gateway)

@@ -20,6 +20,7 @@ from tether_client.server.supervisor import SERVICES, Supervisor
 from tether_common.errors import AuthError
 from tether_common.identity import RemoteVerifier, TokenCache
 from tether_common.identity.tables import identity_tokens
+from tether_common.testing import until
 
 pytestmark = pytest.mark.e2e
 
@@ -101,11 +102,13 @@ async def test_create_list_revoke_through_the_cli(
         assert gone.json()["error"]["code"] == "unauthenticated"
         # The approvals replica verified it above and may use its cached entry until the
         # cache's TTL (2 s) runs out: the documented bound. Wait for that, generously.
-        async with asyncio.timeout(20):
-            while (  # noqa: ASYNC110 - polling another process
-                await http.get(f"{approvals}/v1/tokens", headers=bearer(token))
-            ).status_code != 401:
-                await asyncio.sleep(0.1)
+        await until(
+            lambda: http.get(f"{approvals}/v1/tokens", headers=bearer(token)),
+            done=lambda response: response.status_code == 401,
+            timeout=20,
+            every=0.1,
+            what="the approvals replica to refuse the revoked token",
+        )
 
 
 @pytest.mark.usefixtures("cli_env")

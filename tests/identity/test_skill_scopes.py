@@ -4,7 +4,6 @@ the skill folder."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from tether_brain.skills import FolderSkillStore, Skill
 from tether_brain.tools.local import SkillLibrary, SkillTool
 from tether_common.errors import ConflictError, MessageError, NotFoundError
+from tether_common.testing import until
 
 BODY = "- Read first.\n- Change little."
 
@@ -112,10 +112,8 @@ async def test_whether_any_skill_exists_is_read_again_off_the_event_loop(
     skill(store, "late-one", None, "ladders")
     store.threads.clear()
     assert library.any() is False  # stale: the last answer stands, a re-read starts
-    for _ in range(3000):  # up to 30 s on a loaded machine; ends at the first yes
-        if library.any():
-            break
-        await asyncio.sleep(0.01)
+    # Up to 30 s on a loaded machine; ends at the first yes.
+    await until(library.any, timeout=30, every=0.01, what="the re-read to see the skill")
     assert library.any() is True
     assert store.threads
     assert loop_thread not in store.threads

@@ -9,6 +9,7 @@ import contextlib
 import httpx
 
 from tether_client.local_model import LlamaServer, supervise, wait_ready
+from tether_common.testing import until
 
 
 async def test_a_killed_model_server_is_started_again(llama: LlamaServer) -> None:
@@ -18,8 +19,13 @@ async def test_a_killed_model_server_is_started_again(llama: LlamaServer) -> Non
         llama.proc.kill()
         llama.proc.wait()
         async with asyncio.timeout(120):
-            while llama.restarts == 0 or llama.proc.pid == first:  # noqa: ASYNC110
-                await asyncio.sleep(0.1)  # the keeper announces nothing; it is watched
+            # The keeper announces nothing; it is watched.
+            await until(
+                lambda: llama.restarts > 0 and llama.proc.pid != first,
+                timeout=120,
+                every=0.1,
+                what="the model server started again",
+            )
             await wait_ready(llama, timeout=110)
         async with httpx.AsyncClient(timeout=10) as client:
             models = await client.get(f"{llama.base_url}/models")

@@ -11,6 +11,7 @@ import pytest
 from tether_common.messages.gateway import ChatMessage, GenerateRequest
 from tether_common.testing import say, write_script
 from tether_gateway.app import handler
+from tether_gateway.histories import HistoryCache
 from tether_gateway.profiles import Profiles, ProfileStore
 from tether_gateway.providers import RulesPlanner, ScriptedProvider
 from tether_gateway.settings import GatewaySettings
@@ -19,6 +20,7 @@ Sum = Callable[..., float]
 Histogram = Callable[..., tuple[int, float]]
 # No profile files: every model is asked as its provider's default says.
 PROFILES = Profiles(GatewaySettings(), ProfileStore(None))
+HISTORIES = HistoryCache(2**20)
 
 
 def request(provider: str, model: str | None) -> GenerateRequest:
@@ -39,7 +41,9 @@ async def test_usage_and_cost_are_counted_by_provider_model_and_direction(
 
     kinds = [
         m.event.kind
-        async for m in handler(ScriptedProvider(tmp_path), PROFILES)(request("scripted", model))
+        async for m in handler(ScriptedProvider(tmp_path), PROFILES, HISTORIES)(
+            request("scripted", model)
+        )
     ]
 
     assert kinds == ["chunk", "usage", "done"]
@@ -57,7 +61,7 @@ async def test_each_generation_adds_one_latency_and_its_tokens(
     usage = {"kind": "usage", "input_tokens": 10, "output_tokens": 2}
     model = write_script(tmp_path, [[{"pause_s": 0.05}, *say("a"), usage]])
     labels = {"provider": "scripted", "model": model}
-    serve = handler(ScriptedProvider(tmp_path), PROFILES)
+    serve = handler(ScriptedProvider(tmp_path), PROFILES, HISTORIES)
 
     for _ in range(3):
         _ = [m async for m in serve(request("scripted", model))]
@@ -76,7 +80,7 @@ async def test_a_generation_without_a_model_name_is_labelled_default(
     before = metric_histogram("tether.model.duration", **labels)[0]
     input_before = metric_sum("tether.model.tokens", **labels, direction="input")
 
-    _ = [m async for m in handler(RulesPlanner(), PROFILES)(request("rules", None))]
+    _ = [m async for m in handler(RulesPlanner(), PROFILES, HISTORIES)(request("rules", None))]
 
     assert metric_histogram("tether.model.duration", **labels)[0] == before + 1
     assert metric_sum("tether.model.tokens", **labels, direction="input") > input_before
@@ -87,7 +91,7 @@ async def test_a_generation_closed_early_still_records_its_latency(
 ) -> None:
     model = write_script(tmp_path, [[*say("first"), {"pause_s": 5}, *say("never")]])
     labels = {"provider": "scripted", "model": model}
-    stream = handler(ScriptedProvider(tmp_path), PROFILES)(request("scripted", model))
+    stream = handler(ScriptedProvider(tmp_path), PROFILES, HISTORIES)(request("scripted", model))
 
     first = await anext(stream)
     await stream.aclose()  # type: ignore[attr-defined]  # the brain cancels a stopped run

@@ -23,6 +23,7 @@ from tether_common.bus import Bus
 from tether_common.db import make_engine
 from tether_common.errors import TetherError
 from tether_common.messages.outputs import BeginOutput, CommitOutput, OutputChunk, QueryOutput
+from tether_common.testing import until
 from tether_output_store.objects import BlobBucket
 from tether_output_store.retention import Collector
 from tether_tools_runner.offload import maybe_offload
@@ -89,11 +90,13 @@ async def until_parts(pg: asyncpg.Connection, upload_id: str, count: int) -> Non
     """Wait until `count` chunks of the upload are stored (polled: the store is another
     process and announces nothing)."""
     query = "SELECT count(*) FROM output_upload_parts WHERE upload_id = $1"
-    for _ in range(500):
-        if await pg.fetchval(query, upload_id) >= count:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"fewer than {count} chunks stored")
+    await until(
+        lambda: pg.fetchval(query, upload_id),
+        done=lambda stored: stored >= count,
+        timeout=20,
+        every=0.02,
+        what=f"{count} chunks of {upload_id} stored",
+    )
 
 
 async def send_forever(bus: Bus, upload_id: str, data: bytes, chunk_size: int) -> int:

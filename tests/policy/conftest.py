@@ -1,4 +1,4 @@
-"""The policy API served for these tests: the brain's `policy_router` on a real port, in a
+"""The policy API served for these tests: the brain's policy routes on a real port, in a
 thread with its own event loop, wired to this module's stack (its tools-runner catalogue,
 its approvals service, the shared PostgreSQL) with the agents below."""
 
@@ -20,7 +20,9 @@ from fastapi import FastAPI
 from shipped import OBSERVER, locked_bus
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
-from tether_brain.api.policy import policy_router
+from tether_brain.api import policy
+from tether_brain.api.policy import policy_state
+from tether_brain.api.static_verifier import StaticVerifier
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.clients.runner import BusRunner
 from tether_brain.tools.toolbox import Toolbox
@@ -92,16 +94,17 @@ class PolicyServer:
         toolbox = Toolbox(BusRunner(bus), ttl_s=60.0, timeout_s=30.0)
         app = FastAPI()
         install_error_handlers(app, "brain")
-        router = policy_router(
+        parts = policy_state(
             agents,
             toolbox,
             ApprovalClient(bus, expiry_s=120.0),
             GrantOverrides(engine, agents, bus, refresh_s=3600),
             engine=engine,
-            operator_token=OPERATOR_TOKEN,
-            owner_tokens=OWNER_TOKENS,
         )
-        app.include_router(router)
+        for name, part in parts.items():
+            setattr(app.state, name, part)
+        app.state.verifier = StaticVerifier(OPERATOR_TOKEN, OWNER_TOKENS)
+        app.include_router(policy.router)
         return app
 
     async def serve(self) -> None:

@@ -33,6 +33,7 @@ from tether_client.server.supervisor import SERVICES, Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import Catalog, CatalogRequest, ToolDescriptor
 from tether_common.subjects import Subjects
+from tether_common.testing import until
 
 pytestmark = pytest.mark.e2e
 
@@ -303,10 +304,13 @@ async def in_force_within(url: str, agent: str, check: Any, limit_s: float = 1.0
     """Poll the replica's catalogue until `check(catalog)` holds; the seconds it took
     (the assertion: at most `limit_s`)."""
     started = time.monotonic()
-    while (found := await catalog(url, agent)) is None or not check(found):
-        took = time.monotonic() - started
-        assert took < limit_s, f"not in force on the other replica after {took:.2f}s"
-        await asyncio.sleep(0.02)
+    await until(
+        lambda: catalog(url, agent),
+        done=lambda found: found is not None and check(found),
+        timeout=limit_s,
+        every=0.02,
+        what=f"{agent}'s change in force on the other replica",
+    )
     return time.monotonic() - started
 
 
@@ -351,11 +355,14 @@ async def test_a_change_through_one_replica_is_in_force_on_the_other(brains: Bra
 
         # Deleted: gone from B.
         assert (await a.delete(f"/v1/agents/{name}")).status_code == 204
-    started = time.monotonic()
     async with httpx.AsyncClient(base_url=brains.b, timeout=30, headers=ADMIN) as b:
-        while (await b.get(f"/v1/agents/{name}/tool-catalog")).status_code != 404:
-            assert time.monotonic() - started < 1.0, "a deleted agent still in force on B"
-            await asyncio.sleep(0.02)
+        await until(
+            lambda: b.get(f"/v1/agents/{name}/tool-catalog"),
+            done=lambda response: response.status_code == 404,
+            timeout=1.0,
+            every=0.02,
+            what="the deleted agent gone from B",
+        )
 
 
 async def test_seeds_are_written_once_and_never_over_a_change(

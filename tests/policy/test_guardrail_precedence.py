@@ -22,7 +22,9 @@ from fastapi import FastAPI
 from shipped import observe
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.agents.overrides import GrantOverrides
-from tether_brain.api.policy import catalog_entry, policy_router
+from tether_brain.api import policy
+from tether_brain.api.policy import catalog_entry, policy_state
+from tether_brain.api.static_verifier import StaticVerifier
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.clients.runner import BusRunner
 from tether_brain.gates import AgentPolicy, decide, parse_grants
@@ -178,16 +180,17 @@ async def policy_http(
     agents = Agents(dict(AGENTS), workspace=workspace, guardrails=live_guardrails, allowlist=[])
     app = FastAPI()
     install_error_handlers(app, "brain")
-    app.include_router(
-        policy_router(
-            agents,
-            Toolbox(BusRunner(bus), ttl_s=60.0, timeout_s=30.0),
-            ApprovalClient(bus, expiry_s=120.0),
-            GrantOverrides(engine, agents, bus, refresh_s=3600),
-            engine=engine,
-            operator_token="test-operator-token",
-        )
+    parts = policy_state(
+        agents,
+        Toolbox(BusRunner(bus), ttl_s=60.0, timeout_s=30.0),
+        ApprovalClient(bus, expiry_s=120.0),
+        GrantOverrides(engine, agents, bus, refresh_s=3600),
+        engine=engine,
     )
+    for name, part in parts.items():
+        setattr(app.state, name, part)
+    app.state.verifier = StaticVerifier("test-operator-token", {})
+    app.include_router(policy.router)
     transport = httpx.ASGITransport(app=app)
     try:
         async with httpx.AsyncClient(

@@ -20,7 +20,7 @@ import pytest
 from tether_client.cli import main
 from tether_client.ops_cli import offer_approval
 from tether_client.server.supervisor import Supervisor
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -108,12 +108,12 @@ async def test_tools_run_waits_for_the_decision(
     capsys.readouterr()
     waiting = asyncio.create_task(asyncio.to_thread(main, argv))
     async with httpx.AsyncClient(base_url=stack.child("approvals").url, timeout=10) as client:
-        for _ in range(200):
+
+        async def asked_for() -> list[dict[str, Any]]:
             pending = (await client.get("/v1/approvals", headers=auth)).json()
-            asked = [a for a in pending["approvals"] if a["args"].get("time") == "11:00"]
-            if asked:
-                break
-            await asyncio.sleep(0.05)
+            return [a for a in pending["approvals"] if a["args"].get("time") == "11:00"]
+
+        asked = await until(asked_for, timeout=20, what="the CLI's call awaiting approval")
         decided = await client.post(
             f"/v1/approvals/{asked[0]['approval_id']}/decision",
             json={"decision": "deny"},

@@ -4,7 +4,6 @@ replayed approvals) and grant changes whose waivers are audited in both directio
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from tether_client.server.supervisor import Supervisor
+from tether_common.testing import until
 
 pytestmark = pytest.mark.e2e
 
@@ -310,10 +310,11 @@ async def test_a_grant_change_holds_on_every_replica_and_after_a_restart(
     assert await catalog_grants(brain.url, "bobs", "calculate") == []
     changed = await put_grants(policy_url, "bobs", ["calculate"], token)
     assert changed.status_code == 200, changed.text
-    for _ in range(100):
-        if await catalog_grants(brain.url, "bobs", "calculate"):
-            break
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: catalog_grants(brain.url, "bobs", "calculate"),
+        timeout=10,
+        what="the grant in force on the brain",
+    )
     assert await catalog_grants(brain.url, "bobs", "calculate") == ["calculate"]
 
     stack.kill("brain")

@@ -12,9 +12,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tether_brain.api.skills import skills_router
+from tether_brain.api import skills
+from tether_brain.api.deps import SKILLS
 from tether_brain.api.static_verifier import StaticVerifier
 from tether_brain.skills import FolderSkillStore
+from tether_brain.tools.local import SkillLibrary
 from tether_client.skills_cli import list_main
 from tether_common.http import install_error_handlers
 
@@ -32,7 +34,9 @@ NEW = {
 def app_for(store: FolderSkillStore) -> FastAPI:
     app = FastAPI()
     install_error_handlers(app, "test")
-    app.include_router(skills_router(store, StaticVerifier(ADMIN_TOKEN, {})))
+    setattr(app.state, SKILLS, SkillLibrary(store))
+    app.state.verifier = StaticVerifier(ADMIN_TOKEN, {})
+    app.include_router(skills.router)
     return app
 
 

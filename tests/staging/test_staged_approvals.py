@@ -425,3 +425,127 @@ async def test_a_name_with_a_bidi_control_reads_as_what_it_is(
     assert f'→ file_write {{"path": "{BIDI_SHOWN}"' in followed
     assert "\u202e" not in followed
     assert not (stack_workspace(stack) / BIDI_NAME).exists()
+
+
+async def answer(stack: Supervisor, approval_id: str, body: dict[str, Any]) -> httpx.Response:
+    """An operator's `edit` or `respond` through the approvals API."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(
+            f"{stack.child('approvals').url}/v1/approvals/{approval_id}/decision",
+            json=body,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+
+
+async def ledger(database_url: str, run_id: str) -> int:
+    """How many effects the runner recorded for the run (what it ran)."""
+    conn = await asyncpg.connect(database_url.replace("+asyncpg", ""))
+    try:
+        return int(
+            await conn.fetchval("SELECT count(*) FROM tool_effects WHERE run_id = $1", run_id)
+        )
+    finally:
+        await conn.close()
+
+
+async def test_an_edit_is_staged_again_and_applied_and_audited_with_the_original(
+    stack: Supervisor, scripts_dir: Path, shared: Path, database_url: str
+) -> None:
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [
+            [call("file_write", path="edited.txt", content="the model's draft\n")],
+            # The model is told its call ran with the operator's arguments.
+            [{"present": "OPERATOR_EDIT"}, *say("written")],
+        ],
+    )
+    [card] = await cards(stack, run_id, 1)
+    assert "+the model's draft\n" in card["changes"]["entries"][0]["diff"]
+    refused = await answer(
+        stack, card["approval_id"], {"decision": "edit", "arguments": {"path": "edited.txt"}}
+    )
+    assert refused.status_code == 422, refused.text  # `content` is required by the schema
+    assert refused.json()["error"]["code"] == "arguments_invalid"
+
+    edited = {"path": "edited.txt", "content": "the operator's text\n"}
+    decided = await answer(stack, card["approval_id"], {"decision": "edit", "arguments": edited})
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["edited_args"] == edited
+    assert decided.json()["args"]["content"] == "the model's draft\n"  # the original kept
+    status, events = await finish(stack, run_id)
+    assert status == "completed", events[-1]
+    assert (shared / "edited.txt").read_text() == "the operator's text\n"
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "file_write"]
+    assert result["ok"], result
+    assert result["content"].startswith("OPERATOR_EDIT:")
+    records = await audit(database_url, run_id)
+    [edit] = [d for e, d in records if e == "approval.edited"]
+    assert edit["before"]["content"] != edit["after"]["content"]
+    [decision] = [d for e, d in records if e == "approval.decided"]
+    assert (decision["decision"], decision["outcome"]) == ("edit", "consumed")
+    # Staged again: what was applied is the edited call's change set, not the card's.
+    [applied] = [d["applied"] for e, d in records if e == "tool.result" and d.get("applied")]
+    assert applied != card["changes"]["digest"]
+    # Both gate decisions are in the trail: the model's call's and the edited call's.
+    assert len([d for e, d in records if e == "gate.decision"]) >= 2
+
+
+async def test_an_edit_into_a_refused_call_is_refused_by_the_gate(
+    stack: Supervisor, scripts_dir: Path, shared: Path, database_url: str
+) -> None:
+    """The edited call goes through every gate again: an edit into a protected path is
+    denied there, whatever the operator approved; nothing is written."""
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [[call("file_write", path="fine.txt", content="x\n")], say("done")],
+    )
+    [card] = await cards(stack, run_id, 1)
+    into = {"path": ".env", "content": "SECRET=1\n"}
+    decided = await answer(stack, card["approval_id"], {"decision": "edit", "arguments": into})
+    assert decided.status_code == 200, decided.text
+    status, events = await finish(stack, run_id)
+    assert status == "completed"
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "file_write"]
+    assert not result["ok"]
+    assert not (shared / ".env").exists()
+    assert not (shared / "fine.txt").exists()
+    assert await ledger(database_url, run_id) == 0
+    records = await audit(database_url, run_id)
+    [decision] = [d for e, d in records if e == "approval.decided"]
+    assert decision["outcome"] == result["error_code"]
+    assert decision["outcome"] not in ("consumed", None)
+
+
+async def test_a_response_is_the_models_result_marked_as_the_operators_and_runs_nothing(
+    stack: Supervisor, scripts_dir: Path, shared: Path, database_url: str
+) -> None:
+    run_id = await start(
+        stack,
+        scripts_dir,
+        [
+            [call("file_write", path="answered.txt", content="x\n")],
+            [
+                {"present": "OPERATOR_RESPONSE: file_write did not run"},
+                {"present": "write to notes/answered.txt instead"},
+                *say("understood"),
+            ],
+        ],
+    )
+    [card] = await cards(stack, run_id, 1)
+    text = "write to notes/answered.txt instead"
+    decided = await answer(stack, card["approval_id"], {"decision": "respond", "text": text})
+    assert decided.status_code == 200, decided.text
+    assert (decided.json()["status"], decided.json()["decision"]) == ("denied", "respond")
+    status, events = await finish(stack, run_id)
+    assert status == "completed", events[-1]
+    [result] = [e for e in events if e["kind"] == "tool.result" and e["name"] == "file_write"]
+    assert (result["ok"], result["error_code"]) == (False, "operator_response")
+    assert not (shared / "answered.txt").exists()
+    assert await ledger(database_url, run_id) == 0
+    records = await audit(database_url, run_id)
+    assert not [d for e, d in records if e == "tool.call"]
+    # Respond is one person's answer: a bare `respond` without text is refused.
+    bad = await answer(stack, card["approval_id"], {"decision": "respond"})
+    assert bad.status_code == 422

@@ -5,7 +5,6 @@ thread of five turns keeps its history across a brain kill in the middle."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ from tether_common.messages.base import encode
 from tether_common.messages.runs import TERMINAL_STATUSES
 from tether_common.messages.threads import GetThread, SendThreadMessage
 from tether_common.subjects import Subjects
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 from threadkit import ADMIN, DEADLINE_S, GUARDED, run_events
 
 pytestmark = pytest.mark.e2e
@@ -281,16 +280,18 @@ async def over_nats(
 
 async def wait_idle(http: httpx.AsyncClient, thread_id: str, turns: int) -> dict[str, Any]:
     """The thread once its `turns`-th turn has ended (the brain may be restarting)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            view = (await http.get(f"/v1/threads/{thread_id}", headers=ADMIN)).json()
-            if len(view.get("turns", [])) == turns and view["status"] == "idle":
-                return dict(view)
-        except httpx.HTTPError:
-            pass  # the brain is not back yet
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"turn {turns} of {thread_id} did not end in {DEADLINE_S} s")
+
+    async def thread() -> dict[str, Any]:
+        return dict((await http.get(f"/v1/threads/{thread_id}", headers=ADMIN)).json())
+
+    return await until(
+        thread,
+        done=lambda view: len(view.get("turns", [])) == turns and view["status"] == "idle",
+        timeout=DEADLINE_S,
+        every=0.2,
+        what=f"turn {turns} of {thread_id} to end",
+        ignoring=(httpx.HTTPError,),  # the brain is not back yet
+    )
 
 
 async def explain(engine: AsyncEngine, *turns: dict[str, Any]) -> str:
@@ -392,10 +393,13 @@ async def lease_of(engine: AsyncEngine, run_id: str) -> tuple[int, bool, str]:
 async def until_lease(
     engine: AsyncEngine, run_id: str, check: Callable[[int, bool, str], bool], what: str
 ) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not check(*await lease_of(engine, run_id)):
-        assert time.monotonic() < deadline, f"run {run_id}: waited {DEADLINE_S} s for {what}"
-        await asyncio.sleep(0.05)
+    """Until the run's lease (fence, run out, status) passes `check`."""
+    await until(
+        lambda: lease_of(engine, run_id),
+        done=lambda lease: check(*lease),
+        timeout=DEADLINE_S,
+        what=f"run {run_id}: {what}",
+    )
 
 
 def taken_back(fence: int) -> Callable[[int, bool, str], bool]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tether_common.messages.tools import ToolResult
+from tether_common.testing import until
 from tether_tools_runner.executor import Executor
 from tether_tools_runner.sandbox import Attestation, SandboxLimits, run_sandboxed, sandbox_user
 
@@ -244,12 +245,13 @@ async def test_processes_run_as_the_sandbox_user_on_the_host(
             {"command": f"sleep {marker} & sleep {marker}; id -u", "timeout_s": 2},
         )
     )
-    seen: list[dict[str, str]] = []
-    for _ in range(200):  # bounded wait for the sandbox's processes to appear
-        seen = [status for status in _statuses() if marker in status["cmdline"]]
-        if len(seen) >= 3:  # bwrap, and both sleeps
-            break
-        await asyncio.sleep(0.02)
+    seen = await until(
+        lambda: [status for status in _statuses() if marker in status["cmdline"]],
+        done=lambda found: len(found) >= 3,  # bwrap, and both sleeps
+        timeout=10,
+        every=0.02,
+        what="the sandbox's processes",
+    )
     await task
     assert any("bwrap" in status["cmdline"] for status in seen), seen
     for status in seen:

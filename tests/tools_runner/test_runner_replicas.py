@@ -18,7 +18,6 @@ import json
 import os
 import stat
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tether_client.server.supervisor import Supervisor
 from tether_common.bus import Bus
 from tether_common.messages.tools import TOOL_NOT_READY, ExecuteTool, ToolResult, effect_key
+from tether_common.testing import until
 from tether_tools_runner.effects import Claimed, EffectLedger, Recorded, request_digest
 from tether_tools_runner.sandbox import sandbox_user
 
@@ -86,12 +86,19 @@ async def execute(
         workspace=workspace,
         retry_in_doubt=retry_in_doubt,
     )
-    deadline = time.monotonic() + 60
-    while True:
+
+    async def execute() -> ToolResult:
         result: ToolResult = await bus.request(bus.subjects.tool_execute, call, timeout=60)
-        if result.error_code != TOOL_NOT_READY or time.monotonic() > deadline:
-            return result
-        await asyncio.sleep(0.2)
+        return result
+
+    # 120 s: 60 s of `tool_not_ready` answers, and the last request's own 60 s.
+    return await until(
+        execute,
+        done=lambda result: result.error_code != TOOL_NOT_READY,
+        timeout=120,
+        every=0.2,
+        what=f"{name} answered by a ready replica",
+    )
 
 
 async def write_once(

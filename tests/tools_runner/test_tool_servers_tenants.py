@@ -13,7 +13,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from tether_client import TetherClient
 from tether_client.server.supervisor import Supervisor
 from tether_common.messages.runs import RunEvent
 from tether_common.messages.tools import MCP_FAILED, Catalog, CatalogRequest, ExecuteTool
-from tether_common.testing import call, say, write_script
+from tether_common.testing import call, say, until, write_script
 
 OPERATOR_TOKEN = "test-operator-token"  # the suite's stacks' (tests/conftest.py)
 
@@ -136,17 +135,21 @@ async def add(api: httpx.AsyncClient, who: str, **body: Any) -> httpx.Response:
 
 async def settled(api: httpx.AsyncClient, who: str, server_id: str) -> dict[str, Any]:
     """The server as listed once it is up or failed."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+
+    async def listed() -> dict[str, Any]:
         found = await api.get("/v1/tool-servers", headers=bearer(who))
         assert TOKEN not in found.text
         views = [s for s in found.json()["servers"] if s["server_id"] == server_id]
         assert views, found.text
-        view = views[0]
-        if view["state"] != "connecting":
-            return view  # type: ignore[no-any-return]
-        assert time.monotonic() < deadline, f"{server_id} never settled: {view}"
-        await asyncio.sleep(0.2)
+        return dict(views[0])
+
+    return await until(
+        listed,
+        done=lambda view: view["state"] != "connecting",
+        timeout=DEADLINE_S,
+        every=0.2,
+        what=f"{server_id} settled",
+    )
 
 
 async def run_calling(

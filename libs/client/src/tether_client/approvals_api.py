@@ -69,8 +69,20 @@ class ApprovalsClient:
     async def get(self, approval_id: str) -> ApprovalView:
         return ApprovalView.model_validate(await self._call("GET", f"/v1/approvals/{approval_id}"))
 
-    async def decide(self, approval_id: str, decision: str, note: str | None) -> ApprovalView:
-        body = {"decision": decision} | ({"note": note} if note else {})
+    async def decide(
+        self,
+        approval_id: str,
+        decision: str,
+        note: str | None,
+        *,
+        arguments: dict[str, Any] | None = None,
+        text: str | None = None,
+    ) -> ApprovalView:
+        """A decision; `edit` carries the call's new `arguments`, `respond` the `text` the
+        model reads instead of the tool's result."""
+        body: dict[str, Any] = {"decision": decision} | ({"note": note} if note else {})
+        body |= {"arguments": arguments} if arguments is not None else {}
+        body |= {"text": text} if text is not None else {}
         found = await self._call("POST", f"/v1/approvals/{approval_id}/decision", json=body)
         return ApprovalView.model_validate(found)
 

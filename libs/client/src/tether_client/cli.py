@@ -4,7 +4,7 @@ every expected failure into one line, a hint and an exit code (the table is in
 `tether_client.exits` and at the end of `tether --help`).
 
     tether up | status | run PROMPT | chat
-    tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny
+    tether runs list|show|follow|stop|message      tether approvals list|show|approve|deny|edit|respond
     tether tools list|run    tether policy explain|replay|suggest    tether audit verify    tether outputs download
     tether skills list|validate    tether agents …    tether tokens …    tether webhooks …
     tether models list|show|set|probe    tether kill --tenant T | --agent A | --all | --lift | --list
@@ -129,7 +129,8 @@ LAZY: dict[str, LazyCommand] = {
     "chat": LazyCommand("Talk to an agent", _from("chat_cli", "chat_command")),
     "runs": LazyCommand("Inspect, follow, stop and message runs", _from("runs_cli", "app")),
     "approvals": LazyCommand(
-        "Approval requests: list, show, approve, deny", _from("ops_cli", "approvals_app")
+        "Approval requests: list, show, approve, deny, edit, respond",
+        _from("ops_cli", "approvals_app"),
     ),
     "tools": LazyCommand(
         "The tool catalogue, and running one tool by hand", _from("tools_cli", "tools_app")

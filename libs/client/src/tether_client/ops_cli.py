@@ -1,4 +1,4 @@
-"""Operator commands of `tether`: `approvals list|show|approve|deny`, `audit verify RUN`,
+"""Operator commands of `tether`: `approvals list|show|approve|deny|edit|respond`, `audit verify RUN`,
 and the approval card `tether run` offers inline on a terminal (or, where nobody here can
 answer, the commands that decide it).
 
@@ -66,7 +66,7 @@ ApprovalStatus = Literal["pending", "granted", "denied", "expired", "consumed", 
 APPROVALS_LIST = "tether approvals list"
 
 approvals_app = typer.Typer(
-    help="Approval requests: list, show, approve, deny (operator token).",
+    help="Approval requests: list, show, approve, deny, edit, respond (operator token).",
     no_args_is_help=True,
     epilog="Example: tether approvals list; tether approvals approve apr_1234 --scope run",
 )
@@ -225,10 +225,17 @@ def progress(view: ApprovalView) -> str:
     return f"{allowed}/{view.needed}" + (f" {view.group}" if view.group else "")
 
 
-async def decide(approval_id: str, decision: str, note: str | None) -> int:
+async def decide(
+    approval_id: str,
+    decision: str,
+    note: str | None,
+    *,
+    arguments: dict[str, Any] | None = None,
+    text: str | None = None,
+) -> int:
     async with approvals() as client:
         approval_id = await resolve_approval_id(client, approval_id)
-        view = await client.decide(approval_id, decision, note)
+        view = await client.decide(approval_id, decision, note, arguments=arguments, text=text)
     if view.decision is None:  # a vote towards a quorum
         who = ", ".join(v.by for v in view.approvals)
         say(f"{view.approval_id}: {view.status}, {progress(view)} approved (by {who})")
@@ -264,6 +271,50 @@ async def approvals_deny(approval_id: ApprovalId, note: Note = None) -> int:
     Example: tether approvals deny apr_1234 --note "not on prod"
     """
     return await decide(approval_id, "deny", note)
+
+
+@approvals_app.command("edit")
+@on_approvals
+async def approvals_edit(
+    approval_id: ApprovalId,
+    args: Annotated[
+        str,
+        typer.Option(
+            "--args",
+            help="The call's new arguments, a JSON object (checked against the tool's schema).",
+        ),
+    ],
+    note: Note = None,
+) -> int:
+    """Run the call with edited arguments instead: they are staged and gated again by the
+    brain, and a call that would ask for more is put to you again as a new request.
+
+    Example: tether approvals edit apr_1234 --args '{"command": "rm -rf build/tmp"}'
+    """
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--args") from None
+    if not isinstance(arguments, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint="--args")
+    return await decide(approval_id, "edit", note, arguments=arguments)
+
+
+@approvals_app.command("respond")
+@on_approvals
+async def approvals_respond(
+    approval_id: ApprovalId,
+    text: Annotated[
+        str,
+        typer.Option("--text", help="What the model reads as the call's result, marked as yours."),
+    ],
+    note: Note = None,
+) -> int:
+    """Answer the model in the tool's place: nothing runs.
+
+    Example: tether approvals respond apr_1234 --text "use the staging database instead"
+    """
+    return await decide(approval_id, "respond", note, text=text)
 
 
 def report_lines(name: str, report: AuditReport) -> list[str]:

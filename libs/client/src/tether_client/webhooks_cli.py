@@ -1,4 +1,4 @@
-"""`tether webhooks list|create|delete|deliveries|retry`: where approval notices go,
+"""`tether webhooks list|create|delete|deliveries|retry`: where approval and run notices go,
 through the approvals service's `/v1/webhooks` (`TETHER_APPROVALS_URL`; a token that may
 `webhooks.manage`: `TETHER_TOKEN` or the operator token)."""
 
@@ -16,6 +16,7 @@ from tether_client.endpoints import approvals_url
 from tether_client.session import blocking, client_token
 from tether_common.messages.approvals import NOTICE_KINDS
 from tether_common.messages.webhooks import (
+    RUN_NOTICE_KINDS,
     DeliveryList,
     DeliveryView,
     WebhookCreated,
@@ -25,9 +26,12 @@ from tether_common.messages.webhooks import (
 
 __all__ = ["app", "webhooks_call"]
 
-app = typer.Typer(help="Where approval notices are sent (operators, admins).", no_args_is_help=True)
+app = typer.Typer(
+    help="Where approval and run notices are sent (operators, admins).", no_args_is_help=True
+)
 M = TypeVar("M", bound=BaseModel)
-KINDS = ",".join(k.removeprefix("approval.") for k in NOTICE_KINDS)
+# Approval notices by their short names; run notices (chosen only by name) in full.
+KINDS = ",".join([*(k.removeprefix("approval.") for k in NOTICE_KINDS), *RUN_NOTICE_KINDS])
 
 
 async def webhooks_call(model: type[M], method: str, path: str, **kwargs: Any) -> M:
@@ -52,7 +56,7 @@ def delivery_line(row: DeliveryView) -> str:
             row.delivery_id,
             f"{row.status:9}",
             f"{row.kind:18}",
-            row.approval_id,
+            row.approval_id or row.run_id or "",
             where,
             f"attempts={row.attempts}",
             row.last_error or "",
@@ -77,7 +81,8 @@ async def webhooks_list(output: OutputOption = Format.table) -> int:
 async def webhooks_create(
     url: Annotated[str, typer.Argument(help="http(s) URL that receives the signed POSTs.")],
     events: Annotated[
-        str | None, typer.Option(help=f"Comma-separated among {KINDS} (default: all).")
+        str | None,
+        typer.Option(help=f"Comma-separated among {KINDS} (default: every approval notice)."),
     ] = None,
     tenant: Annotated[str | None, typer.Option(help="Default: the token's tenant.")] = None,
     description: Annotated[str | None, typer.Option(help="A note for people.")] = None,
@@ -88,7 +93,8 @@ async def webhooks_create(
     """
     body: dict[str, Any] = {"url": url}
     if events:
-        body["events"] = [f"approval.{e.strip()}" for e in events.split(",") if e.strip()]
+        named = [e.strip() for e in events.split(",") if e.strip()]
+        body["events"] = [e if e.startswith("run.") else f"approval.{e}" for e in named]
     if tenant:
         body["tenant"] = tenant
     if description:

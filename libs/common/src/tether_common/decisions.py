@@ -93,9 +93,9 @@ def payload_of(
     """The payload digest a decision's proof covers (None: it carries none). A payload
     that does not fit its decision (an edit without arguments, a response on an allow) is
     spelled so that no proof made by the approvals service can match it."""
-    if decision == "edit":
+    if decision == "edit" and response is None:
         return edit_digest(tool, arguments) if arguments is not None else "edit:missing"
-    if decision == "respond":
+    if decision == "respond" and arguments is None:
         return response_digest(response) if response is not None else "respond:missing"
     if arguments is not None or response is not None:
         return "unexpected"

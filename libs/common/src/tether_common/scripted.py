@@ -11,8 +11,10 @@ the request, so a player keeps no state. An entry is a model event (`kind`: chun
 thinking, tool_call, usage, done, error) or `{"pause_s": x}`, a wait before the next
 event (to test stops and timeouts), or `{"absent": "text"}`, an assertion on the request:
 a request whose messages hold `text` anywhere gets an `error` event (`script_invalid`)
-instead of the turn (a test's proof that something never reached the model). A turn
-that does not end itself ends `done` (`stop`).
+instead of the turn (a test's proof that something never reached the model), or
+`{"present": "text"}`, its opposite: a request whose messages do not hold `text` gets
+that error (a test's proof of what the model was shown). A turn that does not end itself
+ends `done` (`stop`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ async def play(
             code=ErrorCode.SCRIPT_INVALID, message=f"the request holds {seen!r}, said absent"
         )
         return
+    if (missing := _missing(turns[index], request)) is not None:
+        yield ErrorEvent(
+            code=ErrorCode.SCRIPT_INVALID,
+            message=f"the request lacks {missing!r}, said present",
+        )
+        return
     async for event in _replay(turns[index], sleep):
         yield event
 
@@ -82,12 +90,21 @@ def _present(entries: list[dict[str, Any]], request: GenerateRequest) -> str | N
     return next((text for text in wanted if text in said), None)
 
 
+def _missing(entries: list[dict[str, Any]], request: GenerateRequest) -> str | None:
+    """The first text a `present` entry names that the request's messages lack."""
+    wanted = [str(e["present"]) for e in entries if isinstance(e, dict) and "present" in e]
+    if not wanted:
+        return None
+    said = request.model_dump_json()
+    return next((text for text in wanted if text not in said), None)
+
+
 async def _replay(entries: list[dict[str, Any]], sleep: Sleep) -> AsyncGenerator[ModelEvent, None]:
     for entry in entries:
         if "pause_s" in entry:
             await sleep(float(entry["pause_s"]))
             continue
-        if "absent" in entry:  # checked before the turn (`_present`)
+        if "absent" in entry or "present" in entry:  # checked before the turn
             continue
         try:
             event = MODEL_EVENT.validate_python(entry)

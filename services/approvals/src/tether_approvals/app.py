@@ -1,5 +1,6 @@
 """Composition root of the approvals service: settings, bus, database, handlers, the
-operator API and console, the webhooks API, the expiry sweeper and the notice sender."""
+operator API and console, the webhooks API, the expiry sweeper, the run notices' consumer
+of the run events stream, and the notice sender."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tether_approvals.auth import TokenStore
 from tether_approvals.decisions.lifecycle import Lifecycle
 from tether_approvals.decisions.rules import build_approvers
 from tether_approvals.notices.outbox import Notices, Sender
+from tether_approvals.notices.runs import CONSUMER, RunNotices
 from tether_approvals.notices.webhooks import WebhookStore
 from tether_approvals.persistence.pending import PendingGauge
 from tether_approvals.persistence.presence import PresenceBoard
@@ -26,6 +28,7 @@ from tether_common.background import FailureLog, every
 from tether_common.decisions import required_key
 from tether_common.identity import serve_verify, tokens_router
 from tether_common.messages.approvals import ApprovalDecided, ApprovalNotice
+from tether_common.messages.runs import RunEvent
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
 
@@ -92,10 +95,21 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
     )
     sender = Sender(service.engine, settings.webhooks, publish_notice)
     pending = PendingGauge(service.engine)
+    run_notices = RunNotices(
+        service.engine, settings.webhooks, settings.link_base(), settings.console_url
+    )
 
     async def on_start() -> None:
         await serve_bus(service.bus, store, lifecycle, tokens, board)
         await serve_verify(service.bus, tokens)
+        # Every run event, acknowledged once its notices are in the outbox.
+        await service.bus.consume(
+            service.subjects.run_events_all,
+            durable=CONSUMER,
+            model=RunEvent,
+            handler=run_notices.on_event,
+            new_only=True,
+        )
         sweep = sweep_forever(lifecycle, store, board, settings, pending)
         service.background.start("the approval sweep", sweep)
         service.background.start("the notice sender", sender.run_forever())

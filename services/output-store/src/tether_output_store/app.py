@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from tether_common.identity import TokenStore
 from tether_common.service import Service
 from tether_common.settings import CommonSettings
-from tether_output_store.api import outputs_router
+from tether_output_store import api
 from tether_output_store.handlers import Handlers
 from tether_output_store.objects import BlobBucket
 from tether_output_store.query import QueryLimits
@@ -73,6 +73,7 @@ def create_app(common: CommonSettings, settings: OutputSettings) -> FastAPI:
     return service.app(
         title="Tether output-store",
         on_start=on_start,
-        routers=[outputs_router(store, tokens)],
+        routers=[api.router],
         verifier=tokens,
+        state={api.OUTPUT_STORE: store},
     )

@@ -6,15 +6,17 @@ import logging
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
 from opentelemetry import trace
 
 from tether_common.background import FailureLog, every
 from tether_common.errors import TetherError
-from tether_common.identity import Principal, RemoteVerifier, Verifier, principal_dependency
+from tether_common.identity import RemoteVerifier
+from tether_common.identity.http import Caller
 from tether_common.messages.tool_servers import ToolServersChanged
 from tether_common.messages.tools import Catalog, CatalogRequest
 from tether_common.safety.urls import PrivateHosts
@@ -50,24 +52,30 @@ tracer = trace.get_tracer(__name__)
 log = logging.getLogger(__name__)
 
 
-def sandbox_router(attestation: Attestation, verifier: Verifier) -> APIRouter:
-    router = APIRouter(tags=["health"])
-    who_dep = principal_dependency(verifier)
+# The attestation's name on `app.state` (create_app puts it there).
+ATTESTATION = "attestation"
+
+router = APIRouter(tags=["health"])
+
+
+async def attestation_of(request: Request) -> Attestation:
+    found: Attestation = getattr(request.app.state, ATTESTATION)
+    return found
+
+
+@router.get("/sandbox")
+async def sandbox(
+    attestation: Annotated[Attestation, Depends(attestation_of)], who: Caller
+) -> dict[str, Any]:
+    """What confinement this runner has (a token that may `service.read`)."""
+    who.require("service.read")
     # The filter itself is bytes of BPF; its effect is in `features["seccomp"]`.
-    report = {
+    return {
         "level": attestation.level,
         "bwrap": attestation.bwrap,
         "features": attestation.features,
         "problems": attestation.problems,
     }
-
-    @router.get("/sandbox")
-    async def sandbox(who: Principal = who_dep) -> dict[str, Any]:
-        """What confinement this runner has (a token that may `service.read`)."""
-        who.require("service.read")
-        return report
-
-    return router
 
 
 def replica_name() -> str:
@@ -122,21 +130,46 @@ def make_tenant_servers(
 
 def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
     service = Service(SERVICE, common, migrations=Path(__file__).parent / "migrations")
-    user = sandbox_user(settings.sandbox_uid, settings.sandbox_gid)
-    attestation = attest(user)
-    log.info("sandbox level %s (%s)", attestation.level, attestation.problems or "no problems")
-    # Read-before-write revisions in PostgreSQL: a run's read on one replica counts for
-    # its edit on another.
-    revisions = StoredRevisions(service.engine)
-    builtins = Builtins(settings, attestation, book=revisions)
-    builtins.workspaces().prepare()
-    registry = Registry(builtins.tools())
-    thresholds = settings.offload_thresholds
-    registry.add(
-        make_retrieve_tool(
-            service.bus, threshold=threshold_for("retrieve_output", thresholds)
-        ).as_tool()
+    runner = build(service, common, settings)
+    # No identity tables here: tokens are verified over the bus (identity.verify).
+    verifier = RemoteVerifier(service.bus)
+    return service.app(
+        title="Tether tools-runner",
+        on_start=runner.start,
+        on_stop=runner.stop,
+        routers=[router],
+        verifier=verifier,
+        state={ATTESTATION: runner.attestation},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Effects:
+    """What a call's effects leave in PostgreSQL: the ledger of calls run (leased by this
+    replica), read-before-write revisions (a run's read on one replica counts for its
+    edit on another) and staged effects; each row kept `effects_retention_s`."""
+
+    ledger: EffectLedger
+    revisions: StoredRevisions
+    staged: StagedStore
+
+    async def sweep(self, older_than_s: float) -> None:
+        await self.ledger.sweep(older_than_s)
+        await self.revisions.sweep(older_than_s)
+        await self.staged.sweep(older_than_s)
+
+
+def build(service: Service, common: CommonSettings, settings: RunnerSettings) -> ToolsRunner:
+    attestation = attest(sandbox_user(settings.sandbox_uid, settings.sandbox_gid))
+    log.info("sandbox level %s (%s)", attestation.level, attestation.problems or "no problems")
+    effects = Effects(
+        EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s),
+        StoredRevisions(service.engine),
+        StagedStore(service.engine),
+    )
+    builtins = Builtins(settings, attestation, book=effects.revisions)
+    builtins.workspaces().prepare()
+    registry = make_registry(service, settings, builtins)
     servers, server_routes = make_tenant_servers(service, settings, registry)
     executor = Executor(
         registry,
@@ -145,18 +178,15 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         min_sandbox=settings.min_sandbox,
         tenant_tools=servers.registry_of,
     )
-    ledger = EffectLedger(service.engine, replica_name(), lease_s=settings.effect_lease_s)
-    staged = StagedStore(service.engine)
-    stager = make_stager(settings, builtins, executor, staged, home=common.home)
+    stager = make_stager(settings, builtins, executor, effects.staged, home=common.home)
     calls = Calls(
         service.bus,
         executor,
         sandbox_level=attestation.level,
-        thresholds=thresholds,
-        ledger=ledger,
+        thresholds=settings.offload_thresholds,
+        ledger=effects.ledger,
         stager=stager,
     )
-
     mcp = McpHub(
         settings.mcp_servers,
         registry,
@@ -164,62 +194,98 @@ def create_app(common: CommonSettings, settings: RunnerSettings) -> FastAPI:
         connect_timeout_s=settings.mcp_connect_timeout_s,
         max_attempts=settings.mcp_max_attempts,
     )
+    return ToolsRunner(
+        service,
+        settings,
+        attestation,
+        builtins,
+        registry,
+        servers,
+        server_routes,
+        effects,
+        stager,
+        calls,
+        mcp,
+    )
 
-    async def catalog(req: CatalogRequest) -> Catalog:
+
+def make_registry(service: Service, settings: RunnerSettings, builtins: Builtins) -> Registry:
+    """The built-in tools and `retrieve_output` (the tools of MCP servers join later)."""
+    registry = Registry(builtins.tools())
+    threshold = threshold_for("retrieve_output", settings.offload_thresholds)
+    registry.add(make_retrieve_tool(service.bus, threshold=threshold).as_tool())
+    return registry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsRunner:
+    """The runner's parts, and what starts before serving, is served and stops."""
+
+    service: Service
+    settings: RunnerSettings
+    attestation: Attestation
+    builtins: Builtins
+    registry: Registry
+    servers: TenantServers
+    server_routes: ServerRoutes
+    effects: Effects
+    stager: Stager
+    calls: Calls
+    mcp: McpHub
+
+    async def start(self) -> None:
+        await self.builtins.file_workers().start()
+        await self.mcp.start()
+        await self.servers.reload()
+        self.start_background()
+        await self.serve_bus()
+
+    def start_background(self) -> None:
+        settings, background = self.settings, self.service.background
+        servers = every(
+            settings.tool_servers_refresh_s,
+            self.servers.reload,
+            FailureLog(log, "tool servers"),
+        )
+        background.start("tool servers refresh", servers)
+        renewal = every(
+            settings.effect_lease_s / 3, self.effects.ledger.renew, FailureLog(log, "lease renewal")
+        )
+        background.start("lease renewal", renewal)
+        sweep = every(3600.0, self.sweep_effects, FailureLog(log, "effects sweep"))
+        background.start("effects sweep", sweep)
+
+    async def sweep_effects(self) -> None:
+        await self.effects.sweep(self.settings.effects_retention_s)
+
+    async def serve_bus(self) -> None:
+        bus, subjects, routes = self.service.bus, self.service.subjects, self.server_routes
+        await bus.listen(subjects.tool_servers_changed, ToolServersChanged, routes.on_changed)
+        await bus.serve(subjects.tool_server_add, routes.add)
+        await bus.serve(subjects.tool_server_list, routes.listing)
+        await bus.serve(subjects.tool_server_remove, routes.remove)
+        await bus.serve(subjects.tool_catalog, self.catalog)
+        await bus.serve(subjects.tool_execute, self.calls.execute)
+        await bus.serve(subjects.tool_stage, self.stager.stage)
+
+    async def catalog(self, req: CatalogRequest) -> Catalog:
+        level, servers = self.attestation.level, self.servers
         if req.tenant is not None:  # that tenant's own servers' tools, laid over the rest
             return Catalog(
                 tools=servers.descriptors(req.tenant),
-                sandbox_level=attestation.level,
+                sandbox_level=level,
                 connecting=servers.connecting(req.tenant),
             )
         return Catalog(
-            tools=registry.descriptors(),
-            sandbox_level=attestation.level,
-            connecting=mcp.connecting() + servers.connecting(None),
+            tools=self.registry.descriptors(),
+            sandbox_level=level,
+            connecting=self.mcp.connecting() + servers.connecting(None),
         )
 
-    async def sweep() -> None:
-        await ledger.sweep(settings.effects_retention_s)
-        await revisions.sweep(settings.effects_retention_s)
-        await staged.sweep(settings.effects_retention_s)
-
-    async def on_start() -> None:
-        await builtins.file_workers().start()
-        await mcp.start()
-        await servers.reload()
-        service.background.start(
-            "tool servers refresh",
-            every(settings.tool_servers_refresh_s, servers.reload, FailureLog(log, "tool servers")),
-        )
-        await service.bus.listen(
-            service.subjects.tool_servers_changed, ToolServersChanged, server_routes.on_changed
-        )
-        await service.bus.serve(service.subjects.tool_server_add, server_routes.add)
-        await service.bus.serve(service.subjects.tool_server_list, server_routes.listing)
-        await service.bus.serve(service.subjects.tool_server_remove, server_routes.remove)
-        renewal = every(settings.effect_lease_s / 3, ledger.renew, FailureLog(log, "lease renewal"))
-        service.background.start("lease renewal", renewal)
-        service.background.start(
-            "effects sweep", every(3600.0, sweep, FailureLog(log, "effects sweep"))
-        )
-        await service.bus.serve(service.subjects.tool_catalog, catalog)
-        await service.bus.serve(service.subjects.tool_execute, calls.execute)
-        await service.bus.serve(service.subjects.tool_stage, stager.stage)
-
-    async def on_stop() -> None:
+    async def stop(self) -> None:
         # No call is in flight any more (Service.stop drained the bus first), so the MCP
         # sessions and file workers can go.
-        await mcp.stop()
-        await servers.stop()
-        builtins.close()
+        await self.mcp.stop()
+        await self.servers.stop()
+        self.builtins.close()
         release_cgroups()
-
-    # No identity tables here: tokens are verified over the bus (identity.verify).
-    verifier = RemoteVerifier(service.bus)
-    return service.app(
-        title="Tether tools-runner",
-        on_start=on_start,
-        on_stop=on_stop,
-        routers=[sandbox_router(attestation, verifier)],
-        verifier=verifier,
-    )

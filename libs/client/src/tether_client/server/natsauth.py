@@ -124,6 +124,8 @@ ROLES: dict[str, Role] = {
     "approvals": Role(
         serves=(QUEUE_APPROVALS, QUEUE_IDENTITY),
         writes=(APPROVAL_DECISIONS,),
+        # Run notices (`tether_approvals.notices.runs`): a durable consumer of run events.
+        reads=(RUN_EVENTS,),
         announces=("approval_notices",),
     ),
     "output-store": Role(serves=(QUEUE_OUTPUTS,), owns_output_bucket=True),

@@ -227,6 +227,9 @@ class Bus:
         durable: str,
         model: type[Req],
         handler: Callable[[Req], Awaitable[None]],
+        new_only: bool = False,
     ) -> None:
         """A durable JetStream consumer shared by the replicas (`JetStream.consume`)."""
-        await self._jetstream.consume(subject, durable=durable, model=model, handler=handler)
+        await self._jetstream.consume(
+            subject, durable=durable, model=model, handler=handler, new_only=new_only
+        )

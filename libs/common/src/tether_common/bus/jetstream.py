@@ -146,11 +146,14 @@ class JetStream:
         durable: str,
         model: type[Req],
         handler: Callable[[Req], Awaitable[None]],
+        new_only: bool = False,
     ) -> None:
         """A durable JetStream consumer shared by the replicas (its name is also their
         queue group, as nats-py requires): each stored message is
         handled by one replica and acknowledged after the handler returns; a failed
-        handler leaves it to be redelivered; a body that does not decode is terminated."""
+        handler leaves it to be redelivered; a body that does not decode is terminated.
+        `new_only`: a consumer made now starts at the stream's next message, not its
+        first (an existing one goes on from where it was acknowledged either way)."""
 
         async def run(msg: Msg) -> None:
             try:
@@ -175,8 +178,14 @@ class JetStream:
             self._serving.track(asyncio.create_task(run(msg)))
 
         await self._drop_foreign_consumer(subject, durable)
+        start = js_api.DeliverPolicy.NEW if new_only else None
         sub = await self._link.js.subscribe(
-            subject, queue=durable, durable=durable, cb=on_msg, manual_ack=True
+            subject,
+            queue=durable,
+            durable=durable,
+            cb=on_msg,
+            manual_ack=True,
+            deliver_policy=start,
         )
         self._serving.keep(sub)
 

@@ -82,7 +82,63 @@ function decisions(view, card, onDecided) {
   }
   box.appendChild(note);
   box.appendChild(problem);
+  // A quorum's or a group's request is allowed or denied by its people, never answered.
+  if (!(view.needed > 1 || view.group || view.escalate_to)) box.appendChild(answers(view, note, problem, onDecided));
   return box;
+}
+
+// Instead of allow/deny: run the call with edited arguments (the diff against the
+// model's arguments is shown as they are typed; the brain gates the edited call again),
+// or answer the model in the tool's place (nothing runs).
+function answers(view, note, problem, onDecided) {
+  const box = el("details", { "class": "answers" });
+  box.appendChild(el("summary", {}, "Edit or respond"));
+  const path = "/v1/approvals/" + enc(view.approval_id) + "/decision";
+  const send = async (body) => {
+    try {
+      onDecided(await post(path, Object.assign({ note: note.value || null }, body)));
+    } catch (err) {
+      setText(problem, err.code + ": " + err.message);
+    }
+  };
+  const edit = el("textarea", { "class": "edit-args", "rows": "6", "spellcheck": "false" });
+  edit.value = JSON.stringify(view.args, null, 2);
+  const diff = el("pre", { "class": "args-diff" }, "(no change)");
+  edit.addEventListener("input", () => setText(diff, argsDiff(view.args, parsedArgs(edit.value))));
+  const run = el("button", { "type": "button", "data-answer": "edit" }, "Run edited");
+  run.addEventListener("click", () => {
+    const parsed = parsedArgs(edit.value);
+    if (parsed === null) setText(problem, "arguments: not a JSON object");
+    else send({ decision: "edit", arguments: parsed });
+  });
+  const text = el("textarea", { "class": "respond-text", "rows": "3", "placeholder": "your answer: the model reads it as the call's result, marked as yours" });
+  const respond = el("button", { "type": "button", "data-answer": "respond" }, "Respond instead");
+  respond.addEventListener("click", () => send({ decision: "respond", text: text.value }));
+  [edit, diff, run, text, respond].forEach((node) => box.appendChild(node));
+  return box;
+}
+
+function parsedArgs(text) {
+  try {
+    const value = JSON.parse(text);
+    return value && typeof value === "object" && !Array.isArray(value) ? value : null;
+  } catch (err) {
+    return null;
+  }
+}
+
+// The edited arguments against the model's, one line per changed key.
+function argsDiff(before, after) {
+  if (after === null) return "(not a JSON object yet)";
+  const lines = [];
+  for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const was = JSON.stringify(before[key]);
+    const now = JSON.stringify(after[key]);
+    if (was === now) continue;
+    if (was !== undefined) lines.push("- " + key + ": " + was);
+    if (now !== undefined) lines.push("+ " + key + ": " + now);
+  }
+  return lines.join("\n") || "(no change)";
 }
 
 function upsert(view) {

@@ -210,6 +210,8 @@ class RunEnd(EventData):
     output: dict[str, Any] | None = None  # a typed run's validated answer
     steps: int = 0
     usage: UsageData = Field(default_factory=UsageData)
+    # The run's agent: which webhook endpoints of its tenant hear of its end.
+    agent: str | None = None
 
 
 class _Event(BaseModel):

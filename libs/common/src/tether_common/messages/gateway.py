@@ -64,11 +64,14 @@ class GenerateRequest(WireModel):
     # `required`); elsewhere it is `auto`, and the model may answer.
     tool_choice: Literal["auto", "required"] = "auto"
     # The history as a delta (see the module): `messages` follow the kept prefix this
-    # names. None: `messages` are the whole history.
-    prefix_digest: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # names. None: `messages` are the whole history. (Left out of the JSON when None, so
+    # a gateway from before deltas still reads a plain request.)
+    prefix_digest: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", exclude_if=lambda v: v is None
+    )
     # Keep the first `keep` messages of the whole history (prefix and `messages`) under
     # their digest, for the next request to name; None: keep nothing.
-    keep: int | None = Field(default=None, ge=1)
+    keep: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
 
     def message_texts(self) -> list[str]:
         """Each message's canonical JSON: what `history_digest` is over."""

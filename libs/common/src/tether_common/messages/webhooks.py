@@ -27,6 +27,10 @@ EventKind = NoticeKind | RunNoticeKind
 RUN_ANSWER_CHARS = 2000
 
 
+def _approval_kinds() -> list[EventKind]:
+    return list(NOTICE_KINDS)
+
+
 class RunCard(WireModel):
     """What a run notice says of the run; `links.view` opens it in the console (the
     approval's card for `run.awaiting_approval`)."""
@@ -60,7 +64,7 @@ class CreateWebhook(WireRequest):
 
     url: str = Field(min_length=8, max_length=2000)
     # The approval notices unless it chooses; run notices only when chosen.
-    events: list[EventKind] = Field(default_factory=lambda: list(NOTICE_KINDS), min_length=1)
+    events: list[EventKind] = Field(default_factory=lambda: _approval_kinds(), min_length=1)
     # None: the caller's own tenant.
     tenant: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     secret: str | None = Field(default=None, min_length=24, max_length=200)

@@ -24,7 +24,7 @@ from tether_approvals.decisions.quorum import (
     voter,
 )
 from tether_approvals.decisions.transitions import Transitions
-from tether_approvals.persistence.store import locked_row, view
+from tether_approvals.persistence.store import in_scope, locked_row, view
 from tether_common.errors import ConflictError, ErrorCode, MessageError, TetherError
 from tether_common.messages.approvals import Answer, ApprovalView, Decision, Vote
 from tether_common.metrics import bus_errors
@@ -113,6 +113,18 @@ class Deciding:
         decision: Decision,
         note: str | None,
     ) -> ApprovalView | TetherError:
+        plain = await self.transitions.decide_plain(
+            conn,
+            approval_id,
+            decision,
+            who.label,
+            note,
+            # Out of reach: refused just below by `locked_row` as any request is (the
+            # row's change then rolled back with the transaction).
+            admit=lambda row: in_scope(who, row.tenant, row.agent, row.owner, "approvals.decide"),
+        )
+        if plain is not None:
+            return plain
         row = await locked_row(conn, approval_id, who)
         if (expired := await self._undecidable(conn, row, approval_id)) is not None:
             return expired

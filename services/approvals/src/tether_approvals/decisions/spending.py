@@ -82,26 +82,31 @@ class Spending:
         becomes consumed, the update taking the row lock. Its proof is then checked on
         what the update returns; one that does not verify is put back, under the same
         lock, for `consume` to refuse as before. None: not spent here."""
+        spent_at = datetime.now(UTC)
+        mine = approvals.c.approval_id == req.approval_id
         stmt = (
             update(approvals)
             .where(
-                approvals.c.approval_id == req.approval_id,
+                mine,
                 approvals.c.status == "granted",
                 approvals.c.action_digest == req.action_digest,
             )
-            .values(status="consumed", consumed_at=datetime.now(UTC))
-            .returning(approvals)
+            .values(status="consumed", consumed_at=spent_at)
         )
-        row = (await conn.execute(stmt)).first()
-        if row is None:
-            return None
-        if not self.transitions.verified(row):
-            back = update(approvals).where(approvals.c.approval_id == req.approval_id)
+        item = await self.transitions.apply(
+            conn,
+            stmt,
+            "consumed",
+            "approval.consumed",
+            notify=True,
+            admit=self.transitions.verified,
+        )
+        if item is None:  # put back a row changed above whose proof does not verify
+            back = update(approvals).where(
+                mine, approvals.c.status == "consumed", approvals.c.consumed_at == spent_at
+            )
             await conn.execute(back.values(status="granted", consumed_at=None))
-            return None
-        return await self.transitions.recorded(
-            conn, row, "consumed", "approval.consumed", notify=True
-        )
+        return item
 
     @staticmethod
     def _consume_outcome(row: Any, digest: str) -> ConsumeOutcome:

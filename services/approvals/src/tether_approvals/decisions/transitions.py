@@ -1,20 +1,27 @@
 """The writes every change of a request makes, inside the caller's transaction holding the
 row lock: the row, the operator event, the audit record and (for a change people are
-told of) the notices; a decision is signed with the decision key as it is made."""
+told of) the notices; a decision is signed with the decision key as it is made.
+
+A change is at most four statements (`apply`): the row's UPDATE with its run trail's lock
+taken in the same statement, the trail's last link, the notices' endpoints, and one
+statement writing everything else (issue 33: the decision is on the way to the tool).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import Insert, Select, Update, func, literal, select, true, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether_approvals.decisions.decided import audit_data, facts_of
 from tether_approvals.notices.outbox import Notices
-from tether_approvals.persistence.store import add_event, view
-from tether_approvals.persistence.tables import approvals
-from tether_approvals.persistence.trail import record, run_trail
+from tether_approvals.persistence.store import event_insert, view
+from tether_approvals.persistence.tables import approvals, notice_outbox
+from tether_approvals.persistence.trail import head_upsert, record, run_trail, run_trail_sql
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey, payload_of
 from tether_common.messages.approvals import Answer, ApprovalView, Decision, EventKind
@@ -45,17 +52,27 @@ class Transitions:
     ) -> dict[str, Any]:
         """The decision's columns, signed over what it says (an edit's arguments and a
         response's text included), in the transaction that makes it."""
+        return {
+            "decision": decision,
+            "decided_at": decided_at,
+            "proof": self._proof(row, decision, decided_at, edited_args, response),
+            "edited_args": edited_args,
+            "response": response,
+        }
+
+    def _proof(
+        self,
+        row: Any,
+        decision: str,
+        decided_at: datetime,
+        edited_args: dict[str, Any] | None = None,
+        response: str | None = None,
+    ) -> str:
         payload = payload_of(decision, row.tool, edited_args, response)
         facts = DecisionFacts(
             row.approval_id, row.run_id, row.action_digest, decision, decided_at, payload
         )
-        return {
-            "decision": decision,
-            "decided_at": decided_at,
-            "proof": self.key.sign(facts),
-            "edited_args": edited_args,
-            "response": response,
-        }
+        return self.key.sign(facts)
 
     async def trail(
         self, conn: AsyncConnection, item: ApprovalView, event: str, data: dict[str, Any]
@@ -73,20 +90,47 @@ class Transitions:
         notify: bool = True,
         **values: Any,
     ) -> ApprovalView:
-        stmt = update(approvals).where(approvals.c.approval_id == approval_id)
-        row = (await conn.execute(stmt.values(**values).returning(approvals))).one()
-        return await self.recorded(conn, row, kind, event, notify=notify)
+        change = update(approvals).where(approvals.c.approval_id == approval_id)
+        item = await self.apply(conn, change.values(**values), kind, event, notify=notify)
+        assert item is not None, f"approval {approval_id} is not locked by its transaction"
+        return item
 
-    async def recorded(
-        self, conn: AsyncConnection, row: Any, kind: EventKind, event: str, *, notify: bool
-    ) -> ApprovalView:
-        """What goes with every change of a row, in its transaction: the operator event,
-        the audit record and (`notify`) the notices."""
-        item = view(row)
-        await add_event(conn, kind, item, datetime.now(UTC))
-        await self.trail(conn, item, event, audit_data(item))
-        if notify and self.notices is not None:
-            await self.notices.record(conn, kind, item)
+    async def apply(
+        self,
+        conn: AsyncConnection,
+        change: Update,
+        kind: EventKind,
+        event: str,
+        *,
+        notify: bool,
+        admit: Callable[[Any], bool] | None = None,
+        seal: Callable[[Any], dict[str, Any]] | None = None,
+    ) -> ApprovalView | None:
+        """`change` (an UPDATE of one request) and what goes with it, in its transaction:
+        the operator event, the audit record with the trail's head, (`notify`) the
+        notices, and what `seal` adds to the row once it is read back (a decision's
+        proof). None, with nothing else written: `change` matched no row, or `admit`
+        refused the row it changed (the caller refuses, rolling it back, or undoes it)."""
+        row = (await conn.execute(_with_trail_lock(change))).first()
+        if row is None or (admit is not None and not admit(row)):
+            return None
+        sealed = seal(row) if seal is not None else {}
+        item = view(SimpleNamespace(**(dict(row._mapping) | sealed)))
+        writes: list[Insert | Update] = [event_insert(kind, item, datetime.now(UTC))]
+        if sealed:
+            where = approvals.c.approval_id == item.approval_id
+            writes.append(update(approvals).where(where).values(**sealed))
+        records = await _chained(conn, item, event, row.trail_ts)
+        trail, head = records[-1]["run_id"], records[-1]["digest"]
+        writes += [audit.records.insert().values(records), head_upsert(trail, head)]
+        told = await self.notices.rows(conn, kind, item) if notify and self.notices else []
+        if told:
+            writes.append(notice_outbox.insert().values(told))
+        ctes = [w.cte(f"write_{i}") for i, w in enumerate(writes)]
+        await conn.execute(select(literal(1)).add_cte(*ctes))
+        if self.sink is not None:
+            for written in records:
+                await self.sink.write(written | {"ts": written["ts"].astimezone(UTC).isoformat()})
         return item
 
     async def settle(
@@ -105,7 +149,6 @@ class Transitions:
         """Decide a locked pending row (`row`: its columns, or its view). An `edit` is
         granted (the brain spends it for the edited call, gated again); a `respond` runs
         nothing, so it is `denied` like a deny: it can never be spent."""
-        status = "denied" if decision in ("deny", "respond") else "granted"
         event = "approval.auto_decided" if auto else "approval.decided"
         return await self.transition(
             conn,
@@ -114,11 +157,59 @@ class Transitions:
             event,
             # Nobody was asked about an automated answer, so nobody is told of it.
             notify=not auto,
-            status=status,
+            status=_status_of(decision),
             note=note,
             decided_by=by,
             **self._decision_values(row, decision, datetime.now(UTC), edited_args, response),
             **extra,
+        )
+
+    async def decide_plain(
+        self,
+        conn: AsyncConnection,
+        approval_id: str,
+        decision: Decision,
+        by: str,
+        note: str | None,
+        admit: Callable[[Any], bool],
+    ) -> ApprovalView | None:
+        """The usual operator decision without the locked read before it (it is on the way
+        from the operator to the tool): a request that is pending, not expired, one
+        person's to decide (no quorum, group or escalation) and not a delete to remember
+        is decided by one conditional UPDATE, which takes the row lock, and signed once
+        its facts are read back. None: any other request, left to the caller's locked
+        path (its refusals, expiry and votes), or one `admit` refused."""
+        decided_at = datetime.now(UTC)
+        plain = [
+            approvals.c.approval_id == approval_id,
+            approvals.c.status == "pending",
+            approvals.c.expires_at > decided_at,
+            approvals.c.needed <= 1,
+            approvals.c.group.is_(None),
+            approvals.c.escalate_to.is_(None),
+            approvals.c.escalate_at.is_(None),
+        ]
+        if decision in ("allow_run", "allow_chat"):  # deletes are never remembered
+            plain += [func.coalesce(approvals.c[c], "") != "delete" for c in ("scope", "effect")]
+        change = (
+            update(approvals)
+            .where(*plain)
+            .values(
+                status=_status_of(decision),
+                note=note,
+                decided_by=by,
+                decision=decision,
+                decided_at=decided_at,
+            )
+        )
+        return await self.apply(
+            conn,
+            change,
+            "decided",
+            "approval.decided",
+            notify=True,
+            admit=admit,
+            seal=lambda row: {"proof": self._proof(row, decision, decided_at)},
         )
 
     async def escalate_if_due(self, conn: AsyncConnection, item: ApprovalView) -> ApprovalView:
@@ -169,3 +260,29 @@ class Transitions:
             decided_by="run stopped",
             decided_at=datetime.now(UTC),
         )
+
+
+async def _chained(
+    conn: AsyncConnection, item: ApprovalView, event: str, ts: datetime
+) -> list[dict[str, Any]]:
+    """The audit record of a change, linked to its run trail's last (read under the
+    trail's lock, in a statement after the one that took it)."""
+    trail = run_trail(item.run_id)
+    start, prev = await audit.last_link(conn, trail)
+    records, _ = audit.chain(trail, start, prev, [(event, audit_data(item))], ts)
+    return records
+
+
+def _status_of(decision: Decision | Answer) -> str:
+    """The status a decision leaves its request in (why: `settle`)."""
+    return "denied" if decision in ("deny", "respond") else "granted"
+
+
+def _with_trail_lock(change: Update) -> Select[Any]:
+    """`change` returning its row, with the row's run trail locked in the same statement
+    (after the row's own lock: the order every writer takes them in) and the
+    transaction's time, which the audit record carries as `audit.append` gives it."""
+    changed = change.returning(approvals).cte("changed")
+    key = audit.lock_key_sql(run_trail_sql(changed.c.run_id))
+    lock = func.pg_advisory_xact_lock(key).table_valued().lateral()
+    return select(changed, func.now().label("trail_ts")).select_from(changed.join(lock, true()))

@@ -56,13 +56,22 @@ class Notices:
         self.subject = subject
 
     async def record(self, conn: AsyncConnection, kind: EventKind, item: ApprovalView) -> None:
+        if rows := await self.rows(conn, kind, item):
+            await conn.execute(notice_outbox.insert(), rows)
+
+    async def rows(
+        self, conn: AsyncConnection, kind: EventKind, item: ApprovalView
+    ) -> list[dict[str, Any]]:
+        """The outbox rows of one change (none for a change nobody is told of), for the
+        caller to insert in the same transaction: `record`, or a statement writing all of
+        a change's rows at once."""
         notice_kind = NOTICE_OF[kind]
         if notice_kind is None:
-            return
+            return []
         told = notice(notice_kind, item, self.link_base)
         # FOR KEY SHARE (what the rows' foreign key takes anyway, taken while reading): an
         # endpoint being deleted is waited for and then skipped, instead of failing this
-        # change at the insert below because its endpoint went in between.
+        # change at the insert because its endpoint went in between.
         found = await conn.execute(
             select(
                 webhook_endpoints.c.endpoint_id,
@@ -97,7 +106,7 @@ class Notices:
         ]
         nats = {"delivery_id": _delivery_id(), "sink": "nats", "subject": self.subject}
         rows.append(common | nats | {"endpoint_id": None})
-        await conn.execute(notice_outbox.insert(), rows)
+        return rows
 
 
 def _covers(endpoint: Any, item: ApprovalView) -> bool:

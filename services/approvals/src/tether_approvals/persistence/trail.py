@@ -7,16 +7,32 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.dialects.postgresql import Insert, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.persistence.tables import audit_heads
 from tether_common import audit
 
+_RUN_TRAIL = "approvals:"
+
 
 def run_trail(run_id: str) -> str:
-    return f"approvals:{run_id}"
+    return f"{_RUN_TRAIL}{run_id}"
+
+
+def run_trail_sql(run_id: ColumnElement[str]) -> ColumnElement[str]:
+    """`run_trail`, inside a statement that reads the run id off a row."""
+    return func.concat(_RUN_TRAIL, run_id)
+
+
+def head_upsert(trail: str, head: str) -> Insert:
+    """Keep `head` as the trail's head (in the transaction of its record)."""
+    now = datetime.now(UTC)
+    stmt = insert(audit_heads).values(trail=trail, head=head, updated_at=now)
+    return stmt.on_conflict_do_update(
+        index_elements=[audit_heads.c.trail], set_={"head": head, "updated_at": now}
+    )
 
 
 async def record(
@@ -27,13 +43,7 @@ async def record(
     sink: audit.JsonlSink | None,
 ) -> str:
     head = await audit.append(conn, trail, event, data, sink=sink)
-    now = datetime.now(UTC)
-    stmt = insert(audit_heads).values(trail=trail, head=head, updated_at=now)
-    await conn.execute(
-        stmt.on_conflict_do_update(
-            index_elements=[audit_heads.c.trail], set_={"head": head, "updated_at": now}
-        )
-    )
+    await conn.execute(head_upsert(trail, head))
     return head
 
 

@@ -49,15 +49,21 @@ class Delivery:
             body = self.json
         except ValueError:
             return f"{len(self.body)} bytes that are not JSON, answered {self.answered}"
-        card = body.get("card") if isinstance(body, dict) else None
-        if not isinstance(card, dict):
-            card = {}
-        fields = ("approval_id", "tenant", "tool", "status", "created_at")
+        card = _card(body)
+        fields = ("approval_id", "run_id", "tenant", "tool", "status", "created_at")
         shown = " ".join(f"{name}={card.get(name)}" for name in fields)
         return (
             f"{self.headers.get(EVENT_HEADER.lower())} {self.headers.get(DELIVERY_HEADER.lower())}"
             f" answered={self.answered} verified={self.verified} {shown}"
         )
+
+
+def _card(body: Any) -> dict[str, Any]:
+    """An approval notice's card, or a run notice's run (`messages.webhooks.RunNotice`)."""
+    if not isinstance(body, dict):
+        return {}
+    card = body.get("card", body.get("run"))
+    return card if isinstance(card, dict) else {}
 
 
 @dataclass
@@ -153,7 +159,17 @@ class Receiver:
         return [
             d
             for d in self.seen
-            if d.json["card"]["approval_id"] == approval_id and event in (None, d.event)
+            if _card(d.json).get("approval_id") == approval_id and event in (None, d.event)
+        ]
+
+    def of_run(self, run_id: str, event: str | None = None) -> list[Delivery]:
+        """The run notices about `run_id` (of kind `event`)."""
+        return [
+            d
+            for d in self.seen
+            if "run" in d.json
+            and _card(d.json).get("run_id") == run_id
+            and event in (None, d.event)
         ]
 
 

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from tether_brain.tools.documents import Documents
+from tether_brain.api.deps import DocumentsDep
 from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN
 from tether_common.messages.documents import (
     AddDocument,
@@ -24,44 +24,57 @@ from tether_common.messages.documents import (
 TenantQuery = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)]
 
 
-def documents_router(documents: Documents, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["documents"])
-    who_dep = principal_dependency(verifier)
+router = APIRouter(prefix="/v1", tags=["documents"])
 
-    @router.get("/collections")
-    async def collections(tenant: TenantQuery = None, who: Principal = who_dep) -> CollectionList:
-        """The collections within reach and how many documents each holds."""
-        return await documents.collections(tenant, who)
 
-    @router.get("/collections/{collection}/documents")
-    async def listing(
-        collection: PathId, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> DocumentList:
-        """A collection's documents, newest first, without their bodies (404: none)."""
-        return await documents.listing(collection, tenant, who)
+@router.get("/collections")
+async def collections(
+    documents: DocumentsDep, who: Caller, tenant: TenantQuery = None
+) -> CollectionList:
+    """The collections within reach and how many documents each holds."""
+    return await documents.collections(tenant, who)
 
-    @router.post(
-        "/collections/{collection}/documents",
-        status_code=201,
-        openapi_extra=body_limit(TEXT_BODY_LIMIT),
-    )
-    async def add(collection: PathId, body: AddDocument, who: Principal = who_dep) -> DocumentView:
-        """Add a document; its `readers` say who may retrieve it (none: nobody)."""
-        return await documents.add(collection, body, who)
 
-    @router.get("/collections/{collection}/documents/{doc_id}")
-    async def show(
-        collection: PathId, doc_id: PathId, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> DocumentView:
-        """One document with its readers and body (404: none within reach)."""
-        return await documents.get(collection, doc_id, tenant, who)
+@router.get("/collections/{collection}/documents")
+async def listing(
+    collection: PathId, documents: DocumentsDep, who: Caller, tenant: TenantQuery = None
+) -> DocumentList:
+    """A collection's documents, newest first, without their bodies (404: none)."""
+    return await documents.listing(collection, tenant, who)
 
-    @router.delete("/collections/{collection}/documents/{doc_id}", status_code=204)
-    async def remove(
-        collection: PathId, doc_id: PathId, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> Response:
-        """Remove a document: no run retrieves it any more (404: none within reach)."""
-        await documents.remove(collection, doc_id, tenant, who)
-        return Response(status_code=204)
 
-    return router
+@router.post(
+    "/collections/{collection}/documents",
+    status_code=201,
+    openapi_extra=body_limit(TEXT_BODY_LIMIT),
+)
+async def add(
+    collection: PathId, body: AddDocument, documents: DocumentsDep, who: Caller
+) -> DocumentView:
+    """Add a document; its `readers` say who may retrieve it (none: nobody)."""
+    return await documents.add(collection, body, who)
+
+
+@router.get("/collections/{collection}/documents/{doc_id}")
+async def show(
+    collection: PathId,
+    doc_id: PathId,
+    documents: DocumentsDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+) -> DocumentView:
+    """One document with its readers and body (404: none within reach)."""
+    return await documents.get(collection, doc_id, tenant, who)
+
+
+@router.delete("/collections/{collection}/documents/{doc_id}", status_code=204)
+async def remove(
+    collection: PathId,
+    doc_id: PathId,
+    documents: DocumentsDep,
+    who: Caller,
+    tenant: TenantQuery = None,
+) -> Response:
+    """Remove a document: no run retrieves it any more (404: none within reach)."""
+    await documents.remove(collection, doc_id, tenant, who)
+    return Response(status_code=204)

@@ -11,9 +11,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from tether_brain.hooks import Destinations, HookBook, StoredHook, TenantHooks
+from tether_brain.api.deps import DestinationsDep, HookBookDep
+from tether_brain.hooks import StoredHook, TenantHooks
 from tether_common.http import PathId
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN
 from tether_common.messages.hooks import (
     AddHook,
@@ -24,6 +25,8 @@ from tether_common.messages.hooks import (
 )
 
 TenantQuery = Annotated[str | None, Query(pattern=ID_PATTERN, max_length=200)]
+
+router = APIRouter(prefix="/v1", tags=["hooks"])
 
 
 def _view(hook: StoredHook, found: TenantHooks) -> HookView:
@@ -36,47 +39,46 @@ def _view(hook: StoredHook, found: TenantHooks) -> HookView:
     )
 
 
-def hooks_router(book: HookBook, destinations: Destinations, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["hooks"])
-    who_dep = principal_dependency(verifier)
+@router.get("/hooks")
+async def list_hooks(book: HookBookDep, who: Caller, tenant: TenantQuery = None) -> HookList:
+    """The tenant's hooks, in the order they are asked (secrets never shown)."""
+    scope = tenant or who.tenant
+    who.require("policy.read", scope)
+    found = await book.fresh(scope)
+    return HookList(hooks=[_view(h, found) for h in found.hooks], version=found.version)
 
-    @router.get("/hooks")
-    async def list_hooks(tenant: TenantQuery = None, who: Principal = who_dep) -> HookList:
-        """The tenant's hooks, in the order they are asked (secrets never shown)."""
-        scope = tenant or who.tenant
-        who.require("policy.read", scope)
-        found = await book.fresh(scope)
-        return HookList(hooks=[_view(h, found) for h in found.hooks], version=found.version)
 
-    @router.get("/hooks/{name}")
-    async def show_hook(
-        name: PathId, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> HookView:
-        """One hook of the tenant's (its secret is never shown again)."""
-        scope = tenant or who.tenant
-        who.require("policy.read", scope)
-        found = await book.fresh(scope)
-        return _view(found.named(name), found)
+@router.get("/hooks/{name}")
+async def show_hook(
+    name: PathId, book: HookBookDep, who: Caller, tenant: TenantQuery = None
+) -> HookView:
+    """One hook of the tenant's (its secret is never shown again)."""
+    scope = tenant or who.tenant
+    who.require("policy.read", scope)
+    found = await book.fresh(scope)
+    return _view(found.named(name), found)
 
-    @router.post("/hooks", status_code=201)
-    async def add_hook(body: AddHook, who: Principal = who_dep) -> HookCreated:
-        """One more hook, asked after the tenant's others at its point. 409 `hook_exists`;
-        422 `hook_refused` for an https URL the guard refuses."""
-        scope = body.tenant or who.tenant
-        who.require("policy.write", scope)
-        if body.transport == "https":
-            destinations.registered(body.target)
-        hook, found = await book.add(scope, body, who.label)
-        return HookCreated(**_view(hook, found).model_dump(), secret=hook.secret)
 
-    @router.delete("/hooks/{name}")
-    async def remove_hook(
-        name: PathId, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> HookRemoved:
-        """Remove a hook; runs stop asking it within `TETHER_BRAIN_HOOKS_REFRESH_S`."""
-        scope = tenant or who.tenant
-        who.require("policy.write", scope)
-        found = await book.remove(scope, name, who.label)
-        return HookRemoved(name=name, tenant=scope, version=found.version)
+@router.post("/hooks", status_code=201)
+async def add_hook(
+    body: AddHook, book: HookBookDep, destinations: DestinationsDep, who: Caller
+) -> HookCreated:
+    """One more hook, asked after the tenant's others at its point. 409 `hook_exists`;
+    422 `hook_refused` for an https URL the guard refuses."""
+    scope = body.tenant or who.tenant
+    who.require("policy.write", scope)
+    if body.transport == "https":
+        destinations.registered(body.target)
+    hook, found = await book.add(scope, body, who.label)
+    return HookCreated(**_view(hook, found).model_dump(), secret=hook.secret)
 
-    return router
+
+@router.delete("/hooks/{name}")
+async def remove_hook(
+    name: PathId, book: HookBookDep, who: Caller, tenant: TenantQuery = None
+) -> HookRemoved:
+    """Remove a hook; runs stop asking it within `TETHER_BRAIN_HOOKS_REFRESH_S`."""
+    scope = tenant or who.tenant
+    who.require("policy.write", scope)
+    found = await book.remove(scope, name, who.label)
+    return HookRemoved(name=name, tenant=scope, version=found.version)

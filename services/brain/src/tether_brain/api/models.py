@@ -12,9 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
-from tether_common.bus import Bus
+from tether_brain.api.deps import BusDep
 from tether_common.errors import AuthError, ErrorCode
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity import Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.profiles import (
     MODEL_PATTERN,
     PROVIDER_PATTERN,
@@ -42,39 +43,36 @@ def _instance_wide(who: Principal) -> None:
         )
 
 
-def models_router(bus: Bus, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["models"])
-    who_dep = principal_dependency(verifier)
-    subjects = bus.subjects
-
-    @router.get("/model-profiles")
-    async def list_profiles(
-        provider: ProviderQuery = None, who: Principal = who_dep
-    ) -> ProfileList:
-        """The stored profiles (and any profile file the gateway could not read)."""
-        who.require("agents.read")
-        return await bus.request(subjects.model_profiles, ListProfiles(provider=provider))
-
-    @router.get("/model-profiles/{provider}")
-    async def show_profile(
-        provider: ProviderPath, model: ModelQuery = None, who: Principal = who_dep
-    ) -> ModelProfile:
-        """One model's profile as the gateway applies it (stored, else the default)."""
-        who.require("agents.read")
-        query = ProfileQuery(provider=provider, model=model)
-        return await bus.request(subjects.model_profile, query)
-
-    @router.put("/model-profiles")
-    async def set_profile(body: ModelProfile, who: Principal = who_dep) -> ModelProfile:
-        _instance_wide(who)
-        return await bus.request(subjects.model_profile_put, PutProfile(profile=body))
-
-    @router.post("/model-profiles/probe")
-    async def probe_model(body: ProbeModel, who: Principal = who_dep) -> ProbeReport:
-        _instance_wide(who)
-        return await bus.request(subjects.model_probe, body, timeout=PROBE_TIMEOUT_S)
-
-    return router
+router = APIRouter(prefix="/v1", tags=["models"])
 
 
-__all__ = ["models_router"]
+@router.get("/model-profiles")
+async def list_profiles(bus: BusDep, who: Caller, provider: ProviderQuery = None) -> ProfileList:
+    """The stored profiles (and any profile file the gateway could not read)."""
+    who.require("agents.read")
+    return await bus.request(bus.subjects.model_profiles, ListProfiles(provider=provider))
+
+
+@router.get("/model-profiles/{provider}")
+async def show_profile(
+    provider: ProviderPath, bus: BusDep, who: Caller, model: ModelQuery = None
+) -> ModelProfile:
+    """One model's profile as the gateway applies it (stored, else the default)."""
+    who.require("agents.read")
+    query = ProfileQuery(provider=provider, model=model)
+    return await bus.request(bus.subjects.model_profile, query)
+
+
+@router.put("/model-profiles")
+async def set_profile(body: ModelProfile, bus: BusDep, who: Caller) -> ModelProfile:
+    _instance_wide(who)
+    return await bus.request(bus.subjects.model_profile_put, PutProfile(profile=body))
+
+
+@router.post("/model-profiles/probe")
+async def probe_model(body: ProbeModel, bus: BusDep, who: Caller) -> ProbeReport:
+    _instance_wide(who)
+    return await bus.request(bus.subjects.model_probe, body, timeout=PROBE_TIMEOUT_S)
+
+
+__all__ = ["router"]

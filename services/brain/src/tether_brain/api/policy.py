@@ -16,16 +16,18 @@ admin), explaining `policy.read`, a manual tool run `policy.write` (both of the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
 from fastapi import APIRouter, Response
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tether_brain.agents.config import AgentKey, Agents
 from tether_brain.agents.overrides import GrantOverrides
+from tether_brain.api import policy_replay
 from tether_brain.api.agent_reach import addressed
 from tether_brain.api.agents import TenantQuery
+from tether_brain.api.deps import POLICY, REPLAY, part
 from tether_brain.api.policy_models import (
     AgentCatalog,
     AuditProblem,
@@ -37,8 +39,7 @@ from tether_brain.api.policy_models import (
     GrantSource,
     GrantsView,
 )
-from tether_brain.api.policy_replay import replay_router
-from tether_brain.api.static_verifier import StaticVerifier
+from tether_brain.api.policy_replay import ReplayService
 from tether_brain.clients.approval import ApprovalClient
 from tether_brain.gates import AgentPolicy, parse_grants
 from tether_brain.gates.grants import Grant, parse_grant
@@ -49,13 +50,8 @@ from tether_brain.state.options import RunOptions
 from tether_brain.tools.toolbox import Toolbox
 from tether_common import audit
 from tether_common.errors import AuthError, ErrorCode, MessageError
-from tether_common.identity import (
-    DEFAULT_TENANT,
-    Action,
-    Principal,
-    Verifier,
-    principal_dependency,
-)
+from tether_common.identity import DEFAULT_TENANT, Action, Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.policy import ManualRunBody
 from tether_common.messages.tools import ToolDescriptor
 
@@ -233,63 +229,58 @@ def _waived(entries: list[str]) -> list[str]:
     return [raw for raw in entries if parse_grant(raw).noapproval]
 
 
-def policy_router(
+def policy_state(
     agents: Agents,
     toolbox: Toolbox,
     approvals: ApprovalClient,
     overrides: GrantOverrides,
     *,
     engine: AsyncEngine,
-    operator_token: str | None = None,
-    owner_tokens: Mapping[str, str] | None = None,
-    verifier: Verifier | None = None,
     sink: audit.JsonlSink | None = None,
-) -> APIRouter:
-    """`verifier`: who calls (the brain's token store). Without one, only the fixed
-    `operator_token` (an admin) and `owner_tokens` (owner name → token, owners who may
-    change their own agents' grants) are known."""
-    service = PolicyService(
-        agents,
-        toolbox,
-        engine,
-        ManualRuns(agents, toolbox, approvals, engine, sink),
-        overrides,
-        sink,
-    )
-    if verifier is None:
-        verifier = StaticVerifier(operator_token, owner_tokens or {})
-    return _routes(service, verifier)
+) -> dict[str, object]:
+    """The parts the policy routes (`router`, with `api.policy_replay`'s) read from
+    `app.state`, under their names there."""
+    manual = ManualRuns(agents, toolbox, approvals, engine, sink)
+    return {
+        POLICY: PolicyService(agents, toolbox, engine, manual, overrides, sink),
+        REPLAY: ReplayService(agents, toolbox, engine),
+    }
 
 
-def _routes(service: PolicyService, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["policy"])
-    who_dep = principal_dependency(verifier)
+PolicyDep = Annotated[PolicyService, part(POLICY)]
 
-    @router.post("/policy/explain")
-    async def explain(body: ExplainBody, who: Principal = who_dep) -> Explanation:
-        return await service.explain(body, who)
+router = APIRouter(prefix="/v1", tags=["policy"])
 
-    @router.get("/agents/{agent_id}/tool-catalog")
-    async def tool_catalog(
-        agent_id: str, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> AgentCatalog:
-        return await service.catalog(agent_id, who, tenant)
 
-    @router.put("/agents/{agent_id}/grants")
-    async def set_grants(
-        agent_id: str, body: GrantsBody, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> GrantsView:
-        return await service.set_grants(agent_id, who, body.grants, tenant)
+@router.post("/policy/explain")
+async def explain(body: ExplainBody, service: PolicyDep, who: Caller) -> Explanation:
+    return await service.explain(body, who)
 
-    @router.post("/tools/run", response_model=None)
-    async def run_tool(body: ManualRunBody, who: Principal = who_dep) -> Response:
-        """An operator's manual tool run, through the same gates as a model's call."""
-        who.require("policy.write", DEFAULT_TENANT)
-        return await service.manual.run(body, who.name, who.tenant)
 
-    @router.get("/audit/{run_id}")
-    async def verify_trail(run_id: str, who: Principal = who_dep) -> AuditReport:
-        return await service.audit_report(run_id, who)
+@router.get("/agents/{agent_id}/tool-catalog")
+async def tool_catalog(
+    agent_id: str, service: PolicyDep, who: Caller, tenant: TenantQuery = None
+) -> AgentCatalog:
+    return await service.catalog(agent_id, who, tenant)
 
-    router.include_router(replay_router(service.agents, service.toolbox, service.engine, verifier))
-    return router
+
+@router.put("/agents/{agent_id}/grants")
+async def set_grants(
+    agent_id: str, body: GrantsBody, service: PolicyDep, who: Caller, tenant: TenantQuery = None
+) -> GrantsView:
+    return await service.set_grants(agent_id, who, body.grants, tenant)
+
+
+@router.post("/tools/run", response_model=None)
+async def run_tool(body: ManualRunBody, service: PolicyDep, who: Caller) -> Response:
+    """An operator's manual tool run, through the same gates as a model's call."""
+    who.require("policy.write", DEFAULT_TENANT)
+    return await service.manual.run(body, who.name, who.tenant)
+
+
+@router.get("/audit/{run_id}")
+async def verify_trail(run_id: str, service: PolicyDep, who: Caller) -> AuditReport:
+    return await service.audit_report(run_id, who)
+
+
+router.include_router(policy_replay.router)

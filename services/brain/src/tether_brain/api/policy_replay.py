@@ -17,7 +17,7 @@ A window is `since` (required) to `until` (default now), both with a time zone, 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from fastapi import APIRouter
 from pydantic import AwareDatetime, Field, field_validator, model_validator
@@ -26,12 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tether_brain.agents.config import AgentConfig, Agents
 from tether_brain.api.agent_models import AgentBody
 from tether_brain.api.agent_reach import addressed, reaches
+from tether_brain.api.deps import REPLAY, part
 from tether_brain.policy.replay import Proposal, Recorded, recorded, replay
 from tether_brain.policy.suggest import suggest
 from tether_brain.tools.toolbox import Toolbox
 from tether_common.errors import NotFoundError
 from tether_common.http import error_responses
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity import Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN, RequestModel
 from tether_common.messages.policy_replay import (
     DEFAULT_REPLAY_LIMIT,
@@ -40,7 +42,7 @@ from tether_common.messages.policy_replay import (
     Suggestion,
 )
 
-__all__ = ["MAX_WINDOW_DAYS", "ReplayBody", "SuggestBody", "replay_router"]
+__all__ = ["MAX_WINDOW_DAYS", "ReplayBody", "ReplayService", "SuggestBody", "router"]
 
 MAX_WINDOW_DAYS = 93
 ERRORS = error_responses(
@@ -130,23 +132,20 @@ class ReplayService:
         return suggest(self.agents, config, await self.history(body, who, config.tenant))
 
 
-def replay_router(
-    agents: Agents, toolbox: Toolbox, engine: AsyncEngine, verifier: Verifier
-) -> APIRouter:
-    service = ReplayService(agents, toolbox, engine)
-    router = APIRouter(prefix="/policy", tags=["policy"])  # under policy_router's /v1
-    who_dep = principal_dependency(verifier)
+ReplayDep = Annotated[ReplayService, part(REPLAY)]
 
-    @router.post("/replay", responses=ERRORS)
-    async def replay_policy(body: ReplayBody, who: Principal = who_dep) -> ReplayReport:
-        """Decide the agent's recorded calls again under a proposed policy; what would
-        change, counted by transition and by tool. Nothing is changed."""
-        return await service.replay(body, who)
+router = APIRouter(prefix="/policy", tags=["policy"])  # under api.policy's /v1
 
-    @router.post("/suggest", responses=ERRORS)
-    async def suggest_grants(body: SuggestBody, who: Principal = who_dep) -> Suggestion:
-        """The narrowest grants the agent's recorded calls needed, as a diff against its
-        grants in force. Never applied."""
-        return await service.suggest(body, who)
 
-    return router
+@router.post("/replay", responses=ERRORS)
+async def replay_policy(body: ReplayBody, service: ReplayDep, who: Caller) -> ReplayReport:
+    """Decide the agent's recorded calls again under a proposed policy; what would
+    change, counted by transition and by tool. Nothing is changed."""
+    return await service.replay(body, who)
+
+
+@router.post("/suggest", responses=ERRORS)
+async def suggest_grants(body: SuggestBody, service: ReplayDep, who: Caller) -> Suggestion:
+    """The narrowest grants the agent's recorded calls needed, as a diff against its
+    grants in force. Never applied."""
+    return await service.suggest(body, who)

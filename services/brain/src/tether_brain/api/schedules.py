@@ -15,9 +15,9 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 
 from tether_brain.api.agents import expected_version
-from tether_brain.schedules.manager import ScheduleManager
+from tether_brain.api.deps import ScheduleManagerDep
 from tether_common.http import PathId, error_responses
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity.http import Caller
 from tether_common.messages.schedules import ScheduleList, ScheduleSpec, ScheduleView
 
 UNAUTHENTICATED = "no valid bearer token (`unauthenticated`, `token_expired`)"
@@ -44,58 +44,62 @@ def _tagged(response: Response, found: ScheduleView) -> ScheduleView:
     return found
 
 
-def schedules_router(manager: ScheduleManager, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["schedules"])
-    who_dep = principal_dependency(verifier)
+router = APIRouter(prefix="/v1", tags=["schedules"])
 
-    @router.post("/schedules", status_code=201, responses=SET_GOING)
-    async def add(body: ScheduleSpec, response: Response, who: Principal = who_dep) -> ScheduleView:
-        """Add a schedule to the caller's tenant; its runs run as the caller."""
-        return _tagged(response, await manager.create(body, who))
 
-    @router.get("/schedules", responses=error_responses({401: UNAUTHENTICATED}))
-    async def listing(who: Principal = who_dep) -> ScheduleList:
-        """The schedules within reach, enabled ones soonest first, with their last run."""
-        return await manager.list_schedules(who)
+@router.post("/schedules", status_code=201, responses=SET_GOING)
+async def add(
+    body: ScheduleSpec, response: Response, manager: ScheduleManagerDep, who: Caller
+) -> ScheduleView:
+    """Add a schedule to the caller's tenant; its runs run as the caller."""
+    return _tagged(response, await manager.create(body, who))
 
-    @router.get("/schedules/{schedule_id}", responses=READ)
-    async def show(
-        schedule_id: PathId, response: Response, who: Principal = who_dep
-    ) -> ScheduleView:
-        return _tagged(response, await manager.get(schedule_id, who))
 
-    @router.put("/schedules/{schedule_id}", responses=SET_GOING)
-    async def replace(
-        schedule_id: PathId,
-        body: ScheduleSpec,
-        response: Response,
-        who: Principal = who_dep,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> ScheduleView:
-        """Replace it (from now on its runs run as the caller)."""
-        expected = expected_version(if_match, body.schedule_version)
-        return _tagged(response, await manager.replace(schedule_id, body, who, expected))
+@router.get("/schedules", responses=error_responses({401: UNAUTHENTICATED}))
+async def listing(manager: ScheduleManagerDep, who: Caller) -> ScheduleList:
+    """The schedules within reach, enabled ones soonest first, with their last run."""
+    return await manager.list_schedules(who)
 
-    @router.post("/schedules/{schedule_id}/pause", responses=READ)
-    async def pause(
-        schedule_id: PathId, response: Response, who: Principal = who_dep
-    ) -> ScheduleView:
-        """Stop firing; a queued tick is dropped; its running run goes on."""
-        return _tagged(response, await manager.pause(schedule_id, who))
 
-    @router.post("/schedules/{schedule_id}/resume", responses=SET_GOING)
-    async def resume(
-        schedule_id: PathId, response: Response, who: Principal = who_dep
-    ) -> ScheduleView:
-        """Fire again from the next tick after now, as the caller."""
-        return _tagged(response, await manager.resume(schedule_id, who))
+@router.get("/schedules/{schedule_id}", responses=READ)
+async def show(
+    schedule_id: PathId, response: Response, manager: ScheduleManagerDep, who: Caller
+) -> ScheduleView:
+    return _tagged(response, await manager.get(schedule_id, who))
 
-    @router.delete(
-        "/schedules/{schedule_id}", status_code=204, response_class=Response, responses=READ
-    )
-    async def remove(schedule_id: PathId, who: Principal = who_dep) -> Response:
-        """Remove it (its runs so far stay as they are)."""
-        await manager.remove(schedule_id, who)
-        return Response(status_code=204)
 
-    return router
+@router.put("/schedules/{schedule_id}", responses=SET_GOING)
+async def replace(
+    schedule_id: PathId,
+    body: ScheduleSpec,
+    response: Response,
+    manager: ScheduleManagerDep,
+    who: Caller,
+    if_match: Annotated[str | None, Header()] = None,
+) -> ScheduleView:
+    """Replace it (from now on its runs run as the caller)."""
+    expected = expected_version(if_match, body.schedule_version)
+    return _tagged(response, await manager.replace(schedule_id, body, who, expected))
+
+
+@router.post("/schedules/{schedule_id}/pause", responses=READ)
+async def pause(
+    schedule_id: PathId, response: Response, manager: ScheduleManagerDep, who: Caller
+) -> ScheduleView:
+    """Stop firing; a queued tick is dropped; its running run goes on."""
+    return _tagged(response, await manager.pause(schedule_id, who))
+
+
+@router.post("/schedules/{schedule_id}/resume", responses=SET_GOING)
+async def resume(
+    schedule_id: PathId, response: Response, manager: ScheduleManagerDep, who: Caller
+) -> ScheduleView:
+    """Fire again from the next tick after now, as the caller."""
+    return _tagged(response, await manager.resume(schedule_id, who))
+
+
+@router.delete("/schedules/{schedule_id}", status_code=204, response_class=Response, responses=READ)
+async def remove(schedule_id: PathId, manager: ScheduleManagerDep, who: Caller) -> Response:
+    """Remove it (its runs so far stay as they are)."""
+    await manager.remove(schedule_id, who)
+    return Response(status_code=204)

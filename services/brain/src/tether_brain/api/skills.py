@@ -12,16 +12,17 @@ and resolved before)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import Field
 
-from tether_brain.skills import Skill, SkillStore
+from tether_brain.api.deps import SkillLibraryDep
+from tether_brain.skills import Skill
 from tether_common.errors import AuthError, ErrorCode
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity import Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN, CarryableText, RequestModel
 from tether_common.messages.skills import SkillSummary, SkillView
 from tether_common.skills import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS
@@ -75,56 +76,53 @@ def write_scope(who: Principal, tenant: str | None) -> str | None:
     return who.tenant
 
 
-def skills_router(
-    store: SkillStore, verifier: Verifier, on_change: Callable[[], None] | None = None
-) -> APIRouter:
-    """`on_change`: called after a skill is written (the runs' cached views forget)."""
-    router = APIRouter(prefix="/v1", tags=["skills"])
-    changed = on_change or (lambda: None)
-    who_dep = principal_dependency(verifier)
+router = APIRouter(prefix="/v1", tags=["skills"])
 
-    @router.get("/skills", response_model_exclude_none=True)
-    def list_skills(who: Principal = who_dep) -> list[SkillSummary]:
-        """The global skills and the caller's tenant's (an admin: every tenant's)."""
-        who.require("skills.read")
-        if who.reach_of("skills.read") == "all":
-            found = store.skills(None)
-            for own in store.every_tenant().values():
-                found += sorted(own.values(), key=lambda s: s.name)
-            return [_summary(s) for s in found]
-        return [_summary(s) for s in store.skills(who.tenant)]
 
-    @router.post(
-        "/skills",
-        status_code=201,
-        openapi_extra=body_limit(TEXT_BODY_LIMIT),
-        response_model_exclude_none=True,
-    )
-    def create_skill(body: CreateSkill, who: Principal = who_dep) -> SkillView:
-        scope = write_scope(who, body.tenant)
-        created = store.create(body.name, body.description, body.body, scope)
-        changed()
-        return _view(created)
+@router.get("/skills", response_model_exclude_none=True)
+def list_skills(skills: SkillLibraryDep, who: Caller) -> list[SkillSummary]:
+    """The global skills and the caller's tenant's (an admin: every tenant's)."""
+    who.require("skills.read")
+    store = skills.store
+    if who.reach_of("skills.read") == "all":
+        found = store.skills(None)
+        for own in store.every_tenant().values():
+            found += sorted(own.values(), key=lambda s: s.name)
+        return [_summary(s) for s in found]
+    return [_summary(s) for s in store.skills(who.tenant)]
 
-    @router.get("/skills/{name}", response_model_exclude_none=True)
-    def get_skill(
-        name: SkillName, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> SkillView:
-        return _view(store.get(name, read_scope(who, tenant)))
 
-    @router.delete("/skills/{name}", status_code=204)
-    def delete_skill(
-        name: SkillName, tenant: TenantQuery = None, who: Principal = who_dep
-    ) -> Response:
-        scope = write_scope(who, tenant)
-        skill = store.get(name, scope)
-        if skill.tenant is None and scope is not None:
-            # A global skill seen from a tenant's view: only an admin writes those.
-            raise AuthError(
-                f"skill {name!r} is global: only an admin may delete it", code=ErrorCode.FORBIDDEN
-            )
-        store.delete(name, scope)
-        changed()
-        return Response(status_code=204)
+@router.post(
+    "/skills",
+    status_code=201,
+    openapi_extra=body_limit(TEXT_BODY_LIMIT),
+    response_model_exclude_none=True,
+)
+def create_skill(body: CreateSkill, skills: SkillLibraryDep, who: Caller) -> SkillView:
+    scope = write_scope(who, body.tenant)
+    created = skills.store.create(body.name, body.description, body.body, scope)
+    skills.forget()  # the runs' cached views
+    return _view(created)
 
-    return router
+
+@router.get("/skills/{name}", response_model_exclude_none=True)
+def get_skill(
+    name: SkillName, skills: SkillLibraryDep, who: Caller, tenant: TenantQuery = None
+) -> SkillView:
+    return _view(skills.store.get(name, read_scope(who, tenant)))
+
+
+@router.delete("/skills/{name}", status_code=204)
+def delete_skill(
+    name: SkillName, skills: SkillLibraryDep, who: Caller, tenant: TenantQuery = None
+) -> Response:
+    scope = write_scope(who, tenant)
+    skill = skills.store.get(name, scope)
+    if skill.tenant is None and scope is not None:
+        # A global skill seen from a tenant's view: only an admin writes those.
+        raise AuthError(
+            f"skill {name!r} is global: only an admin may delete it", code=ErrorCode.FORBIDDEN
+        )
+    skills.store.delete(name, scope)
+    skills.forget()
+    return Response(status_code=204)

@@ -14,9 +14,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path
 
-from tether_common.bus import Bus
+from tether_brain.api.deps import BusDep
 from tether_common.errors import AuthError, ErrorCode
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity import Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.base import ID_PATTERN
 from tether_common.messages.tool_servers import (
     SHARED_TENANT,
@@ -45,31 +46,29 @@ def _tenant_for(spec: ToolServerSpec, who: Principal) -> str:
     return spec.tenant or who.tenant
 
 
-def tool_servers_router(bus: Bus, verifier: Verifier) -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["tool-servers"])
-    who_dep = principal_dependency(verifier)
-    subjects = bus.subjects
+router = APIRouter(prefix="/v1", tags=["tool-servers"])
 
-    @router.post("/tool-servers", status_code=201)
-    async def add(body: ToolServerSpec, who: Principal = who_dep) -> ToolServerView:
-        """Add an MCP server for the caller's tenant (its tools are offered to that
-        tenant's runs only); its `headers` or `env` are stored sealed, never shown."""
-        tenant = _tenant_for(body, who)
-        request = AddToolServer(spec=body, tenant=tenant, added_by=who.label)
-        return await bus.request(subjects.tool_server_add, request, timeout=30.0)
 
-    @router.get("/tool-servers")
-    async def listing(who: Principal = who_dep) -> ToolServerList:
-        """The caller's tenant's servers and the shared ones (an admin: every one)."""
-        reach = who.reach("tool_servers.read")
-        return await bus.request(subjects.tool_server_list, ListToolServers(tenant=reach.tenant))
+@router.post("/tool-servers", status_code=201)
+async def add(body: ToolServerSpec, bus: BusDep, who: Caller) -> ToolServerView:
+    """Add an MCP server for the caller's tenant (its tools are offered to that
+    tenant's runs only); its `headers` or `env` are stored sealed, never shown."""
+    tenant = _tenant_for(body, who)
+    request = AddToolServer(spec=body, tenant=tenant, added_by=who.label)
+    return await bus.request(bus.subjects.tool_server_add, request, timeout=30.0)
 
-    @router.delete("/tool-servers/{server_id}")
-    async def remove(server_id: ServerPath, who: Principal = who_dep) -> ToolServerRemoved:
-        """Remove a server (404 for one outside the caller's reach); its tools go from
-        every runner replica within a notice."""
-        reach = who.reach("tool_servers.manage")
-        request = RemoveToolServer(server_id=server_id, tenant=reach.tenant)
-        return await bus.request(subjects.tool_server_remove, request, timeout=30.0)
 
-    return router
+@router.get("/tool-servers")
+async def listing(bus: BusDep, who: Caller) -> ToolServerList:
+    """The caller's tenant's servers and the shared ones (an admin: every one)."""
+    reach = who.reach("tool_servers.read")
+    return await bus.request(bus.subjects.tool_server_list, ListToolServers(tenant=reach.tenant))
+
+
+@router.delete("/tool-servers/{server_id}")
+async def remove(server_id: ServerPath, bus: BusDep, who: Caller) -> ToolServerRemoved:
+    """Remove a server (404 for one outside the caller's reach); its tools go from
+    every runner replica within a notice."""
+    reach = who.reach("tool_servers.manage")
+    request = RemoveToolServer(server_id=server_id, tenant=reach.tenant)
+    return await bus.request(bus.subjects.tool_server_remove, request, timeout=30.0)

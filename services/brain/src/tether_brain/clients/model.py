@@ -206,11 +206,16 @@ class ModelClient:
 
     async def _sent(self, out: Outgoing, live: LiveTarget | None) -> ModelTurn:
         """`out` sent; a gateway replica that does not hold the prefix its delta names
-        (another replica, a restart, an eviction) is sent the whole request."""
+        (another replica, a restart, an eviction) is sent the whole request, and one from
+        before deltas (which refuses their fields: a rolling upgrade) the plain request."""
         turn = await self._once(out.sent, live)
-        missed = turn.error is not None and turn.error.code == ErrorCode.PREFIX_UNKNOWN
-        if missed and out.whole is not None:
+        code = turn.error.code if turn.error is not None else None
+        if code == ErrorCode.PREFIX_UNKNOWN and out.whole is not None:
             turn = await self._once(out.whole, live)
+        elif code == ErrorCode.INVALID_MESSAGE and out.sent.keep is not None:
+            self.histories.forget(out.sent.run_id)
+            plain = (out.whole or out.sent).model_copy(update={"keep": None})
+            turn = await self._once(plain, live)
         return turn
 
     async def _once(self, request: GenerateRequest, live: LiveTarget | None) -> ModelTurn:

@@ -18,7 +18,8 @@ every approvals call is forwarded with the caller's own token, which the approva
 service checks (role, tenant, team scope).
 """
 
-from tether_brain.console.api import console_api_router
+from tether_brain.console.api import console_state
+from tether_brain.console.api import router as api_router
 from tether_brain.console.page import console_page_router
 
-__all__ = ["console_api_router", "console_page_router"]
+__all__ = ["api_router", "console_page_router", "console_state"]

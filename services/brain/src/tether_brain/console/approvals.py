@@ -18,15 +18,14 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 import anyio
-from fastapi import APIRouter, Header, Query, Security
+from fastapi import APIRouter, Depends, Header, Query, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials
 from sse_starlette import EventSourceResponse
 
 from tether_common.bus import Bus
 from tether_common.errors import TetherError
 from tether_common.http import PathId, parse_last_event_id
-from tether_common.identity import Principal, Verifier, principal_dependency
-from tether_common.identity.http import SCHEME
+from tether_common.identity.http import SCHEME, Caller
 from tether_common.messages.approvals import (
     ApprovalEvent,
     ApprovalList,
@@ -46,6 +45,8 @@ APPROVALS_TIMEOUT_S = 10.0
 # reads its event log every 0.25 s; one more hop makes half a second plenty).
 WATCH_POLL_S = 0.5
 LEAVE_TIMEOUT_S = 2.0
+# The proxy's name on `app.state` (`console.api.console_state` puts it there).
+APPROVALS_PROXY = "approvals_proxy"
 
 
 async def bearer_token(
@@ -123,58 +124,65 @@ class ApprovalsProxy:
             log.info("an approvals session was not left: %s", exc.code)
 
 
-def approvals_proxy_router(proxy: ApprovalsProxy, verifier: Verifier) -> APIRouter:
-    """Mounted under `/v1` by `console_api_router`."""
-    router = APIRouter(prefix="/approvals", tags=["console"])
-    who_dep = principal_dependency(verifier)
-    token_dep = Security(bearer_token)
+async def approvals_proxy(request: Request) -> ApprovalsProxy:
+    found: ApprovalsProxy = getattr(request.app.state, APPROVALS_PROXY)
+    return found
 
-    @router.get("")
-    async def list_approvals(
-        status: ApprovalStatus | Literal["all"] = "pending",
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        who: Principal = who_dep,
-        token: str = token_dep,
-    ) -> ApprovalList:
-        """Requests in the token's reach, oldest first, as the approvals service's
-        `GET /v1/approvals` answers them (`approvals.read`; tenant and team scope)."""
-        who.require("approvals.read")
-        wanted = None if status == "all" else status
-        return await proxy.find(ListApprovals(status=wanted, limit=limit, token=token))
 
-    # Before nothing that could take "events" for an id: this router has no `/{id}` GET.
-    @router.get("/events")
-    async def approval_events(
-        last_event_id: Annotated[str | None, Header()] = None,
-        who: Principal = who_dep,
-        token: str = token_dep,
-    ) -> EventSourceResponse:
-        """SSE of the requests the token may read (`created`, `voted`, `escalated`,
-        `decided`, `expired`, `consumed`, `withdrawn`), resumable with Last-Event-ID
-        (without it, only events from now on); while it is open the caller counts as an
-        operator present."""
-        who.require("approvals.read")
-        after = parse_last_event_id(last_event_id)
-        first = await proxy.watch(WatchApprovals(token=token, after=after))  # errors: HTTP
+ProxyDep = Annotated[ApprovalsProxy, Depends(approvals_proxy)]
+Token = Annotated[str, Security(bearer_token)]  # after the caller: verified by then
 
-        async def source() -> AsyncIterator[dict[str, str]]:
-            async for event in proxy.follow(token, first):
-                yield {
-                    "id": str(event.event_id),
-                    "event": event.kind,
-                    "data": event.model_dump_json(),
-                }
+router = APIRouter(prefix="/approvals", tags=["console"])  # under console.api's /v1
 
-        return EventSourceResponse(source(), ping=15)
 
-    @router.post("/{approval_id}/decision")
-    async def decide(
-        approval_id: PathId, body: DecisionBody, who: Principal = who_dep, token: str = token_dep
-    ) -> ApprovalView:
-        """Decide a pending request, as the approvals service's route does (same answers:
-        404 outside the token's reach, 409 `already_decided`/`expired`, 422
-        `delete_not_remembered`); the decision is made there, under the caller's token."""
-        who.require("approvals.decide")
-        return await proxy.decide(approval_id, body, token)
+@router.get("")
+async def list_approvals(
+    proxy: ProxyDep,
+    who: Caller,
+    token: Token,
+    status: ApprovalStatus | Literal["all"] = "pending",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> ApprovalList:
+    """Requests in the token's reach, oldest first, as the approvals service's
+    `GET /v1/approvals` answers them (`approvals.read`; tenant and team scope)."""
+    who.require("approvals.read")
+    wanted = None if status == "all" else status
+    return await proxy.find(ListApprovals(status=wanted, limit=limit, token=token))
 
-    return router
+
+# Before nothing that could take "events" for an id: this router has no `/{id}` GET.
+@router.get("/events")
+async def approval_events(
+    proxy: ProxyDep,
+    who: Caller,
+    token: Token,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
+    """SSE of the requests the token may read (`created`, `voted`, `escalated`,
+    `decided`, `expired`, `consumed`, `withdrawn`), resumable with Last-Event-ID
+    (without it, only events from now on); while it is open the caller counts as an
+    operator present."""
+    who.require("approvals.read")
+    after = parse_last_event_id(last_event_id)
+    first = await proxy.watch(WatchApprovals(token=token, after=after))  # errors: HTTP
+
+    async def source() -> AsyncIterator[dict[str, str]]:
+        async for event in proxy.follow(token, first):
+            yield {
+                "id": str(event.event_id),
+                "event": event.kind,
+                "data": event.model_dump_json(),
+            }
+
+    return EventSourceResponse(source(), ping=15)
+
+
+@router.post("/{approval_id}/decision")
+async def decide(
+    approval_id: PathId, body: DecisionBody, proxy: ProxyDep, who: Caller, token: Token
+) -> ApprovalView:
+    """Decide a pending request, as the approvals service's route does (same answers:
+    404 outside the token's reach, 409 `already_decided`/`expired`, 422
+    `delete_not_remembered`); the decision is made there, under the caller's token."""
+    who.require("approvals.decide")
+    return await proxy.decide(approval_id, body, token)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
@@ -29,7 +29,7 @@ from tether_brain.faces.shaped import ShapedRoute
 from tether_brain.runs.manager import RunManager
 from tether_common.errors import ErrorCode, MessageError
 from tether_common.http import TEXT_BODY_LIMIT, body_limit
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity.http import Caller
 
 if TYPE_CHECKING:
     from tether_brain.faces.mcp_server import McpServer
@@ -92,8 +92,8 @@ def _server_class() -> type[McpServer]:
 
 
 class McpFace:
-    """The `/mcp` route, and the MCP server behind it from its first request until the
-    brain stops."""
+    """The MCP server behind the `/mcp` route (`router`), from its first request until
+    the brain stops."""
 
     def __init__(self, manager: RunManager) -> None:
         self.manager = manager
@@ -131,35 +131,43 @@ class McpFace:
             if not serving.cancelled() and (error := serving.exception()) is not None:
                 log.error("the MCP session manager failed", exc_info=error)
 
-    def router(self, verifier: Verifier) -> APIRouter:
-        router = APIRouter(tags=["mcp"], route_class=McpRoute)
-        who_dep = principal_dependency(verifier)
-        face = self
 
-        async def mcp_endpoint(request: Request, who: Principal = who_dep) -> Response:
-            """MCP over streamable HTTP (JSON-RPC; see the MCP specification). Tools: the
-            agents the caller may run. The protocol's own errors are JSON-RPC errors."""
-            who.require("runs.start")
-            # The SDK answers this one in plain text: ours is the structured 400.
-            content_type = request.headers.get("content-type", "")
-            if not content_type.lower().startswith("application/json"):
-                raise MessageError(
-                    "an MCP request is JSON-RPC: Content-Type must be application/json",
-                    code=ErrorCode.BAD_REQUEST,
-                )
-            return (await face.server()).exchange(who)
+# The face on `app.state` (app.py puts it there).
+MCP_FACE = "mcp_face"
 
-        # POST only: a stateless server holds no session to delete and offers no stream at
-        # GET (the SDK's client asks for neither without a session id); both answer 405.
-        router.add_api_route(
-            "/mcp",
-            mcp_endpoint,
-            methods=["POST"],
-            response_class=Response,
-            responses=_REFUSALS,
-            openapi_extra=body_limit(TEXT_BODY_LIMIT),
+
+async def mcp_face(request: Request) -> McpFace:
+    found: McpFace = getattr(request.app.state, MCP_FACE)
+    return found
+
+
+async def mcp_endpoint(
+    request: Request, face: Annotated[McpFace, Depends(mcp_face)], who: Caller
+) -> Response:
+    """MCP over streamable HTTP (JSON-RPC; see the MCP specification). Tools: the
+    agents the caller may run. The protocol's own errors are JSON-RPC errors."""
+    who.require("runs.start")
+    # The SDK answers this one in plain text: ours is the structured 400.
+    content_type = request.headers.get("content-type", "")
+    if not content_type.lower().startswith("application/json"):
+        raise MessageError(
+            "an MCP request is JSON-RPC: Content-Type must be application/json",
+            code=ErrorCode.BAD_REQUEST,
         )
-        return router
+    return (await face.server()).exchange(who)
 
 
-__all__ = ["McpFace", "McpRoute", "RpcErrorBody", "jsonrpc_error"]
+router = APIRouter(tags=["mcp"], route_class=McpRoute)
+# POST only: a stateless server holds no session to delete and offers no stream at GET
+# (the SDK's client asks for neither without a session id); both answer 405.
+router.add_api_route(
+    "/mcp",
+    mcp_endpoint,
+    methods=["POST"],
+    response_class=Response,
+    responses=_REFUSALS,
+    openapi_extra=body_limit(TEXT_BODY_LIMIT),
+)
+
+
+__all__ = ["MCP_FACE", "McpFace", "McpRoute", "RpcErrorBody", "jsonrpc_error", "router"]

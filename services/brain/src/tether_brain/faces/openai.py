@@ -40,9 +40,9 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
@@ -75,7 +75,8 @@ from tether_brain.faces.openai_wire import (
 from tether_brain.runs.manager import RunManager
 from tether_common.errors import ErrorCode, MessageError, NotFoundError, TetherError
 from tether_common.http import TEXT_BODY_LIMIT, PathId, body_limit, status_for
-from tether_common.identity import Principal, Verifier, principal_dependency
+from tether_common.identity import Principal
+from tether_common.identity.http import Caller
 from tether_common.messages.runs import Usage
 
 log = logging.getLogger(__name__)
@@ -219,66 +220,75 @@ def _card(manager: RunManager, who: Principal, agent_id: str) -> ModelCard:
     return ModelCard(id=agent_id, owned_by=owner_of(manager, who, agent_id) or "tether")
 
 
-def openai_router(manager: RunManager, verifier: Verifier) -> APIRouter:
-    router = APIRouter(
-        prefix="/v1", tags=["openai"], route_class=OpenAIRoute, responses=ERROR_RESPONSES
-    )
-    who_dep = principal_dependency(verifier)
-    follower = Follower(manager)
+# The face's part on `app.state` (app.py puts it there): its follower, which holds the
+# run manager every route asks.
+FOLLOWER = "openai_follower"
 
-    @router.get("/models")
-    async def list_models(who: Principal = who_dep) -> ModelList:
-        """The agents the caller may run, as OpenAI models (403 for a role that starts
-        no runs)."""
-        return ModelList(data=[_card(manager, who, agent) for agent in runnable(manager, who)])
 
-    @router.get("/models/{model_id}")
-    async def get_model(model_id: PathId, who: Principal = who_dep) -> ModelCard:
-        """One agent the caller may run (404 for any other, known or not)."""
-        who.require("runs.start")
-        if not may_run(manager, who, model_id):
-            raise NotFoundError(f"no model '{model_id}' for this caller")
-        return _card(manager, who, model_id)
+async def openai_follower(request: Request) -> Follower:
+    found: Follower = getattr(request.app.state, FOLLOWER)
+    return found
 
-    @router.post(
-        "/chat/completions",
-        response_model=ChatCompletion,
-        responses=_STREAM_DOC,
-        openapi_extra=body_limit(TEXT_BODY_LIMIT),
-    )
-    async def chat_completions(body: ChatRequest, who: Principal = who_dep) -> Response:
-        """Run the agent `model` on the messages; answer its final answer. A client's own
-        tools (`tools`, `functions`, a forced `tool_choice`) are refused with 400: the
-        agent's tools are what run, as its policy decides."""
-        if (param := body.client_tools()) is not None:
-            raise MessageError(
-                f"'{param}' is not supported: Tether runs the agent's own tools, as its "
-                "grants and policy decide, and never hands a tool call back to the client. "
-                f"Send the request without '{param}'; to give the agent a tool, grant it "
-                "(`tether agents apply`).",
-                code=ErrorCode.BAD_REQUEST,
-            )
-        options = (
-            body.tether.model_dump(exclude={"wait_s"}, exclude_none=True) if body.tether else {}
+
+FollowerDep = Annotated[Follower, Depends(openai_follower)]
+
+router = APIRouter(
+    prefix="/v1", tags=["openai"], route_class=OpenAIRoute, responses=ERROR_RESPONSES
+)
+
+
+@router.get("/models")
+async def list_models(follower: FollowerDep, who: Caller) -> ModelList:
+    """The agents the caller may run, as OpenAI models (403 for a role that starts
+    no runs)."""
+    manager = follower.manager
+    return ModelList(data=[_card(manager, who, agent) for agent in runnable(manager, who)])
+
+
+@router.get("/models/{model_id}")
+async def get_model(model_id: PathId, follower: FollowerDep, who: Caller) -> ModelCard:
+    """One agent the caller may run (404 for any other, known or not)."""
+    who.require("runs.start")
+    if not may_run(follower.manager, who, model_id):
+        raise NotFoundError(f"no model '{model_id}' for this caller")
+    return _card(follower.manager, who, model_id)
+
+
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    responses=_STREAM_DOC,
+    openapi_extra=body_limit(TEXT_BODY_LIMIT),
+)
+async def chat_completions(body: ChatRequest, follower: FollowerDep, who: Caller) -> Response:
+    """Run the agent `model` on the messages; answer its final answer. A client's own
+    tools (`tools`, `functions`, a forced `tool_choice`) are refused with 400: the
+    agent's tools are what run, as its policy decides."""
+    if (param := body.client_tools()) is not None:
+        raise MessageError(
+            f"'{param}' is not supported: Tether runs the agent's own tools, as its "
+            "grants and policy decide, and never hands a tool call back to the client. "
+            f"Send the request without '{param}'; to give the agent a tool, grant it "
+            "(`tether agents apply`).",
+            code=ErrorCode.BAD_REQUEST,
         )
-        typed = body.output_schema()
-        if typed is not None:  # `response_format`: the run's own output schema
-            options["output_schema"] = typed
-        req = start_request(render_prompt(body.messages), body.model, **options)
-        run_id = await follower.start(req, who)
-        wait_s = (body.tether.wait_s if body.tether else None) or DEFAULT_WAIT_S
-        chat = Chat(run_id, body.model, created=int(time.time()))
-        progress = follower.follow(run_id, who, wait_s)
-        if body.stream:
-            usage = body.stream_options is not None and body.stream_options.include_usage
-            chunks = chat.chunks(progress, usage, live_text=typed is None)
-            return EventSourceResponse(chunks, ping=KEEPALIVE_S)
-        ending = await _last(progress)
-        if (failure := ending.failure()) is not None:
-            raise failure
-        return JSONResponse(chat.completion(ending).model_dump(mode="json"))
+    options = body.tether.model_dump(exclude={"wait_s"}, exclude_none=True) if body.tether else {}
+    typed = body.output_schema()
+    if typed is not None:  # `response_format`: the run's own output schema
+        options["output_schema"] = typed
+    req = start_request(render_prompt(body.messages), body.model, **options)
+    run_id = await follower.start(req, who)
+    wait_s = (body.tether.wait_s if body.tether else None) or DEFAULT_WAIT_S
+    chat = Chat(run_id, body.model, created=int(time.time()))
+    progress = follower.follow(run_id, who, wait_s)
+    if body.stream:
+        usage = body.stream_options is not None and body.stream_options.include_usage
+        chunks = chat.chunks(progress, usage, live_text=typed is None)
+        return EventSourceResponse(chunks, ping=KEEPALIVE_S)
+    ending = await _last(progress)
+    if (failure := ending.failure()) is not None:
+        raise failure
+    return JSONResponse(chat.completion(ending).model_dump(mode="json"))
 
-    return router
 
-
-__all__ = ["openai_router"]
+__all__ = ["FOLLOWER", "router"]

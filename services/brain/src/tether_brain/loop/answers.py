@@ -16,14 +16,14 @@ from tether_brain.context.typed import fits_typed, repair_note
 from tether_brain.hooks import Hooks
 from tether_brain.loop.finishing import looks_like_call
 from tether_brain.loop.outcome import Answered, Ending, Outcome, Settlement
-from tether_brain.loop.recording import record_answer
+from tether_brain.loop.recording import describe_calls, record_answer
 from tether_brain.state.control import Control
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_brain.tools.toolbox import Toolbox
 from tether_common.errors import ErrorCode
 from tether_common.messages.events import Guard
-from tether_common.messages.gateway import CallRecord, ChatMessage
+from tether_common.messages.gateway import ChatMessage
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.typed_answers import Violation, read_answer
 
@@ -161,8 +161,3 @@ def _not_typed(state: RunState, answer: str, violation: Violation) -> Settlement
         return _send_back(state, answer, repair_note(violation))
     record_answer(state, answer)
     return Ending("failed", f"{ErrorCode.OUTPUT_INVALID}: {why}", answer)
-
-
-def describe_calls(text: str, calls: list[CallRecord]) -> str:
-    names = ", ".join(f"{c.name}({c.arguments})" for c in calls)
-    return (text + " " if text else "") + f"calls {names}"

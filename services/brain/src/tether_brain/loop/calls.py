@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from tether_brain.clients.model import ModelTurn
 from tether_brain.context import rules
 from tether_brain.loop.acting import Actor
-from tether_brain.loop.answers import describe_calls
 from tether_brain.loop.outcome import Outcome
 from tether_brain.loop.planned import Planned
-from tether_brain.loop.recording import record_result
+from tether_brain.loop.recording import describe_calls, record_result
 from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_brain.tools.helpers import RUN_AGENT
@@ -104,7 +103,7 @@ class Calls:
         ]
         return CallsPlanned(planned, asking, helpers)
 
-    async def resolve(self, state: RunState, plan: CallsPlanned) -> CallsResolved:
+    async def execute_and_record(self, state: RunState, plan: CallsPlanned) -> CallsResolved:
         """Run what the gates allow and record the results. Helpers are the step's to
         start, and only while no call asks (then theirs are sent as any other call and
         refused: the loop alone starts children)."""

@@ -134,6 +134,7 @@ def _emit_end(state: RunState, status: RunStatus, reason: str | None, answer: st
             output=state.output,  # set only by a typed answer that fits (`answers.py`)
             steps=state.step,
             usage=state.usage.model_dump(exclude={"version"}),
+            agent=state.options.agent,
         ),
     )
 

@@ -256,7 +256,7 @@ class Loop:
             )
         tools_off = last or looping is not None or state.max_steps == 1 or state.options.guide_only
         try:
-            request = await self.turns.request(state, last, tools_off, looping)
+            request = await self.turns.build_request(state, last, tools_off, looping)
         except TetherError as exc:
             reason = f"tools_unavailable: {exc.message}"
             return await self.completion.end(state, "failed", reason, None)
@@ -264,7 +264,7 @@ class Loop:
             why = "the next call could exceed max_cost"
             emit(state, Guard(step=state.step, kind="budget_exhausted", why=why))
             return await self.completion.end(state, "stopped", "budget_exhausted", state.answer)
-        turn = await self.turns.turn(state, request, control, self.completion.commit)
+        turn = await self.turns.ask_model(state, request, control, self.completion.commit)
         if turn is None or turn.error is not None:
             return await self._settle(state, ended_early(turn, control))
         if tools_off and (turn.calls or self.answers.written_call(state, turn.text)):
@@ -284,7 +284,7 @@ class Loop:
         plan = await self.calls.journal_and_plan(state, turn)
         if plan.intent_first:
             await self.completion.commit(state)  # a replica taking over resends, never reruns
-        resolved = await self.calls.resolve(state, plan)
+        resolved = await self.calls.execute_and_record(state, plan)
         if resolved.asking is not None:
             return await self._settle(state, await self.parking.park(state, resolved.asking))
         if resolved.helpers:
@@ -297,8 +297,8 @@ class Loop:
         """A call in a step that offered no tools: one more tools-off round asks for the
         answer from the results."""
         ask_from_results(state, turn)
-        request = await self.turns.request(state, False, True, None)
-        again = await self.turns.turn(state, request, control, self.completion.commit)
+        request = await self.turns.build_request(state, False, True, None)
+        again = await self.turns.ask_model(state, request, control, self.completion.commit)
         if again is None or again.error is not None:
             return await self._settle(state, ended_early(again, control))
         return await self._settle(state, await self.answers.final_round(state, again))

@@ -7,7 +7,7 @@ from tether_brain.state.events import emit
 from tether_brain.state.run import RunState
 from tether_common.messages.events import Step
 from tether_common.messages.events import ToolResult as ResultData
-from tether_common.messages.gateway import ChatMessage
+from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.runs import StepView
 from tether_common.messages.tools import ToolResult
 
@@ -52,3 +52,10 @@ def record_answer(state: RunState, answer: str) -> None:
     state.add_message(ChatMessage(role="assistant", content=answer))
     state.add_step(StepView(step=state.step, kind="model", text=answer))
     emit(state, Step(step=state.step, kind="model", text=answer))
+
+
+def describe_calls(text: str, calls: list[CallRecord]) -> str:
+    """A step's calls as text: its step list's entry, or how a call the step refused as
+    an answer stays in the history."""
+    names = ", ".join(f"{c.name}({c.arguments})" for c in calls)
+    return (text + " " if text else "") + f"calls {names}"

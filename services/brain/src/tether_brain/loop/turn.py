@@ -88,7 +88,7 @@ class Turns:
         )
         state.counters.low_effort = False
 
-    async def request(
+    async def build_request(
         self, state: RunState, last: bool, tools_off: bool, looping: ToolLoop | None
     ) -> GenerateRequest:
         """The step's request in the model's prompt tier, fitted to its window. The
@@ -125,7 +125,7 @@ class Turns:
         )
         return carried(await self._fit(state, request), state)
 
-    async def turn(
+    async def ask_model(
         self, state: RunState, request: GenerateRequest, control: Control, commit: Commit
     ) -> ModelTurn | None:
         """One model turn with its usage and reasoning recorded; None when a stop came.

@@ -12,6 +12,7 @@ costs what it did alone), and the batch grows only with what queues meanwhile.""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -60,7 +61,10 @@ class GroupCommit:
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._queue.append(_Waiting(write, done))
         if self._flusher is None:
-            self._flusher = asyncio.create_task(self._drain(), name="group-commit")
+            # In a context of its own: the flush belongs to no one run (nor its trace).
+            self._flusher = asyncio.create_task(
+                self._drain(), name="group-commit", context=contextvars.Context()
+            )
         return await done
 
     async def _drain(self) -> None:

@@ -8,7 +8,8 @@ pieces; usage comes from `message_start` and `message_delta`; `message_stop` end
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
+from functools import cached_property
 from typing import Any
 
 from pydantic import SecretStr
@@ -18,6 +19,7 @@ from tether_common.messages.gateway import (
     GenerateRequest,
     ModelEvent,
 )
+from tether_gateway.providers.bodies import MessageTexts, spliced
 from tether_gateway.providers.hosted import HostedProvider, ResponseSchema
 from tether_gateway.providers.http import (
     UpstreamError,
@@ -71,11 +73,19 @@ class AnthropicProvider(HostedProvider):
             "accept": "text/event-stream",
         }
 
+    @cached_property
+    def message_blocks(self) -> MessageTexts:
+        """Each history message's content blocks as JSON, encoded once per kept message
+        (`bodies`); `spliced_turns` merges them into turns."""
+        return MessageTexts(turn_blocks)
+
     async def _attempt(
         self, request: GenerateRequest, model: str, response_schema: ResponseSchema
     ) -> AsyncGenerator[ModelEvent, None]:
         reader = _EventReader(Turn(request, self.price(model)))
-        body = messages_body(request, model, self.settings.anthropic_max_tokens)
+        fields = messages_fields(request, model, self.settings.anthropic_max_tokens)
+        blocks = self.message_blocks.texts(request.messages)
+        body = spliced(fields, spliced_turns(request.messages, blocks))
         async with self.upstream.post_stream(self.url, body, self._headers()) as response:
             async for sse in sse_events(response):
                 for event in reader.feed(load_object(self.name, sse.data)):
@@ -90,11 +100,15 @@ class AnthropicProvider(HostedProvider):
 
 def messages_body(request: GenerateRequest, model: str, max_tokens: int) -> dict[str, Any]:
     """The request body, field for field as the Messages API reference documents it."""
+    return {"messages": turns(request.messages), **messages_fields(request, model, max_tokens)}
+
+
+def messages_fields(request: GenerateRequest, model: str, max_tokens: int) -> dict[str, Any]:
+    """The body but its `messages` (`messages_body`)."""
     system = "\n\n".join(m.content for m in request.messages if m.role == "system" and m.content)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": request.max_output_tokens or max_tokens,
-        "messages": turns(request.messages),
         "stream": True,
     }
     if system:
@@ -123,6 +137,33 @@ def turns(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         else:
             out.append({"role": role, "content": blocks})
     return out
+
+
+def turn_blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    """What `message` adds to its turn: system messages go in `system`, not in turns."""
+    return [] if message.role == "system" else content_blocks(message)
+
+
+def spliced_turns(messages: Sequence[ChatMessage], blocks: Sequence[str]) -> list[str]:
+    """`turns(messages)` as JSON texts, from each message's `turn_blocks` JSON."""
+    out: list[str] = []
+    role, parts = "", list[str]()
+    for message, text in zip(messages, blocks, strict=True):
+        if text == "[]":
+            continue
+        this = "assistant" if message.role == "assistant" else "user"
+        if this != role and parts:
+            out.append(_turn(role, parts))
+            parts = []
+        role = this
+        parts.append(text[1:-1])
+    if parts:
+        out.append(_turn(role, parts))
+    return out
+
+
+def _turn(role: str, parts: list[str]) -> str:
+    return '{"role":"' + role + '","content":[' + ",".join(parts) + "]}"
 
 
 def content_blocks(message: ChatMessage) -> list[dict[str, Any]]:

@@ -3,9 +3,10 @@ the adapter's wire format, encoded once per message object: a kept history
 (`tether_gateway.histories`) hands the adapter the same message objects step after step,
 so a long run's step encodes only its new messages, not its whole history again.
 
-For adapters whose wire format maps each message on its own (OpenAI's Chat Completions,
-Ollama's `/api/chat`). Anthropic's Messages API merges neighbouring messages into one
-turn, and the text protocol rewrites the history each step: those encode it whole.
+OpenAI's Chat Completions and Ollama's `/api/chat` map each message on its own;
+Anthropic's Messages API merges neighbours into one turn, so its adapter remembers each
+message's content blocks and joins them (`anthropic.spliced_turns`). The text protocol
+rewrites the history each step (new message objects): it gains nothing here.
 """
 
 from __future__ import annotations

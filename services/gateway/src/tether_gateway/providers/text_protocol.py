@@ -25,7 +25,10 @@ small model cannot write a raw call as its final answer; with `tool_choice="requ
 (the brain's first step of a request that plainly needs a tool) it is the call branches
 alone, so the model cannot answer with a value it made up. The prompt is the same either
 way, so the cached prefix is too. An adapter that cannot constrain gets the plain text
-protocol (and `required` is then only asked, not enforced).
+protocol (and `required` is then only asked, not enforced). Under the grammar the prompt
+may list more tools than the request offers (`listed_tools`: the local provider keeps a
+run's list from step to step, so a narrower or tools-off step keeps the cached prefix);
+the schema, built from the request's own tools, still admits only those.
 """
 
 from __future__ import annotations
@@ -85,6 +88,10 @@ class TextProtocol:
     def profile(self, request: GenerateRequest) -> ModelProfile:
         return self.profiles.get(self.name, request.model)
 
+    def listed_tools(self, request: GenerateRequest) -> Sequence[OfferedToolSpec]:
+        """The tools a grammar-constrained prompt lists: the request's own here."""
+        return request.tools
+
     async def generate(self, request: GenerateRequest) -> AsyncGenerator[ModelEvent, None]:
         async with aclosing(self._events(request)) as events:
             async for event in events:
@@ -130,7 +137,7 @@ class TextProtocol:
         """The whole reply is one JSON object, so it is held and read at the end."""
         text: list[str] = []
         usage: list[UsageEvent] = []
-        asked = textual_request(request, json_reply=True)
+        asked = textual_request(request, json_reply=True, listed=self.listed_tools(request))
         schema = reply_schema(request.tools, answer=request.tool_choice != "required")
         async with aclosing(inner.generate(asked, response_schema=schema)) as events:
             async for event in events:
@@ -207,11 +214,17 @@ def as_events(pieces: list[Piece]) -> list[ModelEvent]:
     ]
 
 
-def textual_request(request: GenerateRequest, *, json_reply: bool = False) -> GenerateRequest:
-    """The request as a model without native tools must see it: the tool prompt first in
-    the system message, so the stable text leads and a prompt cache can reuse it."""
+def textual_request(
+    request: GenerateRequest,
+    *,
+    json_reply: bool = False,
+    listed: Sequence[OfferedToolSpec] | None = None,
+) -> GenerateRequest:
+    """The request as a model without native tools must see it: the tool prompt (listing
+    `listed`, by default the request's tools) first in the system message, so the stable
+    text leads and a prompt cache can reuse it."""
     messages = text_history(request.messages, json_reply=json_reply)
-    prompt = render_tool_prompt(request.tools, json_reply=json_reply)
+    prompt = render_tool_prompt(request.tools if listed is None else listed, json_reply=json_reply)
     if prompt:
         first = messages[0] if messages else None
         if first is not None and first.role == "system":
