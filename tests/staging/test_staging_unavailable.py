@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tether_brain.clients.runner import BusRunner
 from tether_brain.clients.staging import stage
 from tether_common.bus import Bus
 from tether_common.errors import ErrorCode, TetherError
@@ -128,7 +129,7 @@ async def test_the_brain_asks_without_a_diff_and_says_why(stager: Stager, bus: B
     assert tool is not None
     assert tool.descriptor.stageable
     call = CallRecord(id="c2", name="shell", arguments={"command": COMMAND})
-    effect = await stage(bus, "run-staging-unavailable", call, tool.descriptor, None)
+    effect = await stage(BusRunner(bus), "run-staging-unavailable", call, tool.descriptor, None)
     assert effect is not None  # the card is told why it has no diff
     assert not effect.stageable
     assert effect.changes is None
