@@ -425,6 +425,7 @@ DECLARED = {
     "file_edit": "trusted",
     "load_skill": "trusted",
     "run_agent": "trusted",  # the child's own taint comes back with its summary
+    "memory_save": "trusted",  # says in the code's words what it saved (the model's text)
     "mcp.house.read_note": "trusted",
     "mcp.house.write_note": "trusted",
     "mcp.house.delete_note": "trusted",

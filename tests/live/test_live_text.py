@@ -3,7 +3,9 @@ that writes its answer piece by piece (released by the test) reaches SSE readers
 `delta` events before the step's durable event, with no `id`, so `Last-Event-ID` still
 resumes after the last durable event; NATS readers get the same deltas (a service
 subscriber on the delta subject, a client through `runs.follow`); a caller who may not
-read the run sees none of it, and the `client` user cannot subscribe to deltas at all."""
+read the run sees none of it, and the `client` user cannot subscribe to deltas at all; a
+run whose answers a `before_answer` hook judges sends none, so no follower reads an answer
+before the hook (a blocked one never)."""
 
 from __future__ import annotations
 
@@ -324,6 +326,79 @@ async def test_nats_readers_get_the_deltas_and_the_client_user_cannot_subscribe(
     assert kinds.index("step") > max(i for i, k in enumerate(kinds) if k == "delta")
     assert followed[-1].end == "run_end"
     assert followed[-1].last_seq == max(f.event.seq for f in followed if f.event)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "status"),
+    [
+        (("The merger ", "closes ", "on Friday."), "failed"),
+        (("Nothing ", "to hide ", "here."), "completed"),
+    ],
+    ids=["blocked", "passed"],
+)
+async def test_a_run_whose_answers_a_hook_judges_sends_no_live_text(
+    http: httpx.AsyncClient,
+    live_stack: Supervisor,
+    upstream: GatedUpstream,
+    passwords: dict[str, str],
+    readers: Readers,
+    pieces: tuple[str, ...],
+    status: str,
+) -> None:
+    """With a `before_answer` hook (the built-in `deny_topics`), no follower reads the
+    model's text before the hook judged it: no delta over SSE, on the delta subject or
+    through `runs.follow`, while the model writes it piece by piece; a blocked answer is
+    then nowhere, one that passed arrives in its durable `step` event."""
+    hook: dict[str, Any] = {"name": "no-mergers", "point": "before_answer"}
+    hook |= {"transport": "builtin", "target": "deny_topics", "options": {"topics": ["merger"]}}
+    added = await http.post("/v1/hooks", json=hook)
+    assert added.status_code == 201, added.text
+    admin = live_stack.env["TETHER_OPERATOR_TOKEN"]
+    subjects = Subjects(live_stack.env["TETHER_SUBJECT_PREFIX"])
+    try:
+        run_id, answer = await start_run(http, upstream, *pieces)
+        live = readers.follow(http, run_id)
+        async with (
+            bus_as(live_stack, "brain", passwords["brain"]) as service,
+            bus_as(live_stack, "client", passwords["client"]) as client,
+        ):
+            sub = await service.subscribe_raw(subjects.run_deltas(run_id))
+            await service.round_trip(WAIT_S)  # the server has the subscription
+            followed: asyncio.Queue[RunEventFrame] = asyncio.Queue()
+            following = asyncio.create_task(
+                pump_follow(client, FollowRun(run_id=run_id, deltas=True), admin, followed)
+            )
+            try:
+                await live.until_kind("run.start")
+                await asyncio.wait_for(answer.started.wait(), WAIT_S)
+                answer.release_all()
+                await live.until_kind("run.end")
+                await asyncio.wait_for(following, WAIT_S)
+            finally:
+                answer.release_all()
+                following.cancel()
+                await asyncio.gather(following, return_exceptions=True)
+            await service.round_trip(WAIT_S)  # what was published before the end is here
+            assert sub.pending_msgs == 0
+            await sub.unsubscribe()
+    finally:
+        removed = await http.delete("/v1/hooks/no-mergers")
+        assert removed.status_code == 200, removed.text
+    frames = drain(followed)
+    assert frames[-1].end == "run_end"
+    assert [f for f in frames if f.delta is not None] == []
+    assert [f for f in live.frames if f.event == "delta"] == []
+    (end,) = [f.data["data"] for f in live.frames if f.event == "run.end"]
+    assert end["status"] == status
+    whole = "".join(pieces)
+    if status == "failed":
+        assert end["stop_reason"].startswith("answer_blocked")
+        shown = json.dumps([f.data for f in live.frames])  # the hook's reason names "merger"
+        assert "closes" not in shown
+        assert "Friday" not in shown
+    else:
+        steps = [f.data["data"]["text"] for f in live.frames if f.event == "step"]
+        assert (end["answer"], steps[-1]) == (whole, whole)
 
 
 def drain(queue: asyncio.Queue[RunEventFrame]) -> list[RunEventFrame]:

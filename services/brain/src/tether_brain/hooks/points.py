@@ -8,8 +8,12 @@ is logged, counted (`tether.hooks.failures`) and recorded, then read by its fail
 mode: `fail_open` as an allow, `fail_closed` as a refusal at its point (the call denied,
 the result withheld, the answer blocked). The original of a redacted or withheld result
 is kept in the output-store under a run id no run has (`<run_id>.hooked`), so only an
-operator whose `outputs.read` reaches every run downloads it; the model, the run's
-caller and the run's events see only what the hooks let through."""
+operator whose `outputs.read` reaches every run downloads it, and the ref of the tool's
+own stored output (a large result's) is struck from the text the model reads, so no run
+reads the original back through `retrieve_output`. The model, the run's caller and the
+run's events see only what the hooks let through; a run with `before_answer` hooks
+streams no live text (`withhold_live_text`), so no follower reads an answer before they
+judge it."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -39,6 +44,13 @@ HOOKED_SUFFIX = ".hooked"  # the output-store run id of originals kept from the 
 HOOK_DENIED = "hook_denied"
 HOOK_FAILED = "hook_failed"
 NOTICE_DRAIN_S = 5.0
+# What a hooked result says in place of its stored output's ref.
+WITHHELD_REF = "[ref withheld]"
+WITHHELD_NOTE = (
+    "[the whole output is kept for operators only: a hook changed this result, so "
+    "retrieve_output cannot read it]"
+)
+TOLD_KEPT = 10_000  # run ids remembered as told (an end commits once; this is a second lock)
 
 
 class HookSource(Protocol):
@@ -79,6 +91,21 @@ def _request(state: RunState, hook: StoredHook, point: HookPoint, **fields: obje
     )
 
 
+def _without_ref(result: ToolResult, ref: str | None) -> ToolResult:
+    """A result the hooks changed, without the ref of the tool's stored whole output
+    (a large result's digest names it): with the ref, the run (or a run of its tree)
+    would read the original back with `retrieve_output`, whatever tools the hooks cover.
+    The ref is a random capability nothing else shows the run, so without it the
+    original is for operators only."""
+    if ref is None:
+        return result
+    pattern = re.compile(re.escape(ref), re.IGNORECASE)
+    if not pattern.search(result.content):
+        return result
+    content = pattern.sub(WITHHELD_REF, result.content) + "\n" + WITHHELD_NOTE
+    return result.model_copy(update={"content": content})
+
+
 def _applies(hook: StoredHook, tool: str) -> bool:
     return not hook.spec.tools or any(fnmatch.fnmatchcase(tool, p) for p in hook.spec.tools)
 
@@ -89,6 +116,7 @@ class Hooks:
         self.ask = ask
         self.keep = keep  # None: originals are not kept (in-process tests)
         self._notices: set[asyncio.Task[None]] = set()
+        self._told: dict[str, None] = {}  # runs whose end was told here, oldest first
 
     async def _at(
         self, state: RunState, point: HookPoint, tool: str | None = None
@@ -253,8 +281,15 @@ class Hooks:
         if seen is not result:
             kept = await self._keep(state, result)
             state.audit_later(
-                "hook.original", {"call_id": call.id, "tool": call.name, "output_ref": kept}
+                "hook.original",
+                {
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "output_ref": kept,
+                    "stored_ref": result.output_ref,  # the tool's whole output, never shown
+                },
             )
+            seen = _without_ref(seen, result.output_ref)
         return seen
 
     async def _keep(self, state: RunState, result: ToolResult) -> str | None:
@@ -270,6 +305,20 @@ class Hooks:
             return None
 
     # ---- before_answer -------------------------------------------------------------------
+
+    async def withhold_live_text(self, state: RunState) -> bool:
+        """Whether the run's model text is kept from its live deltas: its tenant has a
+        `before_answer` hook, which can judge an answer only once it is whole, so text
+        published as it is written would reach followers before the hook could block or
+        replace it. (Whether a turn is the answer is known only at its end, so no turn of
+        such a run streams.) Its followers read each step's text in its durable `step`
+        event, an answer only as the hooks let it stand. Hooks that cannot be read: held
+        back too (the answer's check then fails by the hook's own mode)."""
+        try:
+            return bool(await self._at(state, "before_answer"))
+        except Exception as exc:  # the safe side: no live text
+            log.warning("run %s: hooks not read, live text withheld: %s", state.run_id, exc)
+            return True
 
     async def before_answer(self, state: RunState, answer: str) -> AnswerVerdict:
         text = answer
@@ -295,8 +344,17 @@ class Hooks:
     # ---- on_run_end ------------------------------------------------------------------------
 
     def run_ended(self, state: RunState) -> None:
-        """Tell the tenant's `on_run_end` hooks, without waiting: each failure is logged
-        and counted. The tasks are held here and finished (or cancelled) by `close`."""
+        """Tell the tenant's `on_run_end` hooks that the run's end is committed, without
+        waiting: each failure is logged and counted. Called by the one place a run's end
+        is committed (`loop/completion.py`), by the replica that committed it, whatever
+        ended it (an answer, a limit, a stop, a kill, a failure, a takeover gone wrong);
+        an end commits once (fenced), and a run told of here is not told again. The tasks
+        are held here and finished (or cancelled) by `close`."""
+        if state.run_id in self._told:
+            return
+        self._told[state.run_id] = None
+        if len(self._told) > TOLD_KEPT:
+            del self._told[next(iter(self._told))]
         task = asyncio.create_task(
             self._notify(
                 state.run_id, state.tenant, state.options.agent, state.status, state.stop_reason

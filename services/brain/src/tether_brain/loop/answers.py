@@ -24,6 +24,7 @@ from tether_brain.tools.toolbox import Toolbox
 from tether_common.errors import ErrorCode
 from tether_common.messages.events import Guard
 from tether_common.messages.gateway import ChatMessage
+from tether_common.messages.runs import RunStatus
 from tether_common.messages.tools import ToolDescriptor
 from tether_common.typed_answers import Violation, read_answer
 
@@ -49,11 +50,10 @@ class Answers:
         bounded, but a large answer still takes milliseconds), its object kept as the
         run's `output`. The tenant's `before_answer` hooks first: they may block it (the
         run fails `answer_blocked`, the answer unrecorded) or replace it."""
-        if self.hooks is not None:
-            checked = await self.hooks.before_answer(state, answer)
-            if checked.blocked is not None:
-                return Ending("failed", f"answer_blocked: {checked.blocked}")
-            answer = checked.answer
+        checked = await self._checked(state, answer)
+        if isinstance(checked, Ending):
+            return checked
+        answer = checked
         if state.options.output_schemas:
             read = await asyncio.to_thread(read_answer, answer, state.options.output_schemas)
             if isinstance(read, Violation):
@@ -67,10 +67,34 @@ class Answers:
         (on its last step, the run stops `max_steps` with it)."""
         answer = turn.text.strip()
         if last:
-            record_answer(state, answer or STEP_LIMIT_ANSWER)
-            return Ending("stopped", "max_steps", answer or STEP_LIMIT_ANSWER)
+            ended = await self.ending(state, "stopped", "max_steps", answer or STEP_LIMIT_ANSWER)
+            if ended.answer is not None:
+                record_answer(state, ended.answer)
+            return ended
         emit(state, Guard(step=state.step, kind="call_rejected", reason="guide_only"))
         return await self.accept(state, answer)
+
+    async def ending(
+        self, state: RunState, status: RunStatus, reason: str, answer: str | None
+    ) -> Ending:
+        """A run's end with an answer it did not accept as one (the step limit's, a
+        guide-only run's last text): judged by the same `before_answer` hooks as every
+        answer, so no answer leaves unjudged (blocked: the run fails `answer_blocked`
+        with none; replaced: the replacement ends it)."""
+        if answer is None:
+            return Ending(status, reason)
+        checked = await self._checked(state, answer)
+        return checked if isinstance(checked, Ending) else Ending(status, reason, checked)
+
+    async def _checked(self, state: RunState, answer: str) -> str | Ending:
+        """The answer as the tenant's `before_answer` hooks let it stand, or the run's end
+        when they block it."""
+        if self.hooks is None:
+            return answer
+        checked = await self.hooks.before_answer(state, answer)
+        if checked.blocked is not None:
+            return Ending("failed", f"answer_blocked: {checked.blocked}")
+        return checked.answer
 
     async def final_round(self, state: RunState, again: ModelTurn) -> Settlement:
         """The answer of the tools-off round `ask_from_results` asked for. A call (or

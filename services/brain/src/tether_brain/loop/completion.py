@@ -1,11 +1,12 @@
 """How a step's work becomes durable and public: the one commit per step, its events
 published after it, and a run's end (committed once, published without ever raising,
-the parent told)."""
+the parent told, the tenant's `on_run_end` hooks told)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 
@@ -26,9 +27,15 @@ REPUBLISH = Policy("republishing a run's end events", 1.0, 30.0, jitter=False)
 
 
 class Completion:
-    def __init__(self, bus: EventsPort, store: StorePort) -> None:
+    def __init__(
+        self, bus: EventsPort, store: StorePort, *, told: Callable[[RunState], None] | None = None
+    ) -> None:
         self.bus = bus
         self.store = store
+        # Told of each end as soon as it commits, before anything else is awaited (a
+        # fence or a shutdown cancelling the task later loses nothing): never for an end
+        # whose commit failed. The tenant's `on_run_end` hooks (`hooks.Hooks.run_ended`).
+        self.told = told
         # Republishing a committed end's events outlives the run's task; held here so
         # that no task is dropped (the events are in the journal whatever happens).
         self._republishing: set[asyncio.Task[None]] = set()
@@ -39,6 +46,7 @@ class Completion:
         await self.store.commit(state)
         state.unpublished += _events_of(state.published)
         if state.status in TERMINAL_STATUSES:
+            self._tell(state)
             await self._publish_committed(state)
             return
         try:
@@ -74,11 +82,16 @@ class Completion:
 
         queued = await self.store.finish_unless_queued(state, finishing)
         if not queued:
+            self._tell(state)
             state.unpublished += _events_of(state.published)
             await self._publish_committed(state)
             runs_ended.add(1, {"status": "completed"})
             await self._tell_parent(state)
         return queued
+
+    def _tell(self, state: RunState) -> None:
+        if self.told is not None:
+            self.told(state)
 
     async def end_committed(self, state: RunState) -> bool:
         """Whether the run's end is already committed (read back: a failure may have

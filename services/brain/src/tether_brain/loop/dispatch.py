@@ -4,8 +4,9 @@ one durable journal write. Each step comes to one `Outcome`.
 
 A step reads top to bottom in `Loop._step`: each collaborator (turns, answers, calls,
 parking, children, recovery) is called and hands back a value (`ModelTurn`,
-`Settlement`, `CallsPlanned`, `CallsResolved`, `Recovered`); none holds another, and
-only the loop commits, ends or completes a run (`Loop._settle`)."""
+`Settlement`, `CallsPlanned`, `CallsResolved`, `Recovered`); none holds another (the
+`Actor`, which gates and sends calls, is shared), and only the loop commits, ends or
+completes a run (`Loop._settle`)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ from tether_brain.tools.remember import recall, recall_note
 from tether_brain.tools.tenant_tools import current_tenant
 from tether_common.errors import ConflictError, TetherError
 from tether_common.messages.events import Guard, RunStart
-from tether_common.messages.runs import TERMINAL_STATUSES
 from tether_common.metrics import step_duration, steps
 from tether_common.telemetry import current_run_id
 from tether_common.traces import links_to_current, parent_context
@@ -80,7 +80,9 @@ class Loop:
         self.stops = Stops(actor.agents, quotas)
         self.actor = actor
         self.parking = Parking(actor, approvals)
-        self.completion = Completion(bus, store)
+        # The tenant's `on_run_end` hooks are told by the one place an end commits.
+        told = None if actor.hooks is None else actor.hooks.run_ended
+        self.completion = Completion(bus, store, told=told)
         self.turns = Turns(
             model,
             actor.toolbox,
@@ -89,6 +91,7 @@ class Loop:
             profiles,
             service_wait_s=actor.service_wait_s,
             prices=prices,
+            hooks=actor.hooks,
         )
         self.calls = Calls(actor)
         self.children = Children(store, launch, actor.toolbox)
@@ -116,8 +119,6 @@ class Loop:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
             await self._guarded(state, control, decision, helpers_done)
-            if state.status in TERMINAL_STATUSES and self.actor.hooks is not None:
-                self.actor.hooks.run_ended(state)  # the tenant's on_run_end notices
             span.set_attribute("tether.run.status", state.status)
 
     async def _guarded(
@@ -164,7 +165,9 @@ class Loop:
                 return Outcome.HANDED_BACK
             if (ended := rules.boundary_stop(state, control.stop_reason)) is not None:
                 answer = state.answer or (STEP_LIMIT_ANSWER if ended == "max_steps" else None)
-                return await self.completion.end(state, "stopped", ended, answer)
+                return await self._settle(
+                    state, await self.answers.ending(state, "stopped", ended, answer)
+                )
             if (gone := self.stops.agent_gone(state)) is not None:
                 return await self.completion.end(state, "failed", gone, None)
             if (spent := await self.stops.spent_up(state)) is not None:

@@ -23,6 +23,7 @@ from tether_brain.context.offering import RECENT_MESSAGES, compact_offer
 from tether_brain.context.profiles import Profiles
 from tether_brain.context.prompting import SKILL_NOTE, build_request
 from tether_brain.context.wire import carried
+from tether_brain.hooks import Hooks
 from tether_brain.loop.finishing import ToolLoop, needed_first
 from tether_brain.loop.sending import await_catalogue
 from tether_brain.skills import invoke
@@ -58,8 +59,10 @@ class Turns:
         *,
         service_wait_s: float,
         prices: Mapping[str, Mapping[str, float]] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.model = model
+        self.hooks = hooks  # a run with `before_answer` hooks streams no live text
         self.toolbox = toolbox  # the tools a step offers
         self.agents = agents  # the run's agent's fallback chain
         self.skills = skills
@@ -254,8 +257,10 @@ class Turns:
         in a committed `guard` event of kind `waiting`, that it waits."""
         deadline = time.monotonic() + self.service_wait_s
         told = False
+        withheld = self.hooks is not None and await self.hooks.withhold_live_text(state)
         while True:
-            turn = await self._generate_once(request, control, self.model.live_target(state))
+            live = None if withheld else self.model.live_target(state)
+            turn = await self._generate_once(request, control, live)
             if turn is None or turn.error is None or turn.error.code != ErrorCode.NO_RESPONDERS:
                 return turn
             left = deadline - time.monotonic()
@@ -272,10 +277,10 @@ class Turns:
                 return None
 
     async def _generate_once(
-        self, request: GenerateRequest, control: Control, live: LiveTarget
+        self, request: GenerateRequest, control: Control, live: LiveTarget | None
     ) -> ModelTurn | None:
-        """One model turn, its text live as it is written, or None when a stop arrived
-        first (the stream is cancelled)."""
+        """One model turn, its text live as it is written (unless `live` is None), or None
+        when a stop arrived first (the stream is cancelled)."""
         generation = asyncio.ensure_future(self.model.generate(request, live=live))
         waiter = asyncio.ensure_future(control.wait_any())
         try:

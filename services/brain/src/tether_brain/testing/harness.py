@@ -64,6 +64,7 @@ class Harness:
         workspace: Path | None = None,
         memory: Memory | None = None,
         hooks: Hooks | None = None,
+        events: MemoryEvents | None = None,
     ) -> None:
         self.hooks = hooks  # the tenants' lifecycle hooks (None: none)
         self.memory = memory  # PostgreSQL's, for `memory_save`, `memory_search` and recall
@@ -71,7 +72,7 @@ class Harness:
         self.clock = FakeClock()
         self.model = ScriptedModel(self.clock)
         self.store = MemoryStore(self.clock)
-        self.events = MemoryEvents()
+        self.events = events or MemoryEvents()
         self.approvals = MemoryApprovals()
         self.runner = runner or LocalRunner([], answering({}))
         self.agents = Agents(

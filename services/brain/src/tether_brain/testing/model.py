@@ -24,6 +24,7 @@ class ScriptedModel:
         self.clock = clock  # a `pause_s` sleeps on it
         self.scripts: dict[str, Script] = {}
         self.requests: list[GenerateRequest] = []
+        self.lives: list[LiveTarget | None] = []  # each request's live target (None: none)
 
     def add(self, turns: list[Turn], helpers: dict[str, list[Turn]] | None = None) -> str:
         """A script of `turns` (and the helpers' turns by task); returns its name, the
@@ -43,6 +44,7 @@ class ScriptedModel:
         self, request: GenerateRequest, *, live: LiveTarget | None = None
     ) -> ModelTurn:
         self.requests.append(request)
+        self.lives.append(live)
         turn = ModelTurn()
         script = self.scripts.get(request.model or "")
         if script is None:  # as the gateway answers a script it cannot find
