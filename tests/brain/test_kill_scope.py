@@ -83,7 +83,13 @@ def tagged_kill(found: Kill, tag: str) -> Kill:
     )
 
 
-@pytest.mark.parametrize(("found", "covered"), KILLS, ids=lambda v: str(v)[:40])
+# Ids from sorted names: a set's order differs between processes (xdist's workers must
+# collect the same ids).
+@pytest.mark.parametrize(
+    ("found", "covered"),
+    KILLS,
+    ids=lambda v: ",".join(sorted(v))[:40] if isinstance(v, set) else str(v)[:40],
+)
 def test_a_kill_covers_exactly_its_runs_in_memory(found: Kill, covered: set[str]) -> None:
     for name, tenant, agent, agent_tenant in RUNS:
         scope = RunScope.of(run_state(tenant, agent, agent_tenant))

@@ -34,6 +34,8 @@ from shipped import observe
 from tether_client import TetherClient
 from tether_client.server.embedded import free_port
 from tether_client.server.supervisor import Supervisor
+from tether_common.messages.base import decode
+from tether_common.messages.gateway import GenerateRequest
 from tether_common.metrics import SPECS
 from tether_common.testing import Turn, call, say, until, write_script
 
@@ -250,6 +252,57 @@ async def refused_on_the_bus(stack: Supervisor) -> None:
     assert json.loads(reply)["error"]["code"] == "not_json"
 
 
+async def an_unanswered_hook(stack: Supervisor) -> None:
+    """A run-end hook no service answers, failing open: what the hook failures panel
+    counts (the run it hears of ends as it would without it)."""
+    hook = {
+        "name": "unanswered",
+        "point": "on_run_end",
+        "transport": "nats",
+        "target": "nobody",
+        "failure": "fail_open",
+        "timeout_s": 1,
+    }
+    async with httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        (await c.post(f"{stack.child('brain').url}/v1/hooks", json=hook)).raise_for_status()
+
+
+async def hook_failure_counted(stack: Supervisor) -> None:
+    async with httpx.AsyncClient(timeout=10) as client:
+
+        async def counted() -> bool:
+            text = (await client.get(f"{stack.child('brain').url}/metrics")).text
+            return "tether_hooks_failures_total{" in text
+
+        await until(counted, timeout=SPANS_S, every=0.1, what="the unanswered hook's failure")
+
+
+async def stopped_mid_generation(stack: Supervisor, scripts_dir: Path) -> None:
+    """A run stopped while its model is still answering: the brain's notice cancels the
+    generation, which the gateway counts (the errors panel's `cancelled` line)."""
+    model = write_script(scripts_dir, [[{"pause_s": 120}, *say("never said")]])
+    bus = await observe(stack)
+    asked = await bus.subscribe_raw(bus.subjects.generate_all)
+    try:
+        async with TetherClient(stack.child("brain").url) as client:
+            accepted = await client.start_run("wait", provider="scripted", model=model)
+            while decode(GenerateRequest, (await asked.next_msg(timeout=60)).data).run_id != (
+                accepted.run_id
+            ):
+                pass  # another run's turn
+            await client.stop_run(accepted.run_id)
+    finally:
+        await asked.unsubscribe()
+        await bus.close()
+    async with httpx.AsyncClient(timeout=10) as http:
+
+        async def counted() -> bool:
+            text = (await http.get(f"{stack.child('gateway').url}/metrics")).text
+            return "tether_bus_cancelled_total{" in text
+
+        await until(counted, timeout=SPANS_S, every=0.1, what="the stopped generation's cancel")
+
+
 async def parked_and_approved(stack: Supervisor, scripts_dir: Path) -> tuple[str, str]:
     """A run that refuses an unknown tool, offloads a large shell output, parks for an
     operator, is approved over the approvals API and ends; its id and trace id."""
@@ -283,7 +336,10 @@ async def parked_and_approved(stack: Supervisor, scripts_dir: Path) -> tuple[str
 async def workload(receiver_server: Receiver, stack: Supervisor, scripts_dir: Path) -> Workload:
     await poll_everything(stack)
     await refused_on_the_bus(stack)
+    await an_unanswered_hook(stack)
     run_id, trace_id = await parked_and_approved(stack, scripts_dir)
+    await hook_failure_counted(stack)
+    await stopped_mid_generation(stack, scripts_dir)
 
     def whole() -> bool:
         services = {s.service for s in receiver_server.spans if s.trace_id == trace_id}

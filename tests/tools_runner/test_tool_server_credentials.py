@@ -70,7 +70,11 @@ def test_another_key_opens_nothing(key: CredentialKey) -> None:
     _refused(CredentialKey.from_text(new_key()), sealed, **ROW)
 
 
-@pytest.mark.parametrize("text", ["", "short", "!!!not base64!!!", new_key()[:20]])
+@pytest.mark.parametrize(
+    "text",
+    ["", "short", "!!!not base64!!!", new_key()[:20]],
+    ids=["empty", "short", "not-base64", "truncated"],
+)
 def test_a_malformed_key_is_refused_at_start(text: str) -> None:
     with pytest.raises(ConfigError):
         CredentialKey.from_text(text)

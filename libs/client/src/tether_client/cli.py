@@ -148,7 +148,7 @@ LAZY: dict[str, LazyCommand] = {
     ),
     "tokens": LazyCommand("Principals' bearer tokens (admin)", _from("tokens_cli", "app")),
     "webhooks": LazyCommand(
-        "Where approval notices are sent (operators, admins)", _from("webhooks_cli", "app")
+        "Where approval and run notices are sent (operators, admins)", _from("webhooks_cli", "app")
     ),
     "models": LazyCommand("Model profiles: how each model is prompted", _from("models_cli", "app")),
     "kill": LazyCommand(

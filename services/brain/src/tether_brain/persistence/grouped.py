@@ -51,8 +51,6 @@ class GroupCommit:
         self._queue: list[_Waiting] = []
         # The one flush task (held here, so never dropped); None while nothing is queued.
         self._flusher: asyncio.Task[None] | None = None
-        self.flushes = 0  # flushes so far; with `steps`, how well commits group
-        self.steps = 0
 
     async def commit(self, write: StepWrite) -> int:
         """The run rows `write` updated, 0 (fenced out, or its lease ran out) or 1, once
@@ -87,8 +85,6 @@ class GroupCommit:
         # Row locks taken in one order (the lease renewal's too, `leases.RENEW_SQL`), so
         # a flush never deadlocks with a renewal on this replica.
         batch.sort(key=lambda w: str(w.write.params["run_id"]))
-        self.flushes += 1
-        self.steps += len(batch)
         try:
             async with self._connect() as conn:
                 found = await _execute(conn, batch)
@@ -112,6 +108,8 @@ async def _execute(conn: AsyncConnection, batch: list[_Waiting]) -> list[int | B
     failing one fails."""
     driver = await driver_of(conn)
     try:
+        if len(batch) == 1:  # one run in flight: the plain prepared statement
+            return [int(await driver.fetchval(COMMIT_SQL, *batch[0].write.args()))]
         rows = await driver.fetchmany(COMMIT_SQL, [w.write.args() for w in batch])
     except DRIVER_ERRORS as exc:
         error = await database_error(conn, driver, COMMIT_SQL, exc)
