@@ -72,10 +72,17 @@ async def database_template(pg_server_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-async def database_url(pg_server_url: str, database_template: str) -> str:
+async def own_database_url(pg_server_url: str, database_template: str) -> str:
     """This module's own database (a copy of the migrated template): its stacks never see
     another module's runs, cards or effects, nor adopt their lapsed leases."""
     return await new_database(pg_server_url, "module", template=database_template)
+
+
+@pytest.fixture(scope="module")
+async def database_url(own_database_url: str) -> str:
+    """The database of this module's tests and stacks: its own (a folder may share one
+    between its modules, as tests/approvals does for its one approvals process)."""
+    return own_database_url
 
 
 @pytest.fixture(scope="module")

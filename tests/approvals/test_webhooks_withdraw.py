@@ -26,6 +26,13 @@ CONVERT = {"time": "09:00", "from_timezone": "UTC", "to_timezone": "Asia/Tokyo"}
 
 
 @pytest.fixture(scope="module")
+def database_url(own_database_url: str) -> str:
+    """Its own database, not the folder's: its stack's brain must not adopt the runs
+    other stacks of this folder left behind."""
+    return own_database_url
+
+
+@pytest.fixture(scope="module")
 def stack_extra_env() -> dict[str, str]:
     return {
         "TETHER_BRAIN_GUARDRAILS": json.dumps({CONFIRMED_TOOL: "confirm"}),
