@@ -75,8 +75,9 @@ class System:
 def env_file(folder: Path) -> Path:
     """.env.example with every change-me replaced by a fresh secret, plus the base images
     and build CA named by the environment (the Makefile's), as an operator fills .env."""
-    # URL-safe and 32 random bytes: fits a URL's password and the runner's credentials key.
-    env = {k: secrets.token_urlsafe(32) if v == "change-me" else v for k, v in example().items()}
+    # As .env.example says: hex (a URL's password; never read by nats-server's config
+    # parser as a date or a number, as some base64 texts are), 32 bytes (the runner's key).
+    env = {k: secrets.token_hex(32) if v == "change-me" else v for k, v in example().items()}
     if base := os.environ.get("TETHER_COMPOSE_BASE_ENV"):
         env |= read_env(ROOT / base)
     if bundle := os.environ.get("TETHER_BUILD_CA_BUNDLE"):

@@ -4,6 +4,9 @@ tenant or id, or another key opens nothing, and no error quotes the value."""
 
 from __future__ import annotations
 
+import base64
+import os
+
 import pytest
 
 from tether_common.errors import ConfigError, ErrorCode
@@ -78,3 +81,13 @@ def test_another_key_opens_nothing(key: CredentialKey) -> None:
 def test_a_malformed_key_is_refused_at_start(text: str) -> None:
     with pytest.raises(ConfigError):
         CredentialKey.from_text(text)
+
+
+def test_a_hex_key_is_the_same_key_as_its_base64url() -> None:
+    """.env.example suggests `openssl rand -hex 32` for every secret: 64 hex digits are the
+    32 bytes themselves, not base64 text (which would decode to 48 bytes and be refused)."""
+    raw = os.urandom(32)
+    hexed = CredentialKey.from_text(raw.hex())
+    based = CredentialKey.from_text(base64.urlsafe_b64encode(raw).decode())
+    sealed = hexed.seal(SECRET, **ROW)
+    assert based.open(sealed, **ROW) == SECRET

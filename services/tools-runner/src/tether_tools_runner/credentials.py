@@ -14,6 +14,7 @@ import base64
 import binascii
 import json
 import os
+import string
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -59,9 +60,13 @@ class CredentialKey:
 
     @classmethod
     def from_text(cls, text: str) -> CredentialKey:
-        """From the setting's base64url text; a malformed key stops the service."""
+        """From the setting's text: 64 hex digits (`openssl rand -hex 32`, as .env.example
+        suggests for every secret) or base64url; a malformed key stops the service."""
+        text = text.strip()
+        if len(text) == 2 * KEY_BYTES and all(c in string.hexdigits for c in text):
+            return cls(bytes.fromhex(text))
         try:
-            raw = base64.urlsafe_b64decode(text.strip() + "=" * (-len(text.strip()) % 4))
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except (binascii.Error, ValueError):
             raw = b""
         return cls(raw)
