@@ -18,7 +18,6 @@ import contextlib
 import json
 import random
 import sys
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from tether_client import TetherClient
 from tether_client.server.embedded import free_port
 from tether_client.server.supervisor import Child
 from tether_common.errors import ConfigError, TetherError
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.testing import Turn, call, say, until, write_script
 
 LEASE_S = 2.0
 # The brain adopts orphaned runs every lease_s / 3 (RunManager.run_maintenance).
@@ -218,12 +217,12 @@ async def add_replicas(stack: Stack) -> set[str]:
 
 async def tools_offered(url: str) -> None:
     """Until the brain offers the MCP tool (the runner starts its server in the background)."""
-    deadline = time.monotonic() + READY_S
     async with TetherClient(url, token=OPERATOR_TOKEN) as client:
-        while TOOL not in {t.name for t in await client.tools() if t.available}:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{TOOL} was never offered")
-            await asyncio.sleep(0.2)
+
+        async def offered() -> bool:
+            return TOOL in {t.name for t in await client.tools() if t.available}
+
+        await until(offered, timeout=READY_S, what=f"{TOOL} offered", every=0.2)
 
 
 async def measure_chaos(stack: Stack, ledger: Path, kills: int, results: Results) -> None:

@@ -16,7 +16,6 @@ Needs root (network namespaces); without it the suite says so and measures nothi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import tempfile
@@ -43,7 +42,7 @@ from tether_client.server.testing.netlab import (
     tool_offered,
 )
 from tether_common.errors import ConfigError, TetherError
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.testing import Turn, call, say, until, write_script
 
 LEASE_S = 2.0
 BUS_LOSS_S = 1.5
@@ -140,13 +139,23 @@ async def one_round(
     """Runs started on `victim`, `victim` cut off once each has made a call, the runs
     settled (by `survivor`), the cut healed, and `victim` shown to work again."""
     run_ids = [await start(lab, victim) for _ in range(RUNS_PER_ROUND)]
-    await until(lambda: each_called(lab, run_ids), SETTLE_S, "the runs never made a call")
+    await until(
+        lambda: each_called(lab, run_ids),
+        timeout=SETTLE_S,
+        what="the runs making a call",
+        every=0.2,
+    )
     peers = [lab.net.hosts[n] for n in (("pg",) if cut == "postgres" else ("n1", "n2", "n3"))]
     cut_at = datetime.now(UTC)
     for peer in peers:
         lab.net.cut(victim.host, peer)
     try:
-        await until(lambda: all_ended(lab, run_ids), SETTLE_S, "runs did not end after a cut")
+        await until(
+            lambda: all_ended(lab, run_ids),
+            timeout=SETTLE_S,
+            what="runs ending after a cut",
+            every=0.2,
+        )
     finally:
         for peer in peers:
             lab.net.heal(victim.host, peer)
@@ -184,15 +193,18 @@ async def working(lab: Lab, brain: LabService) -> None:
         try:
             async with TetherClient(brain.url, token=OPERATOR_TOKEN, timeout=5) as client:
                 run_id = (await client.start_run("ping", provider="scripted", model=model)).run_id
-                for _ in range(100):  # 10 s
-                    if (await client.get_run(run_id)).status in TERMINAL:
-                        return True
-                    await asyncio.sleep(0.1)
-            return False
-        except (httpx.HTTPError, TetherError):
+                ended = await until(
+                    lambda: client.get_run(run_id),
+                    timeout=10.0,
+                    what="the ping run's end",
+                    every=0.1,
+                    done=lambda run: run.status in TERMINAL,
+                )
+                return ended is not None
+        except (httpx.HTTPError, TetherError, AssertionError):  # AssertionError: not ended in 10 s
             return False
 
-    await until(done, 120.0, f"{brain.label} does not work after the heal")
+    await until(done, timeout=120.0, what=f"{brain.label} working after the heal", every=0.2)
 
 
 async def each_called(lab: Lab, run_ids: list[str]) -> bool:
@@ -214,14 +226,6 @@ async def all_ended(lab: Lab, run_ids: list[str]) -> bool:
         list(TERMINAL),
     )
     return bool(count == len(run_ids))
-
-
-async def until(check: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        await asyncio.sleep(0.2)
 
 
 async def check_runs(lab: Lab, tally: Tally, run_ids: list[str]) -> None:

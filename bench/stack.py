@@ -7,11 +7,9 @@ Nothing is shared with a running system and nothing is written under `~/.tether`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import secrets
 import tempfile
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from tether_client.server.embedded import EmbeddedPostgres
 from tether_client.server.supervisor import SERVICES, ServiceSpec, Supervisor
 from tether_client.system import LockedBus, start_locked_nats, system_env, system_supervisor
 from tether_common.decisions import new_key
+from tether_common.testing import until
 
 OPERATOR_TOKEN = "bench-operator-token"
 OBSERVER = "bench"  # the bench's own all-rights NATS user (never a shipped one)
@@ -53,18 +52,25 @@ class Stack:
         self, run_ids: list[str], statuses: tuple[str, ...] = TERMINAL, timeout: float = 300.0
     ) -> None:
         """Poll the runs table until every run is in one of `statuses`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            done = await self.db.fetchval(
-                "SELECT count(*) FROM runs WHERE run_id = ANY($1) AND status = ANY($2)",
-                run_ids,
-                list(statuses),
+
+        async def reached() -> int:
+            return int(
+                await self.db.fetchval(
+                    "SELECT count(*) FROM runs WHERE run_id = ANY($1) AND status = ANY($2)",
+                    run_ids,
+                    list(statuses),
+                )
             )
-            if done == len(run_ids):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{done}/{len(run_ids)} runs reached {statuses}")
-            await asyncio.sleep(0.05)
+
+        try:
+            await until(
+                reached,
+                timeout=timeout,
+                what=f"{len(run_ids)} runs reaching {statuses}",
+                done=lambda count: count == len(run_ids),
+            )
+        except AssertionError as exc:  # `until`'s time-out; callers here expect this one
+            raise TimeoutError(str(exc)) from None
 
     async def event_times(self, run_ids: list[str], kind: str) -> dict[str, list[datetime]]:
         """Timestamps of one event kind per run, in order, from the journal."""

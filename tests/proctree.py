@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether_common.lifeline import Starter, proc_stat
+from tether_common.testing import until_sync
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +58,15 @@ def descendants(pid: int) -> list[Proc]:
 def survivors(procs: list[Proc], within_s: float = 5.0) -> list[Proc]:
     """Those of `procs` still running after `within_s` (polled; returns as soon as none
     is left)."""
-    deadline = time.monotonic() + within_s
-    while (left := [p for p in procs if p.alive()]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+    try:
+        return until_sync(
+            lambda: [p for p in procs if p.alive()],
+            timeout=within_s,
+            what="every process ending",
+            done=lambda left: not left,
+        )
+    except AssertionError:
+        return [p for p in procs if p.alive()]
 
 
 def kill_all(procs: list[Proc]) -> None:

@@ -163,6 +163,10 @@ SELF_ARMED = {
         "a query worker arms itself first thing (`workers.worker_spec`): no preexec_fn, "
         "so the spawn stays a vfork"
     ),
+    ("libs/client/src/tether_client/server/forkserver.py", "fork_child"): (
+        "a forked service arms itself first thing (`forkserver.become`), tied to the fork "
+        "server, which `forking.ForkServer` starts through `lifeline.popen`"
+    ),
 }
 
 
@@ -192,7 +196,7 @@ def test_every_process_a_service_starts_is_tied_to_it() -> None:
     sites = spawn_sites()
     # The scan sees the spawners it is about (it cannot pass by finding nothing).
     assert {name for _, name in sites} >= {
-        "_launch", "_spawn", "stdio_target", "_ensure_pool", "run_worker", "launch", "popen",
+        "fork_child", "_spawn", "stdio_target", "_ensure_pool", "run_worker", "launch", "popen",
     }  # fmt: skip
     unarmed = [
         site

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import httpx
 
+from tether_client.server import forking
 from tether_client.server.embedded import free_port
-from tether_common import lifeline
+from tether_client.server.forking import Forked
 from tether_common.errors import ConfigError
 from tether_common.http import hash_token
 from tether_common.retrying import Policy, delay_s
@@ -43,7 +43,7 @@ class Child:
     spec: ServiceSpec
     port: int
     replica: int = 0
-    proc: asyncio.subprocess.Process | None = None
+    proc: Forked | None = None
     restarts: int = 0
     pump: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -65,6 +65,15 @@ def service_env(spec: ServiceSpec, env: Mapping[str, str]) -> dict[str, str]:
     if token and may_see(spec.name, OPERATOR_TOKEN_HASH_ENV):
         handed[OPERATOR_TOKEN_HASH_ENV] = hash_token(token)
     return handed
+
+
+async def _stream(fd: int) -> asyncio.StreamReader:
+    """The read end of a child's output pipe as lines to pump."""
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader
 
 
 class Supervisor:
@@ -118,27 +127,22 @@ class Supervisor:
         env = service_env(child.spec, os.environ | self.env) | own
         env[child.spec.port_env] = str(child.port)
         env |= self._console_address(child.spec, env)
-        out: int | IO[bytes] = asyncio.subprocess.PIPE
+        reader: asyncio.StreamReader | None = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            out = (self.log_dir / f"{child.label}.log").open("ab")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+            out = os.open(self.log_dir / f"{child.label}.log", flags, 0o666)
+        else:
+            read_end, out = os.pipe()
+            reader = await _stream(read_end)
         try:
-            child.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                *("-m", child.spec.module),
-                env=env,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                preexec_fn=lifeline.preexec(),  # dies with us, however we die
-                # Not in our process group: a terminal's Ctrl-C reaches `tether up`, which
-                # stops each service in order, not every process (and each worker) at once.
-                start_new_session=True,
-            )
+            # Forked from an interpreter that has imported every service (`forkserver`):
+            # what `python -m <module>` would be, its imports already done.
+            child.proc = await forking.spawn(child.spec.module, env, out, os.getcwd())
         finally:
-            if not isinstance(out, int):
-                out.close()  # the child holds its own descriptor
-        if child.proc.stdout is not None:
-            child.pump = asyncio.create_task(self._pump(child.label, child.proc.stdout))
+            os.close(out)  # the child holds its own descriptor
+        if reader is not None:
+            child.pump = asyncio.create_task(self._pump(child.label, reader))
         watcher = asyncio.create_task(self._watch(child, child.proc))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
@@ -156,7 +160,7 @@ class Supervisor:
             sys.stdout.write(f"[{label}] {line.decode(errors='replace')}")
             sys.stdout.flush()
 
-    async def _watch(self, child: Child, proc: asyncio.subprocess.Process) -> None:
+    async def _watch(self, child: Child, proc: Forked) -> None:
         code = await proc.wait()
         if self._stopping or not self.restart or child.proc is not proc:
             return

@@ -1,0 +1,164 @@
+"""The fork server (`tether_client.server.forkserver`): every service `tether up` and the
+suite start is forked from it, so a forked child must be what `python -m MODULE` would
+be, and the server must survive what a starter can send it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether_client.server import forking, forkserver
+from tether_common.testing import until
+from tether_common.topology import SECRET_ENV
+
+# Reports what it became, then ends as PROBE_EXIT says (or waits for a signal).
+PROBE = """
+import json, os, sys, time
+report = {
+    "name": __name__,
+    "argv": sys.argv,
+    "environ": dict(os.environ),
+    "proc_environ": open("/proc/self/environ", "rb").read().rstrip(b"\\0").decode(),
+    "cmdline": open("/proc/self/cmdline", "rb").read().decode(),
+    "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
+    "stdin": sys.stdin.read(),
+    "session_leader": os.getsid(0) == os.getpid(),
+    "cwd": os.getcwd(),
+}
+with open(os.environ["PROBE_OUT"], "w") as out:
+    json.dump(report, out)
+print("probe printed", flush=True)
+if os.environ.get("PROBE_EXIT"):
+    sys.exit(int(os.environ["PROBE_EXIT"]))
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "probe_service.py").write_text(PROBE)
+    return {
+        "PYTHONPATH": str(tmp_path),
+        "PROBE_OUT": str(tmp_path / "report.json"),
+        "PATH": os.environ["PATH"],
+    }
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting for whoever adopted it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+async def spawned(env: dict[str, str], log: Path, cwd: Path | None = None) -> forking.Forked:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return await forking.spawn("probe_service", env, fd, str(cwd) if cwd else None)
+    finally:
+        os.close(fd)
+
+
+async def test_a_forked_child_is_what_python_m_would_be(
+    probe: dict[str, str], tmp_path: Path
+) -> None:
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = probe | {"PROBE_EXIT": "3", "ONLY_MINE": "x=y z"}
+    child = await spawned(env, tmp_path / "out.log", cwd)
+    assert await child.wait() == 3
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["name"] == "__main__"
+    assert report["argv"] == [str(tmp_path / "probe_service.py")]
+    # Exactly the environment handed, in os.environ and as /proc shows it to others.
+    assert report["environ"] == env
+    shown = dict(item.split("=", 1) for item in report["proc_environ"].split("\0"))
+    assert shown == env
+    assert forkserver.ROOM_ENV not in report["proc_environ"]
+    assert report["cmdline"] == f"{sys.executable} -m probe_service\0"
+    assert report["fds"] == [0, 1, 2, 3]  # 3: the listing's own
+    assert report["stdin"] == ""
+    assert report["session_leader"] is True
+    assert report["cwd"] == str(cwd)
+    assert (tmp_path / "out.log").read_text() == "probe printed\n"
+
+
+async def test_signals_exit_codes_and_waiters(probe: dict[str, str], tmp_path: Path) -> None:
+    child = await spawned(probe, tmp_path / "out.log")
+    await until((tmp_path / "report.json").exists, timeout=30, what="the probe's report")
+    assert child.returncode is None, child.returncode
+    waiters = [asyncio.create_task(child.wait()) for _ in range(3)]
+    child.send_signal(signal.SIGTERM)
+    assert await asyncio.gather(*waiters) == [-signal.SIGTERM] * 3
+    assert await child.wait() == -signal.SIGTERM  # kept
+    child.kill()  # an ended child: nothing, as subprocess.Popen does
+    with pytest.raises(ProcessLookupError):
+        os.kill(child.pid, 0)  # reaped by the server: no zombie left
+
+
+async def test_the_fork_server_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = dict.fromkeys(SECRET_ENV, "s3cret") | {"NATS_PASSWORD_BRAIN": "pw"}
+    base = forking.base_env(os.environ | secret | {"TETHER_BRAIN_API_KEY": "k"})
+    assert not set(secret) & set(base)
+    assert "TETHER_BRAIN_API_KEY" not in base  # a credential of one service
+    assert base["PATH"] == os.environ["PATH"]
+    running = forking.shared().process.pid
+    environ = Path(f"/proc/{running}/environ").read_bytes().split(b"\0")
+    names = {item.split(b"=", 1)[0].decode() for item in environ if b"=" in item}
+    assert not names & set(SECRET_ENV)
+
+
+async def test_a_bad_request_is_refused_and_the_server_goes_on(
+    probe: dict[str, str], tmp_path: Path
+) -> None:
+    server = forking.shared()
+    for request in (
+        b"not json",
+        b"[1]",
+        json.dumps({"module": "", "env": {}}).encode(),
+        json.dumps({"module": "m", "env": {"A": 1}}).encode(),
+    ):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out = os.open(os.devnull, os.O_WRONLY)
+        socket.send_fds(server.control, [request], [out, theirs.fileno()])
+        os.close(out)
+        theirs.close()
+        mine.setblocking(False)
+        reply, fds = await forking.receive(mine)
+        mine.close()
+        assert reply.startswith(b"error "), (request, reply)
+        assert fds == []
+    socket.send_fds(server.control, [b"{}"], [])  # no descriptors at all
+    child = await spawned(probe | {"PROBE_EXIT": "0"}, tmp_path / "out.log")
+    assert await child.wait() == 0
+    assert forking.shared() is server
+
+
+async def test_a_dead_fork_server_takes_its_children_and_is_started_again(
+    probe: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a fork server of the test's own: the session's serves other tests' stacks."""
+    old = forking.ForkServer([])
+    monkeypatch.setattr(forking, "_shared", old)
+    child = await spawned(probe, tmp_path / "out.log")
+    await until((tmp_path / "report.json").exists, timeout=30, what="the probe's report")
+    old.process.kill()
+    assert await child.wait() == -signal.SIGKILL  # the kernel ends it with its parent
+    await until(lambda: not alive(child.pid), timeout=30, what="the orphan's end")
+    (tmp_path / "report.json").unlink()
+    again = await spawned(probe | {"PROBE_EXIT": "0"}, tmp_path / "out.log")
+    try:
+        assert await again.wait() == 0
+        assert forking.shared() is not old
+    finally:
+        forking.shared().close()
+        old.control.close()
