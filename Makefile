@@ -67,12 +67,15 @@ site: install
 	@out=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet \
 	  --site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
 
-# Two workers (pytest-xdist), a test module each at a time (`loadfile`: a module's stack
-# starts once): most of a stack test's time is spent waiting on leases, timeouts and other
-# processes, so two keep two cores busy. Each worker has its own NATS and PostgreSQL.
-TEST_WORKERS ?= 2
+# Three workers (pytest-xdist), a test module each at a time (`loadfile`: a module's stack
+# starts once). Most of a stack test's time is spent waiting on leases, timeouts and other
+# processes, and a stack starts in under a second of CPU (its services are forked from one
+# interpreter that has imported them: tether_client.server.forkserver), so three keep two
+# cores busy: 6 min 54 s against 8 min 39 s on two (2026-12-06, this 2-core machine).
+# Each worker has its own NATS and PostgreSQL.
+TEST_WORKERS ?= 3
 pytest: install-local bytecode
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # Tether's own sources (editable installs, so uv does not compile them); only what changed.
 bytecode: $(VENV)/.synced
@@ -109,7 +112,7 @@ compose-test: install $(COMPOSE)  ## build the images, run the compose system fo
 	DOCKER_CONFIG=$(DOCKER_CONFIG) \
 	$(if $(filter local,$(BASE_IMAGES)),TETHER_COMPOSE_BASE_ENV=deploy/docker/local.env) \
 	TETHER_BUILD_CA_BUNDLE=$${TETHER_BUILD_CA_BUNDLE:-$$(test -s /etc/ssl/certs/ca-certificates.crt && echo /etc/ssl/certs/ca-certificates.crt)} \
-	$(BIN)/pytest -m compose tests/compose
+	$(BIN)/pytest -n0 -m compose tests/compose
 
 nats-config: install  ## regenerate the committed nats-server configs from the subject declarations
 	$(BIN)/python -m tether_client.server.natsauth --env-passwords > deploy/nats/nats-server.conf

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +25,11 @@ from tether_common.db import make_engine
 from tether_common.decisions import new_key
 from tether_common.settings import async_database_url
 from tether_common.subjects import Subjects
+
+# Pytest keeps each test module as it rewrote its asserts (tests/**/__pycache__) only when
+# bytecode may be written; with PYTHONDONTWRITEBYTECODE set, as on these machines, every
+# worker of every run rewrote all 570 modules again (6-9 s of each worker's start).
+sys.dont_write_bytecode = False
 
 OPERATOR_TOKEN = "test-operator-token"
 # Every brain call of the tests' `TetherClient`s authenticates as the bootstrap admin
