@@ -138,6 +138,10 @@ def system() -> Iterator[System]:
 
 def test_up_shows_each_component_then_a_summary(system: System) -> None:
     text = system.log.read_text()
+    # Nothing a person is not meant to read: no warning, no traceback (a service forked
+    # from the fork server once started with runpy's warning of a preloaded __main__).
+    assert "Warning" not in text, text
+    assert "Traceback" not in text, text
     order = [
         text.index(f"✓ {name}")
         for name in (

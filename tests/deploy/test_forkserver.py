@@ -162,3 +162,25 @@ async def test_a_dead_fork_server_takes_its_children_and_is_started_again(
     finally:
         forking.shared().close()
         old.control.close()
+
+
+async def test_a_preloaded_package_runs_as_python_m_runs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its `__main__` imported before the fork, then run in the child: once, as
+    `__main__`, and without runpy's warning about a `__main__` already imported."""
+    package = tmp_path / "probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text("print('ran as', __name__, flush=True)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    server = forking.ForkServer(["probe_pkg"])
+    log = tmp_path / "out.log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        child = await server.spawn("probe_pkg", {"PATH": os.environ["PATH"]}, fd)
+        assert await child.wait() == 0
+    finally:
+        os.close(fd)
+        server.close()
+    assert log.read_text() == "ran as __main__\n"

@@ -87,6 +87,9 @@ def preload(modules: Sequence[str]) -> None:
             importlib.import_module(f"{module}.__main__")
         except Exception as exc:  # reported again where the service starts
             _say(f"{module} not preloaded: {exc!r}")
+        # What it imports stays; the module itself is run afresh in the child, as `-m`
+        # runs it (runpy warns of a `__main__` already imported).
+        sys.modules.pop(f"{module}.__main__", None)
     gc.collect()
     gc.freeze()
 
