@@ -6,6 +6,7 @@ printed, so a regression shows where it went. Figures measured with it on are in
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from contextlib import suppress
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ class Switch:
 
 
 SWITCH = Switch()
+# A folder to copy each stack's raw profiles into before the stack's folder goes.
+KEEP_ENV = "TETHER_BENCH_KEEP_PROFILES"
 
 
 def profile_env(base: Path) -> dict[str, str]:
@@ -56,3 +59,7 @@ def print_profiles(base: Path) -> None:
         by_service.setdefault(path.stem.rsplit("-", 1)[0], []).append(path)
     for service, paths in by_service.items():
         print(report(service, paths, SWITCH.top), flush=True)
+    if keep := os.environ.get(KEEP_ENV):  # for pstats' callers and callees views
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for path in folder.glob("*.prof"):
+            shutil.copy(path, Path(keep) / f"{base.name}-{path.name}")
