@@ -60,10 +60,12 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] not in "ZX"
 
 
-async def spawned(env: dict[str, str], log: Path, cwd: Path | None = None) -> forking.Forked:
+async def spawned(
+    env: dict[str, str], log: Path, cwd: Path | None = None, module: str = "probe_service"
+) -> forking.Forked:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        return await forking.spawn("probe_service", env, fd, str(cwd) if cwd else None)
+        return await forking.spawn(module, env, fd, str(cwd) if cwd else None)
     finally:
         os.close(fd)
 
@@ -121,26 +123,90 @@ async def test_a_bad_request_is_refused_and_the_server_goes_on(
     probe: dict[str, str], tmp_path: Path
 ) -> None:
     server = forking.shared()
-    for request in (
-        b"not json",
-        b"[1]",
-        json.dumps({"module": "", "env": {}}).encode(),
-        json.dumps({"module": "m", "env": {"A": 1}}).encode(),
-    ):
+    requests = [b"not json", b"[1]", b'{"module": ""}', b'{"module": "m", "cwd": 3}']
+    for request in requests:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        out = os.open(os.devnull, os.O_WRONLY)
-        socket.send_fds(server.control, [request], [out, theirs.fileno()])
-        os.close(out)
-        theirs.close()
+        out, env = os.open(os.devnull, os.O_WRONLY), forking.handed_env({})
+        socket.send_fds(server.control, [request], [out, theirs.fileno(), env])
+        for fd in (out, env, theirs.detach()):
+            os.close(fd)
         mine.setblocking(False)
         reply, fds = await forking.receive(mine)
         mine.close()
         assert reply.startswith(b"error "), (request, reply)
         assert fds == []
     socket.send_fds(server.control, [b"{}"], [])  # no descriptors at all
+    # An environment that is not a JSON object of texts: the child says so and exits.
+    for handed in (b"not json", b'{"A": 1}', b"[]"):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        log = tmp_path / "refused.log"
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        env = os.memfd_create("bad-env")
+        os.write(env, handed)
+        os.lseek(env, 0, os.SEEK_SET)
+        request = json.dumps({"module": "probe_service"}).encode()
+        socket.send_fds(server.control, [request], [out, theirs.fileno(), env])
+        for fd in (out, env, theirs.detach()):
+            os.close(fd)
+        mine.setblocking(False)
+        reply, fds = await forking.receive(mine)
+        child = forking.Forked(int(reply[4:]), fds[0], mine)
+        assert await child.wait() == forkserver.EX_DATAERR, handed
+        assert "not a JSON object of texts" in log.read_text(), handed
     child = await spawned(probe | {"PROBE_EXIT": "0"}, tmp_path / "out.log")
     assert await child.wait() == 0
     assert forking.shared() is server
+
+
+async def test_no_child_inherits_another_s_environment(
+    probe: dict[str, str], tmp_path: Path
+) -> None:
+    """A service's secrets never pass through the fork server's memory, which every later
+    child inherits: the next child finds no trace of them anywhere in its own memory."""
+    secret = os.urandom(24).hex()
+    first = await spawned(probe | {"PROBE_EXIT": "0", "A_SECRET": secret}, tmp_path / "first.log")
+    assert await first.wait() == 0
+    scanner = tmp_path / "memory_scan.py"
+    scanner.write_text(SCAN)
+    half = len(secret) // 2
+    second = await spawned(
+        {
+            "PATH": os.environ["PATH"],
+            "PYTHONPATH": str(tmp_path),
+            # In halves, each reversed: the scanner never holds the secret itself.
+            "NEEDLE_A": secret[:half][::-1],
+            "NEEDLE_B": secret[half:][::-1],
+        },
+        tmp_path / "second.log",
+        module="memory_scan",
+    )
+    assert await second.wait() == 0, (tmp_path / "second.log").read_text()
+    assert (tmp_path / "second.log").read_text() == "found 0\n"
+
+
+# Counts the places in this process's readable memory that hold NEEDLE_A then NEEDLE_B
+# (each given reversed), without ever making that whole text itself.
+SCAN = """
+import os
+a, b = (os.environ[name][::-1].encode() for name in ("NEEDLE_A", "NEEDLE_B"))
+found = 0
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms, *_ = line.split()
+        if "r" not in perms or line.rstrip().endswith(("[vvar]", "[vsyscall]", "[vvar_vclock]")):
+            continue
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            chunk = mem.read(end - start)
+        except (OSError, ValueError, OverflowError):
+            continue
+        at = chunk.find(a)
+        while at != -1:
+            found += chunk[at + len(a) : at + len(a) + len(b)] == b
+            at = chunk.find(a, at + 1)
+print("found", found)
+"""
 
 
 async def test_a_dead_fork_server_takes_its_children_and_is_started_again(

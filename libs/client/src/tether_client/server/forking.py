@@ -96,11 +96,13 @@ class ForkServer:
     ) -> Forked:
         """Fork `python -m module` with exactly `env`, its stdout and stderr on `output`."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = json.dumps({"module": module, "env": dict(env), "cwd": cwd}).encode()
+        request = json.dumps({"module": module, "cwd": cwd}).encode()
+        environment = handed_env(env)
         try:
-            socket.send_fds(self.control, [request], [output, theirs.fileno()])
+            socket.send_fds(self.control, [request], [output, theirs.fileno(), environment])
         finally:
             theirs.close()
+            os.close(environment)
         mine.setblocking(False)
         message, fds = await receive(mine)
         if not message.startswith(b"pid ") or len(fds) != 1:
@@ -118,6 +120,18 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def handed_env(env: Mapping[str, str]) -> int:
+    """A memfd holding `env` as JSON, for the child alone to read (the fork server passes
+    it on unread, so its memory, which later children inherit, never holds a secret)."""
+    fd = os.memfd_create("tether-service-env", os.MFD_CLOEXEC)
+    data = json.dumps(dict(env)).encode()
+    written = 0
+    while written < len(data):
+        written += os.write(fd, data[written:])
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def base_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -16,16 +16,22 @@ on `sys.path`, and what /proc/PID/environ and /proc/PID/cmdline show: `_show`), 
 and `__main__` as `-m` sets them, and `PR_SET_PDEATHSIG`: it dies with the fork server,
 which dies with its starter. What it shares with its siblings is what importing left in
 memory (nothing secret: the fork server's environment holds only what every service may
-see, and no module reads the environment at import), the hash seed, and the interpreter's
+see, no module reads the environment at import, and each child's environment passes the
+server unread), the hash seed, and the interpreter's
 options (`PYTHON*` variables act when the fork server starts, not each service).
 
 The protocol, on SOCK_SEQPACKET socket pairs (a message a datagram, descriptors beside):
-- starter → server, on the control socket: JSON `{"module", "env", "cwd"}` with two
-  descriptors, the child's output and one end of a socket pair of this child's own;
+- starter → server, on the control socket: JSON `{"module", "cwd"}` with three
+  descriptors: the child's output, one end of a socket pair of this child's own, and a
+  memfd holding the child's environment as JSON. The server never reads that one: only
+  the child does, so no service's secrets pass through the server's memory, which every
+  later child inherits;
 - server → starter, on that pair: `pid N` with the child's pidfd (signals sent through it
   cannot reach a later process given the same pid), then `exit CODE` (negative: killed by
   that signal) once reaped. End of file without it: the fork server died, and the child
   with it. End of file on the control socket: the starter is gone, and so is the server.
+  A child handed an environment that is not a JSON object of texts says so on its output
+  and exits with EX_DATAERR (65).
 
 `python -m tether_client.server.forkserver FD MODULE...`: FD is the control socket; each
 MODULE's `__main__` is imported before the first fork.
@@ -61,14 +67,17 @@ MESSAGE_BYTES = 1 << 20
 _ARG_START, _ENV_END = 48, 51
 
 
+EX_DATAERR = 65  # the environment handed was not a JSON object of texts
+
+
 @dataclass(frozen=True)
 class Job:
     """What one forked child is to become."""
 
     module: str
-    env: dict[str, str]
     cwd: str | None
     output: int
+    env_fd: int  # the memfd with its environment, read by the child only
 
 
 def main(argv: Sequence[str]) -> None:
@@ -113,7 +122,7 @@ def serve(control: socket.socket) -> Job:
                         os.read(wake_r, 4096)
                     reap(children)
                     continue
-                message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 2)
+                message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 4)  # 4: too many
                 if not message:
                     raise SystemExit(0)  # the starter is gone; lifeline ends the children
                 job = fork_child(message, fds, children)
@@ -129,19 +138,19 @@ def serve(control: socket.socket) -> Job:
 
 def fork_child(message: bytes, fds: list[int], children: dict[int, socket.socket]) -> Job | None:
     """Fork for one request: the child's Job in the child, None in the server."""
-    if len(fds) != 2:
+    if len(fds) != 3:
         _close(fds)
-        _say(f"refused a request with {len(fds)} descriptors, not 2")
+        _say(f"refused a request with {len(fds)} descriptors, not 3")
         return None
-    output, channel = fds[0], socket.socket(fileno=fds[1])
+    output, channel, env_fd = fds[0], socket.socket(fileno=fds[1]), fds[2]
     try:
-        job = _job(json.loads(message), output)
+        job = _job(json.loads(message), output, env_fd)
     except (ValueError, TypeError, KeyError) as exc:
         _say(f"refused a request: {exc!r}")
         with contextlib.suppress(OSError):
             channel.send(f"error {exc!r}".encode())
         channel.close()
-        os.close(output)
+        _close((output, env_fd))
         return None
     sys.stdout.flush()
     sys.stderr.flush()
@@ -149,7 +158,7 @@ def fork_child(message: bytes, fds: list[int], children: dict[int, socket.socket
     if pid == 0:
         channel.close()
         return job
-    os.close(output)
+    _close((output, env_fd))
     pidfd = os.pidfd_open(pid)
     try:
         socket.send_fds(channel, [f"pid {pid}".encode()], [pidfd])
@@ -161,19 +170,32 @@ def fork_child(message: bytes, fds: list[int], children: dict[int, socket.socket
     return None
 
 
-def _job(request: object, output: int) -> Job:
+def _job(request: object, output: int, env_fd: int) -> Job:
     if not isinstance(request, dict):
         raise TypeError("a request is a JSON object")
-    module, env, cwd = request["module"], request["env"], request.get("cwd")
+    module, cwd = request["module"], request.get("cwd")
     if not isinstance(module, str) or not module:
         raise TypeError("module must be a name")
+    if cwd is not None and not isinstance(cwd, str):
+        raise TypeError("cwd must be a path")
+    return Job(module, cwd, output, env_fd)
+
+
+def _environment(fd: int) -> dict[str, str]:
+    """The child's environment from its memfd (closed here); exits on one that is not a
+    JSON object of texts."""
+    with os.fdopen(fd, "rb") as handed:
+        raw = handed.read()
+    try:
+        env = json.loads(raw)
+    except ValueError as exc:
+        env = exc
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
-        raise TypeError("env must map names to texts")
-    if cwd is not None and not isinstance(cwd, str):
-        raise TypeError("cwd must be a path")
-    return Job(module, env, cwd, output)
+        sys.stderr.write("forkserver: the environment handed is not a JSON object of texts\n")
+        raise SystemExit(EX_DATAERR)
+    return env
 
 
 def reap(children: dict[int, socket.socket]) -> None:
@@ -201,11 +223,12 @@ def become(job: Job, *, starter: int) -> None:
     os.dup2(devnull, 0)
     os.dup2(job.output, 1)
     os.dup2(job.output, 2)
+    env = _environment(job.env_fd)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.environ.clear()
-    os.environ.update(job.env)
-    sys.path[0:0] = [p for p in job.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    _show(job.env, f"{sys.executable} -m {job.module}")
+    os.environ.update(env)
+    sys.path[0:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    _show(env, f"{sys.executable} -m {job.module}")
     if job.cwd is not None:
         os.chdir(job.cwd)
     del sys.argv[1:]
