@@ -6,18 +6,23 @@ on JetStream for its durable consumer)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from nats.js.errors import NotFoundError
 
 from dbkit import new_database
+from shipped import observe
+from tether_approvals.notices.runs import CONSUMER, FORMER_CONSUMER
 from tether_approvals.testing.receiver import Delivery, Receiver, receiver
 from tether_client import TetherClient
 from tether_client.server.supervisor import Supervisor
-from tether_common.testing import Turn, call, say, write_script
+from tether_common.bus import Bus
+from tether_common.testing import Turn, call, say, until, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -113,3 +118,67 @@ async def test_run_ends_and_parks_are_told_signed_once_each_across_a_restart(
             assert len(deliveries) == 1, found.described()
         # Nothing it did not choose: the endpoint hears no approval notices.
         assert all(d.event in KINDS for d in found.seen), found.described()
+
+
+async def consumer(bus: Bus, durable: str) -> Any:
+    js = bus.jetstream
+    stream = await js.find_stream_name_by_subject(bus.subjects.run_events_all)
+    return await js.consumer_info(stream, durable)
+
+
+async def test_the_approvals_service_is_handed_only_the_events_that_make_notices(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    """It once decoded and acknowledged every event of every step; the server now hands
+    it the second copy the brain publishes of a notable event, and nothing else."""
+    bus = await observe(stack)
+    try:
+        before = (await consumer(bus, CONSUMER)).delivered.consumer_seq
+        steps = [[call("calculate", expression=f"{n}+1")] for n in range(3)]
+        run_id = await run(stack, scripts_dir, [*steps, say("done")], until="run.end")
+        async with TetherClient(stack.child("brain").url) as client:
+            events = [e async for e in client.events(run_id)]
+        assert len(events) > 6, events  # steps, calls, results, usage, the end
+        handed = await until(
+            lambda: consumer(bus, CONSUMER),
+            timeout=30,
+            what="the run's end handed to the approvals service",
+            done=lambda info: info.delivered.consumer_seq > before,
+        )
+        await asyncio.sleep(0.5)  # anything else would have come with it
+        assert (await consumer(bus, CONSUMER)).delivered.consumer_seq == before + 1, handed
+    finally:
+        await bus.close()
+
+
+async def test_the_consumer_takes_over_from_the_one_of_every_event(
+    stack: Supervisor, scripts_dir: Path
+) -> None:
+    """An approvals service upgraded from the consumer of every run event starts after the
+    last event that one acknowledged, and deletes it."""
+    bus = await observe(stack)
+    try:
+        js = bus.jetstream
+        stream = await js.find_stream_name_by_subject(bus.subjects.run_events_all)
+        approvals = stack.child("approvals")
+        await stack.stop_child(approvals)
+        await js.delete_consumer(stream, CONSUMER)
+        former = await js.pull_subscribe(bus.subjects.run_events_all, durable=FORMER_CONSUMER)
+        for message in await former.fetch(5, timeout=10):
+            await message.ack()
+        acknowledged = (await consumer(bus, FORMER_CONSUMER)).ack_floor.stream_seq
+        assert acknowledged >= 5
+        await former.unsubscribe()
+        await stack.start_child(approvals)
+        await stack.wait_ready(timeout=60, children=[approvals])
+        taken = await until(
+            lambda: consumer(bus, CONSUMER),
+            timeout=30,
+            what="the new consumer",
+            ignoring=(NotFoundError,),
+        )
+        assert taken.config.opt_start_seq == acknowledged + 1
+        with pytest.raises(NotFoundError):
+            await consumer(bus, FORMER_CONSUMER)
+    finally:
+        await bus.close()

@@ -252,3 +252,12 @@ async def test_events_are_numbered_once_and_end_with_the_run(harness: Harness) -
     assert run.events[0].kind == "run.start"
     assert run.events[-1].kind == "run.end"
     assert [s.kind for s in run.state.steps] == ["model", "tool", "model"]
+
+
+async def test_an_event_that_makes_a_run_notice_is_published_twice(harness: Harness) -> None:
+    """On the run's subject for its followers, and on its notable subject for the approvals
+    service (whose consumer the server then hands nothing else)."""
+    run = await harness.run([[call("current_time", timezone="UTC")], say("ok")])
+    notable = [e for e in harness.events.notable if e.run_id == run.state.run_id]
+    assert [e.kind for e in notable] == ["run.end"]
+    assert notable[0] == run.events[-1]

@@ -193,6 +193,17 @@ class Subjects:
     def run_events_all(self) -> str:
         return self._s("events", ">")
 
+    def run_notable(self, run_id: str) -> str:
+        """A second copy of a run event that makes a run notice (`notice_kind` in
+        `messages.webhooks`), in the same stream but out of `run_events(run_id)`'s sight:
+        the approvals service's consumer has the server filter the run events for it (it
+        decoded and acknowledged every event of every step before)."""
+        return self._s("events", run_id, "notable")
+
+    @property
+    def run_notable_all(self) -> str:
+        return self._s("events", "*", "notable")
+
     def run_deltas(self, run_id: str) -> str:
         """Core NATS, never a stream: a run's live text (`messages.deltas.RunDelta`)."""
         return self._s("deltas", run_id)

@@ -17,7 +17,7 @@ from tether_approvals.auth import TokenStore
 from tether_approvals.decisions.lifecycle import Lifecycle
 from tether_approvals.decisions.rules import build_approvers
 from tether_approvals.notices.outbox import Notices, Sender
-from tether_approvals.notices.runs import CONSUMER, RunNotices
+from tether_approvals.notices.runs import CONSUMER, FORMER_CONSUMER, RunNotices
 from tether_approvals.notices.webhooks import WebhookStore
 from tether_approvals.persistence.pending import PendingGauge
 from tether_approvals.persistence.presence import PresenceBoard
@@ -102,13 +102,15 @@ def create_app(common: CommonSettings, settings: ApprovalSettings) -> FastAPI:
     async def on_start() -> None:
         await serve_bus(service.bus, store, lifecycle, tokens, board)
         await serve_verify(service.bus, tokens)
-        # Every run event, acknowledged once its notices are in the outbox.
+        # The run events that make notices, acknowledged once their notices are in the
+        # outbox; from where the consumer of every run event before it had got to.
         await service.bus.consume(
-            service.subjects.run_events_all,
+            service.subjects.run_notable_all,
             durable=CONSUMER,
             model=RunEvent,
             handler=run_notices.on_event,
             new_only=True,
+            takes_over=FORMER_CONSUMER,
         )
         sweep = sweep_forever(lifecycle, store, board, settings, pending)
         service.background.start("the approval sweep", sweep)

@@ -228,8 +228,14 @@ class Bus:
         model: type[Req],
         handler: Callable[[Req], Awaitable[None]],
         new_only: bool = False,
+        takes_over: str | None = None,
     ) -> None:
         """A durable JetStream consumer shared by the replicas (`JetStream.consume`)."""
         await self._jetstream.consume(
-            subject, durable=durable, model=model, handler=handler, new_only=new_only
+            subject,
+            durable=durable,
+            model=model,
+            handler=handler,
+            new_only=new_only,
+            takes_over=takes_over,
         )

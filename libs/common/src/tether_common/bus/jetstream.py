@@ -6,6 +6,7 @@ store can be reached now."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
@@ -147,13 +148,17 @@ class JetStream:
         model: type[Req],
         handler: Callable[[Req], Awaitable[None]],
         new_only: bool = False,
+        takes_over: str | None = None,
     ) -> None:
         """A durable JetStream consumer shared by the replicas (its name is also their
         queue group, as nats-py requires): each stored message is
         handled by one replica and acknowledged after the handler returns; a failed
         handler leaves it to be redelivered; a body that does not decode is terminated.
         `new_only`: a consumer made now starts at the stream's next message, not its
-        first (an existing one goes on from where it was acknowledged either way)."""
+        first (an existing one goes on from where it was acknowledged either way).
+        `takes_over`: the durable this one replaces on the same stream; made now, this
+        one starts after the last message that one had acknowledged, and that one is
+        deleted."""
 
         async def run(msg: Msg) -> None:
             try:
@@ -179,15 +184,51 @@ class JetStream:
 
         await self._drop_foreign_consumer(subject, durable)
         start = js_api.DeliverPolicy.NEW if new_only else None
+        after = await self._acknowledged_by(subject, takes_over, durable)
         sub = await self._link.js.subscribe(
             subject,
             queue=durable,
             durable=durable,
             cb=on_msg,
             manual_ack=True,
-            deliver_policy=start,
+            deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE if after else start,
+            config=js_api.ConsumerConfig(opt_start_seq=after + 1) if after else None,
         )
         self._serving.keep(sub)
+        if after is not None and takes_over is not None:
+            await self._delete_consumer(subject, takes_over)
+
+    async def _acknowledged_by(self, subject: str, former: str | None, durable: str) -> int | None:
+        """The stream sequence up to which `former` had acknowledged, when `durable` is
+        yet to be made (None: nothing to take over)."""
+        if former is None:
+            return None
+        js = self._link.js
+        try:
+            stream_name = await js.find_stream_name_by_subject(subject)
+        except Exception:  # no stream yet: nothing to take over
+            return None
+        try:
+            await js.consumer_info(stream_name, durable)
+            return None  # already made (by another replica, or before)
+        except JsNotFoundError:
+            pass
+        try:
+            info = await js.consumer_info(stream_name, former)
+        except JsNotFoundError:
+            return None
+        log.info(
+            "consumer %s takes over from %s after stream message %d",
+            durable,
+            former,
+            info.ack_floor.stream_seq if info.ack_floor else 0,
+        )
+        return info.ack_floor.stream_seq if info.ack_floor else 0
+
+    async def _delete_consumer(self, subject: str, durable: str) -> None:
+        js = self._link.js
+        with contextlib.suppress(JsNotFoundError):
+            await js.delete_consumer(await js.find_stream_name_by_subject(subject), durable)
 
     async def _drop_foreign_consumer(self, subject: str, durable: str) -> None:
         """A durable consumer made under another inbox prefix (before each user had its

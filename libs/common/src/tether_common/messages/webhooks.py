@@ -11,6 +11,7 @@ from pydantic import Field
 
 from tether_common.messages.approvals import NOTICE_KINDS, NoticeKind
 from tether_common.messages.base import ID_PATTERN, WireModel, WireRequest
+from tether_common.messages.runs import RunEvent
 
 DeliveryStatus = Literal["pending", "delivered", "dead"]
 # A run's end (`stopped`: by a person, a limit or a kill switch) and each of its parks for
@@ -23,6 +24,26 @@ RUN_NOTICE_KINDS: tuple[RunNoticeKind, ...] = (
     "run.awaiting_approval",
 )
 EventKind = NoticeKind | RunNoticeKind
+_ENDED: dict[str, RunNoticeKind] = {
+    "completed": "run.completed",
+    "failed": "run.failed",
+    "stopped": "run.stopped",
+}
+
+
+def notice_kind(event: RunEvent) -> RunNoticeKind | None:
+    """The run notice an event makes (None: it makes none). Only top-level runs are told
+    of: a helper's end is its parent's business. The brain publishes each such event a
+    second time on `Subjects.run_notable` for the approvals service, which tells them."""
+    if event.data.get("depth"):
+        return None
+    if event.kind == "run.end":
+        return _ENDED.get(str(event.data.get("status")))
+    if event.kind == "tool.approval_needed" and event.data.get("approval_id"):
+        return "run.awaiting_approval"
+    return None
+
+
 # A run notice's answer is cut here (the run's whole answer is at the brain's API).
 RUN_ANSWER_CHARS = 2000
 

@@ -37,29 +37,17 @@ from tether_common.messages.webhooks import (
     RunCard,
     RunNotice,
     RunNoticeKind,
+    notice_kind,
 )
 
-__all__ = ["CONSUMER", "RunNotices", "notice_kind"]
+__all__ = ["CONSUMER", "FORMER_CONSUMER", "RunNotices", "notice_kind"]
 
 log = logging.getLogger(__name__)
 
-CONSUMER = "approvals_run_notices"
-_ENDED: dict[str, RunNoticeKind] = {
-    "completed": "run.completed",
-    "failed": "run.failed",
-    "stopped": "run.stopped",
-}
-
-
-def notice_kind(event: RunEvent) -> RunNoticeKind | None:
-    """The run notice an event makes (None: it makes none)."""
-    if event.data.get("depth"):
-        return None
-    if event.kind == "run.end":
-        return _ENDED.get(str(event.data.get("status")))
-    if event.kind == "tool.approval_needed" and event.data.get("approval_id"):
-        return "run.awaiting_approval"
-    return None
+# The consumer of the notable run events (`Subjects.run_notable_all`); the one before it
+# read every run event (`_FORMER`), and is left for this one to take over from.
+CONSUMER = "approvals_run_notable"
+FORMER_CONSUMER = "approvals_run_notices"
 
 
 def _hex(*parts: str) -> str:

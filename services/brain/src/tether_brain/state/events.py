@@ -14,6 +14,7 @@ from tether_brain.state.run import Entry, RunState
 from tether_common.excerpt import cut
 from tether_common.messages.events import EventData
 from tether_common.messages.runs import RunEvent
+from tether_common.messages.webhooks import notice_kind
 from tether_common.subjects import Subjects
 
 
@@ -52,11 +53,14 @@ def emit(state: RunState, data: EventData, /) -> RunEvent:
 
 async def publish(bus: EventsPort, entries: list[Entry]) -> None:
     """Publish committed events (their journal text) in order, pipelined; the message id
-    makes a re-publish harmless."""
-    await bus.js_publish_many(
-        [
-            (bus.subjects.run_events(e.run_id), entry.text.encode(), f"{e.run_id}:{e.seq}")
-            for entry in entries
-            if (e := entry.event) is not None
-        ]
-    )
+    makes a re-publish harmless. An event that makes a run notice goes a second time on
+    its run's notable subject, for the approvals service alone."""
+    items: list[tuple[str, bytes, str]] = []
+    for entry in entries:
+        if (e := entry.event) is None:
+            continue
+        text = entry.text.encode()
+        items.append((bus.subjects.run_events(e.run_id), text, f"{e.run_id}:{e.seq}"))
+        if notice_kind(e) is not None:
+            items.append((bus.subjects.run_notable(e.run_id), text, f"{e.run_id}:{e.seq}:n"))
+    await bus.js_publish_many(items)

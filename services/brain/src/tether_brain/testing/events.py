@@ -18,7 +18,8 @@ class MemoryEvents:
     def __init__(self, subjects: Subjects | None = None) -> None:
         self._subjects = subjects or Subjects("inprocess")
         self._seen: set[str] = set()
-        self.published: list[RunEvent] = []
+        self.published: list[RunEvent] = []  # on each run's event subject
+        self.notable: list[RunEvent] = []  # the second copies, on `Subjects.run_notable`
         self.notices: list[tuple[str, BaseModel]] = []
 
     @property
@@ -26,10 +27,12 @@ class MemoryEvents:
         return self._subjects
 
     async def js_publish_many(self, items: Sequence[tuple[str, bytes, str]]) -> None:
-        for _, body, msg_id in items:
+        for subject, body, msg_id in items:
             if msg_id not in self._seen:
                 self._seen.add(msg_id)
-                self.published.append(RunEvent.model_validate_json(body))
+                event = RunEvent.model_validate_json(body)
+                notable = subject == self._subjects.run_notable(event.run_id)
+                (self.notable if notable else self.published).append(event)
 
     async def publish(self, subject: str, body: BaseModel) -> None:
         self.notices.append((subject, body))
