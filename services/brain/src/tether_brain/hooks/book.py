@@ -6,6 +6,7 @@ never the secret) in the `policy` trail. Runs read a copy at most `refresh_s` ol
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -80,19 +81,31 @@ class HookBook:
         self.store = store
         self.refresh_s = refresh_s
         self._cache: dict[str, tuple[float, TenantHooks]] = {}
+        self._reading: dict[str, asyncio.Future[TenantHooks]] = {}
 
     async def of(self, tenant: str) -> TenantHooks:
-        """The tenant's hooks, read at most `refresh_s` ago."""
+        """The tenant's hooks, read at most `refresh_s` ago. One read at a time a tenant:
+        the runs in flight that find the copy stale together share it (each of 50 ran
+        its own, every 2 s)."""
         cached = self._cache.get(tenant)
         if cached is not None and time.monotonic() - cached[0] < self.refresh_s:
             return cached[1]
+        reading = self._reading.get(tenant)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read(tenant))
+            self._reading[tenant] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(tenant, None))
+        return await asyncio.shield(reading)
+
+    async def _read(self, tenant: str) -> TenantHooks:
         found = _hooks_of(await self.store.document(KIND, tenant))
         self._cache[tenant] = (time.monotonic(), found)
         return found
 
     async def fresh(self, tenant: str) -> TenantHooks:
+        """Read now (a read already under way may have begun before a change)."""
         self._cache.pop(tenant, None)
-        return await self.of(tenant)
+        return await self._read(tenant)
 
     async def add(self, tenant: str, body: AddHook, who: str) -> tuple[StoredHook, TenantHooks]:
         """One more hook (409 `hook_exists` by name; at most MAX_HOOKS_PER_TENANT)."""
