@@ -9,7 +9,7 @@ import random
 from dataclasses import asdict
 from typing import Any, cast
 
-from tether_brain.agents.store import AgentStore, StoredDocument
+from tether_brain.agents.store import AgentStore, Kind, StoredDocument
 from tether_brain.hooks.book import KIND, HookBook
 from tether_brain.state.run import Counters
 
@@ -42,11 +42,14 @@ class CountingStore:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.version = 1
+        self.delay_s = 0.05  # a database read takes a while
 
-    async def document(self, kind: str, scope: str) -> StoredDocument:
+    async def document(self, kind: Kind, scope: str) -> StoredDocument:
         self.reads += 1
-        await asyncio.sleep(0.05)  # a database read takes a while
-        return StoredDocument(kind, scope, {"hooks": []}, 1, None, None, None)  # type: ignore[arg-type]
+        version = self.version  # what the database held when the read began
+        await asyncio.sleep(self.delay_s)
+        return StoredDocument(kind, scope, {"hooks": []}, version, None, None, None)
 
 
 async def test_runs_that_find_the_hooks_stale_together_share_one_read() -> None:
@@ -62,3 +65,15 @@ async def test_runs_that_find_the_hooks_stale_together_share_one_read() -> None:
     await book.of("other")
     assert store.reads == 4
     assert KIND == "hooks"
+
+
+async def test_a_read_begun_before_a_change_never_replaces_the_fresh_one() -> None:
+    store = CountingStore()
+    book = HookBook(cast(AgentStore, store), refresh_s=60)
+    store.delay_s = 0.2
+    stale = asyncio.ensure_future(book.of("acme"))  # a slow shared read under way (version 1)
+    await asyncio.sleep(0.01)
+    store.version, store.delay_s = 2, 0.01  # a change lands; the next read is quick
+    assert (await book.fresh("acme")).version == 2
+    assert (await stale).version == 1  # it finished after the fresh read...
+    assert (await book.of("acme")).version == 2  # ...and is not what the book keeps

@@ -230,6 +230,34 @@ async def test_a_dead_fork_server_takes_its_children_and_is_started_again(
         old.control.close()
 
 
+@pytest.mark.timeout(30)  # the mistake this catches blocked for ever
+async def test_a_fork_server_dead_but_not_yet_seen_is_replaced_on_the_request(
+    probe: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It died after `shared` last looked: the request meets a closed socket, waits for
+    that end, and goes to a new server (not to wait on the new one for ever)."""
+    old = forking.ForkServer([])
+    monkeypatch.setattr(forking, "_shared", old)
+    old.process.kill()
+    # Dead, not yet reaped.
+    await asyncio.to_thread(os.waitid, os.P_PID, old.process.pid, os.WEXITED | os.WNOWAIT)
+    # Seen running once (by a `shared` that looked a moment before it died), then as it is.
+    looks = iter([True])
+    monkeypatch.setattr(
+        forking.ForkServer,
+        "running",
+        property(lambda self: next(looks, None) or self.process.poll() is None),
+    )
+    try:
+        async with asyncio.timeout(30):
+            child = await spawned(probe | {"PROBE_EXIT": "0"}, tmp_path / "out.log")
+            assert await child.wait() == 0
+        assert forking.shared() is not old
+    finally:
+        forking.shared().close()
+        old.control.close()
+
+
 async def test_a_preloaded_package_runs_as_python_m_runs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -100,6 +100,9 @@ class ForkServer:
         environment = handed_env(env)
         try:
             socket.send_fds(self.control, [request], [output, theirs.fileno(), environment])
+        except OSError:
+            mine.close()
+            raise
         finally:
             theirs.close()
             os.close(environment)
@@ -186,8 +189,9 @@ def shared() -> ForkServer:
 async def spawn(module: str, env: Mapping[str, str], output: int, cwd: str | None = None) -> Forked:
     """`ForkServer.spawn` on this process's fork server; one that has just died (its end
     not yet seen when the request went) is started again and asked once more."""
+    server = shared()
     try:
-        return await shared().spawn(module, env, output, cwd)
+        return await server.spawn(module, env, output, cwd)
     except (BrokenPipeError, ConnectionResetError):
-        shared().process.wait()
+        server.process.wait()  # ending: once its end is seen, `shared` starts another
         return await shared().spawn(module, env, output, cwd)

@@ -188,8 +188,8 @@ def _environment(fd: int) -> dict[str, str]:
         raw = handed.read()
     try:
         env = json.loads(raw)
-    except ValueError as exc:
-        env = exc
+    except ValueError:
+        env = None
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):

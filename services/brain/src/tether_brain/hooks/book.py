@@ -98,8 +98,13 @@ class HookBook:
         return await asyncio.shield(reading)
 
     async def _read(self, tenant: str) -> TenantHooks:
+        """Read and keep, stamped with when the read began; a read that began before the
+        kept one (a shared read outrun by `fresh` after a change) is not kept."""
+        began = time.monotonic()
         found = _hooks_of(await self.store.document(KIND, tenant))
-        self._cache[tenant] = (time.monotonic(), found)
+        kept = self._cache.get(tenant)
+        if kept is None or kept[0] <= began:
+            self._cache[tenant] = (began, found)
         return found
 
     async def fresh(self, tenant: str) -> TenantHooks:
