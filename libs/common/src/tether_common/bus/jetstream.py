@@ -6,7 +6,6 @@ store can be reached now."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
@@ -191,8 +190,8 @@ class JetStream:
             durable=durable,
             cb=on_msg,
             manual_ack=True,
-            deliver_policy=js_api.DeliverPolicy.BY_START_SEQUENCE if after else start,
-            config=js_api.ConsumerConfig(opt_start_seq=after + 1) if after else None,
+            deliver_policy=start if after is None else js_api.DeliverPolicy.BY_START_SEQUENCE,
+            config=None if after is None else js_api.ConsumerConfig(opt_start_seq=after + 1),
         )
         self._serving.keep(sub)
         if after is not None and takes_over is not None:
@@ -217,17 +216,13 @@ class JetStream:
             info = await js.consumer_info(stream_name, former)
         except JsNotFoundError:
             return None
-        log.info(
-            "consumer %s takes over from %s after stream message %d",
-            durable,
-            former,
-            info.ack_floor.stream_seq if info.ack_floor else 0,
-        )
-        return info.ack_floor.stream_seq if info.ack_floor else 0
+        acknowledged = info.ack_floor.stream_seq if info.ack_floor else 0
+        log.info("consumer %s takes over from %s after message %d", durable, former, acknowledged)
+        return int(acknowledged)
 
     async def _delete_consumer(self, subject: str, durable: str) -> None:
         js = self._link.js
-        with contextlib.suppress(JsNotFoundError):
+        with suppress(JsNotFoundError):
             await js.delete_consumer(await js.find_stream_name_by_subject(subject), durable)
 
     async def _drop_foreign_consumer(self, subject: str, durable: str) -> None:

@@ -40,12 +40,12 @@ from tether_common.messages.webhooks import (
     notice_kind,
 )
 
-__all__ = ["CONSUMER", "FORMER_CONSUMER", "RunNotices", "notice_kind"]
+__all__ = ["CONSUMER", "FORMER_CONSUMER", "RunNotices"]
 
 log = logging.getLogger(__name__)
 
 # The consumer of the notable run events (`Subjects.run_notable_all`); the one before it
-# read every run event (`_FORMER`), and is left for this one to take over from.
+# read every run event (`FORMER_CONSUMER`), and is left for this one to take over from.
 CONSUMER = "approvals_run_notable"
 FORMER_CONSUMER = "approvals_run_notices"
 
