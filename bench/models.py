@@ -1,10 +1,11 @@
 """`python -m bench models`: the everyday battery (`bench.models_tasks`) through the real
 services against a small model served by llama.cpp, and the same battery through a plain
-prompting loop with the same model and the same tools (the baseline), the two loops side
-by side, each on its own server and workspace; then the prefill cost of a cached against
+prompting loop with the same model and the same tools (the baseline), the two loops taking
+turns task by task (one at a time, so neither slows the other), each on its own server
+and workspace; then the prefill cost of a cached against
 an uncached prompt prefix. Per task and per lane it prints the seconds, the model steps,
 and each request's prompt as the server's KV cache met it: tokens reused from the
-previous request's prefix and tokens evaluated (`bench.models_cache`, read from the
+previous request's prefix, tokens evaluated and tokens generated (`bench.models_cache`, read from the
 server's log); then the two lanes side by side, task by task, with the ratio of seconds
 (issue 33: Tether ≤ 1.5x the plain loop per task) and the load average around the run
 (the machine may be shared: only same-run ratios mean anything).
@@ -190,7 +191,7 @@ def report(label: str, outcomes: list[Outcome]) -> float:
         asked = f" {o.approvals} allowed" if o.approvals else ""
         print(f"{mark} {o.task:28} {o.steps:2} steps {o.seconds:6.1f} s{asked}  {answer}")
         # Each request as the server's cache met it: reused+evaluated prompt tokens.
-        print(f"     prompt per request (reused+evaluated): {steps_line(o.prefills)}")
+        print(f"     per request (reused+evaluated>generated): {steps_line(o.prefills)}")
     if outcomes:
         steps = sum(o.steps for o in outcomes) / len(outcomes)
         seconds = sum(o.seconds for o in outcomes) / len(outcomes)
@@ -204,7 +205,10 @@ def report(label: str, outcomes: list[Outcome]) -> float:
 def side_by_side(ours: list[Outcome], theirs: list[Outcome]) -> list[float]:
     """Task by task: seconds, requests and evaluated prompt tokens of both loops, and the
     ratio of seconds; the ratios, for the worst and the median."""
-    print("\n-- side by side (Tether | plain loop; requests, evaluated prompt tokens per request)")
+    print(
+        "\n-- side by side (Tether | plain loop; requests, prompt tokens, evaluated and "
+        "generated per request)"
+    )
     ratios = []
     for us, them in zip(ours, theirs, strict=True):
         ratio = us.seconds / max(them.seconds, 1e-3)
@@ -212,8 +216,8 @@ def side_by_side(ours: list[Outcome], theirs: list[Outcome]) -> list[float]:
         a, b = summarise(us.prefills), summarise(them.prefills)
         print(
             f"{us.task:28} {us.seconds:6.1f} s | {them.seconds:6.1f} s  {ratio:4.2f}x   "
-            f"{a.requests} req {a.prompt:4.0f} tok {a.evaluated:4.0f} eval | "
-            f"{b.requests} req {b.prompt:4.0f} tok {b.evaluated:4.0f} eval"
+            f"{a.requests} req {a.prompt:4.0f} tok {a.evaluated:4.0f} eval {a.generated:3.0f} gen | "
+            f"{b.requests} req {b.prompt:4.0f} tok {b.evaluated:4.0f} eval {b.generated:3.0f} gen"
         )
     if ratios:
         ordered = sorted(ratios)
@@ -226,9 +230,9 @@ def side_by_side(ours: list[Outcome], theirs: list[Outcome]) -> list[float]:
 
 
 async def measure_models(results: dict[str, float]) -> None:
-    """Both loops side by side, each with its own model server (so neither evicts the
-    other's cached prompt prefix: llama.cpp's server caches one prompt) and its own
-    workspace (the write and edit tasks would otherwise meet): Tether on the five
+    """Both loops, taking turns task by task, each with its own model server (so neither
+    evicts the other's cached prompt prefix: llama.cpp's server caches one prompt) and
+    its own workspace (the write and edit tasks would otherwise meet): Tether on the five
     services, the plain loop on a tools-runner of its own."""
     tasks = chosen(battery())
     model = eval_model()
@@ -251,15 +255,10 @@ async def measure_models(results: dict[str, float]) -> None:
             servers("models-plain") as plain_srv,
             services(plain_srv, specs=PLAIN_SERVICES, ready_timeout=600) as p,
         ):
-            print(f"model {model.name}; {len(tasks)} tasks, both loops side by side", flush=True)
+            print(f"model {model.name}; {len(tasks)} tasks, the two loops taking turns", flush=True)
             load_before = os.getloadavg()[0]
-            until = time.monotonic() + budget_s()
-            plain = (
-                _plain_lane(p, their_server, tasks, until)
-                if os.environ.get("TETHER_EVAL_PLAIN", "1") != "0"
-                else _no_lane()
-            )
-            ours, theirs = await asyncio.gather(_tether_lane(s, ours_server, tasks, until), plain)
+            with_plain = os.environ.get("TETHER_EVAL_PLAIN", "1") != "0"
+            ours, theirs = await _take_turns(s, ours_server, p, their_server, tasks, with_plain)
             if not theirs:
                 report("Tether (the plain loop switched off: TETHER_EVAL_PLAIN=0)", ours)
                 return
@@ -272,6 +271,7 @@ async def measure_models(results: dict[str, float]) -> None:
         ratios = side_by_side(ours, theirs)
         if ratios:
             results["models_worst_task_ratio"] = max(ratios)
+            results["models_median_task_ratio"] = sorted(ratios)[len(ratios) // 2]
         print(
             f"   load average: {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
         )
@@ -288,45 +288,43 @@ async def measure_models(results: dict[str, float]) -> None:
         results["models_prefill_cached_s"] = cached
 
 
-async def _no_lane() -> list[Outcome]:
-    return []
-
-
-async def _tether_lane(
-    s: Stack, server: LlamaServer, tasks: list[Task], until: float
-) -> list[Outcome]:
-    outcomes = []
-    log = ServerLog(server.log_path)
-    for task in tasks:
-        if time.monotonic() > until:
-            break
-        prepare(s.base / "workspace")
-        log.mark()
-        outcomes.append(await through_tether(s, task))
-        outcomes[-1].prefills = log.since()
-        _progress("tether", outcomes[-1])
-    return outcomes
-
-
-async def _plain_lane(
-    p: Stack, server: LlamaServer, tasks: list[Task], until: float
-) -> list[Outcome]:
-    outcomes = []
-    log = ServerLog(server.log_path)
+async def _take_turns(
+    s: Stack,
+    ours: LlamaServer,
+    p: Stack,
+    theirs: LlamaServer,
+    tasks: list[Task],
+    with_plain: bool,
+) -> tuple[list[Outcome], list[Outcome]]:
+    """Each task through Tether, then through the plain loop: one lane at a time, so
+    each has the machine's cores to itself (two llama.cpp servers of two threads each
+    on two cores slowed each other's prefill up to tenfold, so a task's figure depended
+    on what the other lane did meanwhile)."""
+    until = time.monotonic() + budget_s()
+    ours_log, theirs_log = ServerLog(ours.log_path), ServerLog(theirs.log_path)
+    tethered: list[Outcome] = []
+    plain: list[Outcome] = []
     bus = await Bus.connect(p.nats_url, service="bench-models", subjects=Subjects())
     try:
         for task in tasks:
             if time.monotonic() > until:
                 break
+            prepare(s.base / "workspace")
+            ours_log.mark()
+            tethered.append(await through_tether(s, task))
+            tethered[-1].prefills = ours_log.since()
+            _progress("tether", tethered[-1])
+            if not with_plain:
+                continue
             workspace = p.base / "workspace"
             prepare(workspace)
-            log.mark()
-            outcomes.append(await plain_loop(bus, server.base_url, ALIAS, task, workspace))
-            outcomes[-1].prefills = log.since()
-            _progress("plain ", outcomes[-1])
+            theirs_log.mark()
+            plain.append(await plain_loop(bus, theirs.base_url, ALIAS, task, workspace))
+            plain[-1].prefills = theirs_log.since()
+            _progress("plain ", plain[-1])
     finally:
         await bus.close()
-    return outcomes
+    return tethered, plain
 
 
 def _tether_like_prefix() -> str:

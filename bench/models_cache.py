@@ -6,7 +6,8 @@ evaluate (prefill, which dominates a small model's step on a CPU).
 Per request the server logs `Llama.generate: N prefix-match hit, remaining M prompt
 tokens to eval` when it keeps the first N tokens of the previous prompt (nothing when it
 keeps none), then `llama_perf_context_print: prompt eval time = … / M tokens` as the
-completion ends. Each lane of the bench has a server of its own, so a lane's log holds
+completion ends, and `eval time = … / G runs` for the G tokens it generated (decoding, the
+other half of a step's time). Each lane of the bench has a server of its own, so a lane's log holds
 only its own requests; `ServerLog.mark` before a task and `ServerLog.since` after it
 give that task's requests in order.
 """
@@ -21,14 +22,17 @@ from pathlib import Path
 _HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")
 _CACHED = "Llama.generate: full prompt already cached"
 _EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+_GENERATED = re.compile(r"\s eval time =\s*[\d.]+ ms /\s*(\d+) runs")
 
 
 @dataclass(frozen=True, slots=True)
 class Prefill:
-    """One request's prompt: tokens the server's cache held, tokens it evaluated."""
+    """One request's prompt: tokens the server's cache held, tokens it evaluated; and the
+    tokens it generated."""
 
     reused: int
     evaluated: int
+    generated: int = 0
 
     @property
     def prompt(self) -> int:
@@ -48,6 +52,10 @@ def parse(lines: Iterable[str]) -> list[Prefill]:
             # Without a prefix-match line the server evaluated the whole prompt.
             found.append(hit or Prefill(0, int(match[1])))
             hit = None
+        elif (match := _GENERATED.search(line)) and found:
+            # The line after its request's prompt line: what that request generated.
+            last = found[-1]
+            found[-1] = Prefill(last.reused, last.evaluated, int(match[1]))
     return found
 
 
@@ -76,6 +84,7 @@ class PrefillSummary:
     prompt: float  # tokens per request
     evaluated: float  # of them evaluated per request
     reused: float  # of them taken from the cache per request
+    generated: float = 0.0  # tokens generated per request
 
     @property
     def hit(self) -> float:
@@ -85,7 +94,8 @@ class PrefillSummary:
     def line(self) -> str:
         return (
             f"{self.prompt:5.0f} prompt tok/step, {self.evaluated:4.0f} evaluated, "
-            f"{self.reused:4.0f} reused ({self.hit:.0%} cache hit)"
+            f"{self.reused:4.0f} reused ({self.hit:.0%} cache hit), "
+            f"{self.generated:4.0f} generated"
         )
 
 
@@ -98,12 +108,13 @@ def summarise(prefills: Sequence[Prefill]) -> PrefillSummary:
         sum(p.prompt for p in prefills) / n,
         sum(p.evaluated for p in prefills) / n,
         sum(p.reused for p in prefills) / n,
+        sum(p.generated for p in prefills) / n,
     )
 
 
 def steps_line(prefills: Sequence[Prefill]) -> str:
-    """Each request as reused+evaluated, e.g. `0+208 227+160 3+378`."""
-    return " ".join(f"{p.reused}+{p.evaluated}" for p in prefills)
+    """Each request as reused+evaluated>generated, e.g. `0+208>17 227+160>25`."""
+    return " ".join(f"{p.reused}+{p.evaluated}>{p.generated}" for p in prefills)
 
 
 __all__ = ["Prefill", "PrefillSummary", "ServerLog", "parse", "steps_line", "summarise"]
