@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 from datetime import datetime
+from typing import Any
 
 import httpx
 import psutil
@@ -75,31 +76,53 @@ async def measure_parked(stack: Stack, count: int) -> None:
     print(f"parked runs holding a lease: {held}  (target 0: no task, no lease)")
 
 
-async def decide_each(stack: Stack, approval_ids: list[str]) -> list[float]:
-    """One operator deciding one request after another; the wall-clock time of each."""
+async def decide_each(
+    stack: Stack, approval_ids: list[str], runs: list[str] | None = None
+) -> list[float]:
+    """One operator deciding one request after another; the wall-clock time of each.
+    `runs` (the requests' runs, in order): each decision waits for the run before it to
+    end, so no decision shares the machine with the last one's run."""
     url = stack.supervisor.child("approvals").url
     stamps = []
     async with httpx.AsyncClient(
         base_url=url, timeout=30, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}
     ) as client:
-        for approval_id in approval_ids:
+        for i, approval_id in enumerate(approval_ids):
             stamps.append(time.time())
             response = await client.post(
                 f"/v1/approvals/{approval_id}/decision",
                 json={"decision": "allow_once", "note": "bench"},
             )
             response.raise_for_status()
+            if runs is not None:
+                await stack.wait_status([runs[i]])
     return stamps
 
 
-async def measure_approvals(stack: Stack, parked: int, decisions: int) -> list[float]:
-    """Park `parked` runs, then decide `decisions` of them one by one; the time from each
-    POST to the run's `tool.approved` event (stamped after the tool ran, so an upper bound
-    on the tool starting) and to its `tool.result`, which is returned."""
+async def measure_approvals(
+    stack: Stack, parked: int, decisions: int
+) -> tuple[list[float], list[float]]:
+    """Park `parked` runs, then decide `decisions` of them one by one, first back to back
+    (each POST as soon as the last returned, while that one's run goes on), then each
+    once the run before it has ended; the time from each POST to the run's
+    `tool.approved` event (stamped after the tool ran, so an upper bound on the tool
+    starting) and to its `tool.result`, which is returned for both: back to back, a
+    decision shares the machine's two cores with the last one's run (its tool, its
+    model's next step, its end); alone, it is the decision's own path."""
     run_ids, _ = await park_runs(stack, parked)
-    asked = await stack.event_data(run_ids[:decisions], "tool.approval_needed")
-    chosen = run_ids[:decisions]
-    stamps = await decide_each(stack, [asked[r]["data"]["approval_id"] for r in chosen])
+    asked = await stack.event_data(run_ids[: 2 * decisions], "tool.approval_needed")
+    print(f"{parked} runs parked; {decisions} decided one after another over HTTP")
+    back_to_back = await _decided(stack, run_ids[:decisions], asked, paced=False)
+    print(f"then {decisions} more, each once the run before it had ended")
+    alone = await _decided(stack, run_ids[decisions : 2 * decisions], asked, paced=True)
+    return back_to_back, alone
+
+
+async def _decided(
+    stack: Stack, chosen: list[str], asked: dict[str, dict[str, Any]], *, paced: bool
+) -> list[float]:
+    approval_ids = [asked[r]["data"]["approval_id"] for r in chosen]
+    stamps = await decide_each(stack, approval_ids, chosen if paced else None)
     await stack.wait_status(chosen)
     approved = await stack.event_data(chosen, "tool.approved")
     results = await stack.event_data(chosen, "tool.result")
@@ -110,11 +133,10 @@ async def measure_approvals(stack: Stack, parked: int, decisions: int) -> list[f
             for r, t in zip(chosen, stamps, strict=True)
         ]
 
-    print(f"{parked} runs parked; {decisions} decided one after another over HTTP")
     print(line("decision POST → tool.approved (tool ran)", delays(approved)))
     to_result = delays(results)
     print(line("decision POST → tool.result", to_result))
-    await print_phases(stack, [asked[r]["data"]["approval_id"] for r in chosen], stamps)
+    await print_phases(stack, approval_ids, stamps)
     return to_result
 
 

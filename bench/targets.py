@@ -118,6 +118,13 @@ FIGURES: tuple[Figure, ...] = (
         20,
     ),
     Figure(
+        "the same, each decision once the last one's run ended",
+        "ms",
+        _get("decision_alone_result_p99_ms"),
+        "approvals",
+        20,
+    ),
+    Figure(
         "3 brain replicas / 1, each held to the same CPU share",
         "x",
         _ratio("scaling_3_steps_per_s", "scaling_1_steps_per_s"),

@@ -34,6 +34,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     cast,
     func,
     select,
@@ -146,18 +147,20 @@ def lock_key_sql(trail: ColumnElement[str]) -> ColumnElement[int]:
     return cast(cast(func.concat("x", first_8_bytes), BIT(64)), BigInteger)
 
 
+# Built once (a decision reads it on its way to the tool; building costs more than running).
+_LAST_LINK = (
+    select(records.c.seq, records.c.digest)
+    .where(records.c.run_id == bindparam("p_trail", type_=records.c.run_id.type))
+    .order_by(records.c.seq.desc())
+    .limit(1)
+)
+
+
 async def last_link(conn: AsyncConnection, run_id: str) -> tuple[int, str | None]:
     """The next record's number and the digest it links to (None: the trail is empty).
     Read it only under the trail's lock, in a statement after the one that took it (a
     statement sees what was committed when it started)."""
-    last = (
-        await conn.execute(
-            select(records.c.seq, records.c.digest)
-            .where(records.c.run_id == run_id)
-            .order_by(records.c.seq.desc())
-            .limit(1)
-        )
-    ).first()
+    last = (await conn.execute(_LAST_LINK, {"p_trail": run_id})).first()
     return (0, None) if last is None else (last.seq + 1, str(last.digest))
 
 

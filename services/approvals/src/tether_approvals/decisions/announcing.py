@@ -8,12 +8,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from sqlalchemy import func, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.decisions.decided import audit_data, decided_message
 from tether_approvals.decisions.transitions import Transitions
-from tether_approvals.persistence.tables import approvals
+from tether_approvals.persistence.statements import mark_published
 from tether_common.messages.approvals import ApprovalDecided, ApprovalView
 from tether_common.metrics import bus_errors
 
@@ -67,7 +66,5 @@ async def _mark_published(conn: AsyncConnection, approval_id: str, *, flush: boo
     """The outbox mark: the sweeper re-sends only decisions without it. `flush=False`:
     its commit does not wait for the disk (the decision's own commit did; a mark lost
     in a crash only means one more send, deduplicated), set in the same statement."""
-    stmt = update(approvals).where(approvals.c.approval_id == approval_id)
-    if not flush:  # for this transaction only, read by its commit (the row's, 0 or 1)
-        stmt = stmt.where(func.set_config("synchronous_commit", "off", True) == "off")
-    await conn.execute(stmt.values(published_at=datetime.now(UTC)))
+    stmt, params = mark_published(approval_id, datetime.now(UTC), flush=flush)
+    await conn.execute(stmt, params)

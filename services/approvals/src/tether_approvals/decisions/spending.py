@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from tether_approvals.decisions.announcing import Announcer
 from tether_approvals.decisions.decided import audit_data, observe_decision
 from tether_approvals.decisions.transitions import Transitions
+from tether_approvals.persistence.statements import SPENT, Prepared
 from tether_approvals.persistence.store import locked_row, view
 from tether_approvals.persistence.tables import approvals
 from tether_common.messages.approvals import (
@@ -83,19 +84,10 @@ class Spending:
         what the update returns; one that does not verify is put back, under the same
         lock, for `consume` to refuse as before. None: not spent here."""
         spent_at = datetime.now(UTC)
-        mine = approvals.c.approval_id == req.approval_id
-        stmt = (
-            update(approvals)
-            .where(
-                mine,
-                approvals.c.status == "granted",
-                approvals.c.action_digest == req.action_digest,
-            )
-            .values(status="consumed", consumed_at=spent_at)
-        )
+        params = {"p_id": req.approval_id, "p_digest": req.action_digest, "p_at": spent_at}
         item = await self.transitions.apply(
             conn,
-            stmt,
+            Prepared(SPENT, params),
             "consumed",
             "approval.consumed",
             notify=True,
@@ -103,7 +95,9 @@ class Spending:
         )
         if item is None:  # put back a row changed above whose proof does not verify
             back = update(approvals).where(
-                mine, approvals.c.status == "consumed", approvals.c.consumed_at == spent_at
+                approvals.c.approval_id == req.approval_id,
+                approvals.c.status == "consumed",
+                approvals.c.consumed_at == spent_at,
             )
             await conn.execute(back.values(status="granted", consumed_at=None))
         return item

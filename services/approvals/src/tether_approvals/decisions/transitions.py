@@ -4,7 +4,8 @@ told of) the notices; a decision is signed with the decision key as it is made.
 
 A change is at most four statements (`apply`): the row's UPDATE with its run trail's lock
 taken in the same statement, the trail's last link, the notices' endpoints, and one
-statement writing everything else (issue 33: the decision is on the way to the tool).
+statement writing everything else (issue 33: the decision is on the way to the tool);
+those of a decision and of its spending are built once (`persistence.statements`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Insert, Select, Update, func, literal, select, true, update
+from sqlalchemy import Update, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tether_approvals.decisions.decided import audit_data, facts_of
 from tether_approvals.notices.outbox import Notices
-from tether_approvals.persistence.store import event_insert, view
-from tether_approvals.persistence.tables import approvals, notice_outbox
-from tether_approvals.persistence.trail import head_upsert, record, run_trail, run_trail_sql
+from tether_approvals.persistence import statements
+from tether_approvals.persistence.statements import Prepared, locked_change
+from tether_approvals.persistence.store import event_columns, view
+from tether_approvals.persistence.tables import approvals
+from tether_approvals.persistence.trail import record, run_trail
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey, payload_of
 from tether_common.messages.approvals import Answer, ApprovalView, Decision, EventKind
@@ -98,7 +101,7 @@ class Transitions:
     async def apply(
         self,
         conn: AsyncConnection,
-        change: Update,
+        change: Update | Prepared,
         kind: EventKind,
         event: str,
         *,
@@ -106,31 +109,35 @@ class Transitions:
         admit: Callable[[Any], bool] | None = None,
         seal: Callable[[Any], dict[str, Any]] | None = None,
     ) -> ApprovalView | None:
-        """`change` (an UPDATE of one request) and what goes with it, in its transaction:
-        the operator event, the audit record with the trail's head, (`notify`) the
-        notices, and what `seal` adds to the row once it is read back (a decision's
-        proof). None, with nothing else written: `change` matched no row, or `admit`
-        refused the row it changed (the caller refuses, rolling it back, or undoes it)."""
-        row = (await conn.execute(_with_trail_lock(change))).first()
+        """`change` (an UPDATE of one request, or one built once with this change's values:
+        `persistence.statements`) and what goes with it, in its transaction: the operator
+        event, the audit record with the trail's head, (`notify`) the notices, and what
+        `seal` adds to the row once it is read back (a decision's proof). None, with
+        nothing else written: `change` matched no row, or `admit` refused the row it
+        changed (the caller refuses, rolling it back, or undoes it)."""
+        if not isinstance(change, Prepared):
+            change = Prepared(locked_change(change))
+        row = (await conn.execute(change.statement, dict(change.params))).first()
         if row is None or (admit is not None and not admit(row)):
             return None
         sealed = seal(row) if seal is not None else {}
         item = view(SimpleNamespace(**(dict(row._mapping) | sealed)))
-        writes: list[Insert | Update] = [event_insert(kind, item, datetime.now(UTC))]
-        if sealed:
-            where = approvals.c.approval_id == item.approval_id
-            writes.append(update(approvals).where(where).values(**sealed))
         records = await _chained(conn, item, event, row.trail_ts)
         trail, head = records[-1]["run_id"], records[-1]["digest"]
-        writes += [audit.records.insert().values(records), head_upsert(trail, head)]
         told = await self.notices.rows(conn, kind, item) if notify and self.notices else []
-        if told:
-            writes.append(notice_outbox.insert().values(told))
-        ctes = [w.cte(f"write_{i}") for i, w in enumerate(writes)]
-        await conn.execute(select(literal(1)).add_cte(*ctes))
+        now = datetime.now(UTC)
+        written = statements.writes(
+            event_columns(kind, item, now),
+            sealed,
+            item.approval_id,
+            records,
+            {"trail": trail, "head": head, "updated_at": now},
+            told,
+        )
+        await conn.execute(written.statement, dict(written.params))
         if self.sink is not None:
-            for written in records:
-                await self.sink.write(written | {"ts": written["ts"].astimezone(UTC).isoformat()})
+            for record in records:
+                await self.sink.write(record | {"ts": record["ts"].astimezone(UTC).isoformat()})
         return item
 
     async def settle(
@@ -180,27 +187,16 @@ class Transitions:
         its facts are read back. None: any other request, left to the caller's locked
         path (its refusals, expiry and votes), or one `admit` refused."""
         decided_at = datetime.now(UTC)
-        plain = [
-            approvals.c.approval_id == approval_id,
-            approvals.c.status == "pending",
-            approvals.c.expires_at > decided_at,
-            approvals.c.needed <= 1,
-            approvals.c.group.is_(None),
-            approvals.c.escalate_to.is_(None),
-            approvals.c.escalate_at.is_(None),
-        ]
-        if decision in ("allow_run", "allow_chat"):  # deletes are never remembered
-            plain += [func.coalesce(approvals.c[c], "") != "delete" for c in ("scope", "effect")]
-        change = (
-            update(approvals)
-            .where(*plain)
-            .values(
-                status=_status_of(decision),
-                note=note,
-                decided_by=by,
-                decision=decision,
-                decided_at=decided_at,
-            )
+        change = Prepared(
+            statements.DECIDED[decision in ("allow_run", "allow_chat")],
+            {
+                "p_id": approval_id,
+                "p_at": decided_at,
+                "p_status": _status_of(decision),
+                "p_note": note,
+                "p_by": by,
+                "p_decision": decision,
+            },
         )
         return await self.apply(
             conn,
@@ -276,13 +272,3 @@ async def _chained(
 def _status_of(decision: Decision | Answer) -> str:
     """The status a decision leaves its request in (why: `settle`)."""
     return "denied" if decision in ("deny", "respond") else "granted"
-
-
-def _with_trail_lock(change: Update) -> Select[Any]:
-    """`change` returning its row, with the row's run trail locked in the same statement
-    (after the row's own lock: the order every writer takes them in) and the
-    transaction's time, which the audit record carries as `audit.append` gives it."""
-    changed = change.returning(approvals).cte("changed")
-    key = audit.lock_key_sql(run_trail_sql(changed.c.run_id))
-    lock = func.pg_advisory_xact_lock(key).table_valued().lateral()
-    return select(changed, func.now().label("trail_ts")).select_from(changed.join(lock, true()))

@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from tether_approvals.notices.cards import NOTICE_OF, notice
 from tether_approvals.notices.destinations import Destinations
 from tether_approvals.notices.signing import DELIVERY_HEADER, EVENT_HEADER, SIGNATURE_HEADER, sign
+from tether_approvals.persistence.statements import ENDPOINTS
 from tether_approvals.persistence.tables import notice_outbox, webhook_endpoints
 from tether_approvals.settings import WebhookSettings
 from tether_common.background import FailureLog, every
@@ -69,21 +70,7 @@ class Notices:
         if notice_kind is None:
             return []
         told = notice(notice_kind, item, self.link_base)
-        # FOR KEY SHARE (what the rows' foreign key takes anyway, taken while reading): an
-        # endpoint being deleted is waited for and then skipped, instead of failing this
-        # change at the insert because its endpoint went in between.
-        found = await conn.execute(
-            select(
-                webhook_endpoints.c.endpoint_id,
-                webhook_endpoints.c.agents,
-                webhook_endpoints.c.owners,
-            )
-            .where(
-                webhook_endpoints.c.tenant == item.tenant,
-                webhook_endpoints.c.events.contains([notice_kind]),
-            )
-            .with_for_update(read=True, key_share=True)
-        )
+        found = await conn.execute(ENDPOINTS, {"p_tenant": item.tenant, "p_kinds": [notice_kind]})
         endpoints = [row.endpoint_id for row in found if _covers(row, item)]
         now = datetime.now(UTC)
         common = {

@@ -28,7 +28,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.notices.cards import links
-from tether_approvals.persistence.tables import approvals, notice_outbox, webhook_endpoints
+from tether_approvals.persistence.statements import ENDPOINTS
+from tether_approvals.persistence.tables import approvals, notice_outbox
 from tether_approvals.settings import WebhookSettings
 from tether_common.excerpt import cut
 from tether_common.messages.runs import RunEvent
@@ -116,18 +117,7 @@ class RunNotices:
     ) -> list[str]:
         agent, owner, owner_known = scope
         # FOR KEY SHARE, as for approval notices: an endpoint being deleted is waited for.
-        found = await conn.execute(
-            select(
-                webhook_endpoints.c.endpoint_id,
-                webhook_endpoints.c.agents,
-                webhook_endpoints.c.owners,
-            )
-            .where(
-                webhook_endpoints.c.tenant == tenant,
-                webhook_endpoints.c.events.contains([kind]),
-            )
-            .with_for_update(read=True, key_share=True)
-        )
+        found = await conn.execute(ENDPOINTS, {"p_tenant": tenant, "p_kinds": [kind]})
         return [
             row.endpoint_id
             for row in found

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Insert, delete, func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.auth import Principal
@@ -30,21 +30,22 @@ def view(row: Any) -> ApprovalView:
     )
 
 
-def event_insert(kind: EventKind, item: ApprovalView, ts: datetime) -> Insert:
-    """The operator event of a change, for the statement that writes the change's rows."""
-    return approval_events.insert().values(
-        approval_id=item.approval_id,
-        kind=kind,
-        approval=item.model_dump(mode="json"),
-        ts=ts,
-    )
+def event_columns(kind: EventKind, item: ApprovalView, ts: datetime) -> dict[str, Any]:
+    """The operator event of a change: its row, for the statement that writes the change's
+    rows."""
+    return {
+        "approval_id": item.approval_id,
+        "kind": kind,
+        "approval": item.model_dump(mode="json"),
+        "ts": ts,
+    }
 
 
 async def add_event(
     conn: AsyncConnection, kind: EventKind, item: ApprovalView, ts: datetime
 ) -> None:
     """Record an event in the transaction that made the change, so the log never lies."""
-    await conn.execute(event_insert(kind, item, ts))
+    await conn.execute(approval_events.insert().values(event_columns(kind, item, ts)))
 
 
 def in_scope(
