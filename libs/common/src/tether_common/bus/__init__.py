@@ -8,6 +8,8 @@ code that imports nats.
 - `serving.Serving`: queue-group handlers with validation, broadcast listeners, their
   tasks, draining them on the way out;
 - `jetstream.JetStream`: streams, acknowledged publishes, replay, durable consumers;
+- `replies.Replies`: one subscription for the answers to streamed and watched requests
+  and pipelined JetStream publishes;
 - `settle.settle`: the barrier every new subscription waits on;
 - `cancelling.Cancellations`: a cancellable route's handler stops when its caller goes
   away (the caller's side is in `requests`).
@@ -28,6 +30,7 @@ from pydantic import BaseModel
 from tether_common.bus.heartbeat import HEARTBEAT_HEADER
 from tether_common.bus.jetstream import JetStream
 from tether_common.bus.link import Link
+from tether_common.bus.replies import Replies
 from tether_common.bus.requests import Requests
 from tether_common.bus.serving import Handler, Serving, StreamHandler, message_headers
 from tether_common.bus.settle import settle
@@ -47,9 +50,10 @@ class Bus:
         self.subjects = subjects
         self.service = service
         self._link = Link(service)
-        self._requests = Requests(self._link, subjects)
+        replies = Replies(self._link)
+        self._requests = Requests(self._link, subjects, replies)
         self._serving = Serving(self._link, subjects)
-        self._jetstream = JetStream(self._link, subjects, self._serving)
+        self._jetstream = JetStream(self._link, subjects, self._serving, replies)
 
     @classmethod
     async def connect(

@@ -6,6 +6,7 @@ store can be reached now."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
@@ -14,10 +15,12 @@ from typing import Any, TypeVar
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import api as js_api
+from nats.js import errors as js_errors
 from nats.js.errors import NotFoundError as JsNotFoundError
 from pydantic import BaseModel
 
 from tether_common.bus.link import Link, trace_headers
+from tether_common.bus.replies import Replies
 from tether_common.bus.serving import Serving
 from tether_common.errors import BusError, ErrorCode, TetherError
 from tether_common.messages.base import decode, encode
@@ -34,8 +37,9 @@ class JetStream:
     """Streams, acknowledged publishes, replay and durable consumers over one `Link`;
     consumers' subscriptions and tasks are kept by `serving`, so stopping drains them."""
 
-    def __init__(self, link: Link, subjects: Subjects, serving: Serving) -> None:
+    def __init__(self, link: Link, subjects: Subjects, serving: Serving, replies: Replies) -> None:
         self._link, self._subjects, self._serving = link, subjects, serving
+        self._replies = replies
 
     @property
     def context(self) -> Any:
@@ -84,17 +88,23 @@ class JetStream:
         if not items:
             return
         traced = trace_headers()  # one context for the whole batch
+        nc, waiting = self._link.nc, []
         try:
-            acks = [
-                await self._link.js.publish_async(
-                    subject, body, headers=traced | {"Nats-Msg-Id": msg_id}
+            for subject, body, msg_id in items:
+                reply = await self._replies.open()
+                waiting.append(reply)
+                await nc.publish(
+                    subject, body, reply=reply.subject, headers=traced | {"Nats-Msg-Id": msg_id}
                 )
-                for subject, body, msg_id in items
-            ]
-            await asyncio.wait_for(asyncio.gather(*acks), timeout)
+            async with asyncio.timeout(timeout):
+                for reply in waiting:
+                    _acknowledged(await reply.queue.get())
         except Exception as exc:
             self._link.count_error("js_publish")
-            raise BusError(f"JetStream publish failed: {exc}") from exc
+            raise BusError(f"JetStream publish failed: {exc!r}") from exc
+        finally:
+            for reply in waiting:
+                self._replies.close(reply)
 
     async def ensure_streams(self) -> None:
         """Declare every JetStream stream from `Subjects.streams` (idempotent)."""
@@ -240,3 +250,13 @@ class JetStream:
         if deliver and not deliver.startswith(self._link.inbox + "."):
             log.warning("re-creating consumer %s: it delivered to %s", durable, deliver)
             await js.delete_consumer(stream_name, durable)
+
+
+def _acknowledged(msg: Msg) -> None:
+    """Raise unless `msg` is a stream's acknowledgement of a publish (nats-py's
+    `publish_async` reads its replies the same way)."""
+    if not msg.data and (msg.headers or {}).get("Status") == "503":
+        raise BusError("no stream takes this subject", code=ErrorCode.NO_RESPONDERS)
+    answer = json.loads(msg.data)
+    if "error" in answer:
+        raise js_errors.APIError.from_error(answer["error"])

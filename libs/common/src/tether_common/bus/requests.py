@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import suppress
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -29,6 +28,7 @@ from pydantic import BaseModel
 
 from tether_common.bus.heartbeat import HEARTBEAT_HEADER
 from tether_common.bus.link import Link, trace_headers
+from tether_common.bus.replies import Replies
 from tether_common.bus.settle import settle
 from tether_common.errors import BusError, BusTimeoutError, ConfigError, ErrorCode, TetherError
 from tether_common.messages.base import decode_reply, encode
@@ -56,9 +56,10 @@ def _no_responders(msg: Msg) -> bool:
 class Requests:
     """Requests, streamed replies and publishes over one `Link`."""
 
-    def __init__(self, link: Link, subjects: Subjects) -> None:
+    def __init__(self, link: Link, subjects: Subjects, replies: Replies) -> None:
         self._link = link
         self._subjects = subjects
+        self._replies = replies
 
     async def request(
         self,
@@ -142,8 +143,8 @@ class Requests:
         now = time.monotonic()
         deadline, grace = now + timeout, now + min(timeout, NO_RESPONDERS_GRACE_S)
         failures, alive = 0, False
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
+        reply = await self._replies.open()
+        inbox = reply.subject
         answered = False  # the responder has sent its one answer (or nobody took it)
         try:
             await nc.publish(target, data, reply=inbox, headers=headers)
@@ -151,9 +152,9 @@ class Requests:
                 left = deadline - time.monotonic()
                 try:
                     if left <= 0:
-                        raise NatsTimeoutError
-                    msg = await sub.next_msg(timeout=min(left, silence) if alive else left)
-                except NatsTimeoutError:
+                        raise TimeoutError
+                    msg = await reply.next(min(left, silence) if alive else left)
+                except TimeoutError:
                     self._link.count_error(ErrorCode.TIMEOUT)
                     why = "heartbeats stopped" if alive and left > 0 else "no reply"
                     raise BusTimeoutError(f"{why} on {target} (limit {timeout}s)") from None
@@ -175,10 +176,9 @@ class Requests:
                 answered = True
                 return bytes(msg.data)
         finally:
+            self._replies.close(reply)
             if not answered:
                 await self._caller_gone(route, inbox)
-            with suppress(Exception):
-                await sub.unsubscribe()
 
     async def stream(
         self,
@@ -199,15 +199,15 @@ class Requests:
         span.set_attribute("messaging.destination.name", target)
         sent = trace_headers(trace.set_span_in_context(span)) | dict(headers or {})
         nc = self._link.nc
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox)
+        reply = await self._replies.open()
+        inbox = reply.subject
         ended = False  # the server has sent its last message: a terminal one or an error
         try:
             await nc.publish(target, encode(body), reply=inbox, headers=sent)
             while True:
                 try:
-                    msg = await sub.next_msg(timeout=timeout)
-                except NatsTimeoutError:
+                    msg = await reply.next(timeout)
+                except TimeoutError:
                     self._link.count_error(ErrorCode.TIMEOUT)
                     span.set_status(Status(StatusCode.ERROR, "timeout"))
                     raise BusTimeoutError(f"stream on {target} was silent for {timeout}s") from None
@@ -226,10 +226,9 @@ class Requests:
                     return
         finally:
             span.end()
+            self._replies.close(reply)
             if not ended:
                 await self._caller_gone(route, inbox)
-            with suppress(Exception):
-                await sub.unsubscribe()
 
     async def _caller_gone(self, route: Route[Any, Any], inbox: str) -> None:
         """This caller stopped waiting for the request answered to `inbox`: a cancellable
