@@ -22,6 +22,7 @@ from tether_brain.hooks.points import WITHHELD_REF
 from tether_brain.loop.dispatch import MAX_TAKEOVERS
 from tether_brain.state.control import Control
 from tether_brain.testing import Harness, LocalRunner, MemoryEvents, MemoryHooks
+from tether_brain.testing.events import Kept
 from tether_common import audit
 from tether_common.messages.hooks import HookReply, HookRequest, HookSpec
 from tether_common.messages.tools import ExecuteTool, ToolResult
@@ -400,11 +401,11 @@ class StalledEnds(MemoryEvents):
         super().__init__()
         self.stalled = asyncio.Event()
 
-    async def js_publish_many(self, items: Any) -> None:
+    async def js_send_many(self, items: Any) -> Kept:
         if any(b'"run.end"' in body for _, body, _ in items):
             self.stalled.set()
             await asyncio.Event().wait()
-        await super().js_publish_many(items)
+        return await super().js_send_many(items)
 
 
 async def test_an_end_committed_is_told_even_if_its_task_is_cancelled_after(

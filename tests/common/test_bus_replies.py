@@ -76,7 +76,9 @@ async def test_an_answer_after_its_caller_stopped_is_dropped(
     server = await _echoing_server(nats_url, prefix, done)
     try:
         request = GenerateRequest(run_id="gone", provider="fake", model="linger", messages=[])
-        stream = bus.stream(bus.subjects.generate("fake"), request, is_terminal=lambda m: m.terminal)
+        stream = bus.stream(
+            bus.subjects.generate("fake"), request, is_terminal=lambda m: m.terminal
+        )
         first = await anext(stream)
         assert isinstance(first.event, ChunkEvent)
         assert first.event.text == "gone:0"

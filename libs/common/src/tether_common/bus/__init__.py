@@ -28,7 +28,7 @@ from nats.aio.subscription import Subscription
 from pydantic import BaseModel
 
 from tether_common.bus.heartbeat import HEARTBEAT_HEADER
-from tether_common.bus.jetstream import JetStream
+from tether_common.bus.jetstream import Acks, JetStream
 from tether_common.bus.link import Link
 from tether_common.bus.replies import Replies
 from tether_common.bus.requests import Requests
@@ -36,7 +36,7 @@ from tether_common.bus.serving import Handler, Serving, StreamHandler, message_h
 from tether_common.bus.settle import settle
 from tether_common.subjects import Route, Subjects
 
-__all__ = ["HEARTBEAT_HEADER", "Bus", "message_headers", "settle"]
+__all__ = ["HEARTBEAT_HEADER", "Acks", "Bus", "message_headers", "settle"]
 
 Req = TypeVar("Req", bound=BaseModel)
 Rep = TypeVar("Rep", bound=BaseModel)
@@ -215,6 +215,10 @@ class Bus:
     ) -> None:
         """Publish (subject, body, message id) items in order, pipelined."""
         await self._jetstream.publish_many(items, timeout=timeout)
+
+    async def js_send_many(self, items: Sequence[tuple[str, bytes, str]]) -> Acks:
+        """`js_publish_many` without waiting: its acks are read later (`Acks`)."""
+        return await self._jetstream.send_many(items)
 
     async def ensure_streams(self) -> None:
         """Declare every JetStream stream from `Subjects.streams` (idempotent)."""

@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from nats.aio.msg import Msg
@@ -20,7 +21,7 @@ from nats.js.errors import NotFoundError as JsNotFoundError
 from pydantic import BaseModel
 
 from tether_common.bus.link import Link, trace_headers
-from tether_common.bus.replies import Replies
+from tether_common.bus.replies import Replies, Reply
 from tether_common.bus.serving import Serving
 from tether_common.errors import BusError, ErrorCode, TetherError
 from tether_common.messages.base import decode, encode
@@ -85,26 +86,28 @@ class JetStream:
         JetStream in order, pipelined: they leave in one write to the socket and their
         acks are awaited together. The message id makes a re-publish harmless (the stream
         deduplicates it)."""
+        await (await self.send_many(items)).confirmed(timeout)
+
+    async def send_many(self, items: Sequence[tuple[str, bytes, str]]) -> Acks:
+        """`publish_many`'s sending half: the messages are on their way when it returns;
+        their acks are awaited later (`Acks.confirmed`), or given up (`Acks.abandon`)."""
+        acks = Acks(self._link, self._replies)
         if not items:
-            return
+            return acks
         traced = trace_headers()  # one context for the whole batch
-        nc, waiting = self._link.nc, []
+        nc = self._link.nc
         try:
             for subject, body, msg_id in items:
                 reply = await self._replies.open()
-                waiting.append(reply)
+                acks.waiting.append(reply)
                 await nc.publish(
                     subject, body, reply=reply.subject, headers=traced | {"Nats-Msg-Id": msg_id}
                 )
-            async with asyncio.timeout(timeout):
-                for reply in waiting:
-                    _acknowledged(await reply.queue.get())
         except Exception as exc:
+            acks.abandon()
             self._link.count_error("js_publish")
             raise BusError(f"JetStream publish failed: {exc!r}") from exc
-        finally:
-            for reply in waiting:
-                self._replies.close(reply)
+        return acks
 
     async def ensure_streams(self) -> None:
         """Declare every JetStream stream from `Subjects.streams` (idempotent)."""
@@ -260,3 +263,30 @@ def _acknowledged(msg: Msg) -> None:
     answer = json.loads(msg.data)
     if "error" in answer:
         raise js_errors.APIError.from_error(answer["error"])
+
+
+@dataclass(slots=True)
+class Acks:
+    """The acks of messages sent to JetStream, read when the sender is ready for them."""
+
+    link: Link
+    replies: Replies
+    waiting: list[Reply] = field(default_factory=list)
+
+    async def confirmed(self, timeout: float = 10.0) -> None:
+        """Every message was stored (or was a duplicate): else `BusError`."""
+        try:
+            async with asyncio.timeout(timeout):
+                for reply in self.waiting:
+                    _acknowledged(await reply.queue.get())
+        except Exception as exc:
+            self.link.count_error("js_publish")
+            raise BusError(f"JetStream publish failed: {exc!r}") from exc
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Their acks are no longer wanted (a late one is dropped on arrival)."""
+        for reply in self.waiting:
+            self.replies.close(reply)
+        self.waiting = []

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 
 from tether_brain.loop.outcome import Outcome
 from tether_brain.persistence.store import StorePort
-from tether_brain.state.events import EventsPort, emit, publish
+from tether_brain.state.events import EventsPort, emit, publish, send
 from tether_brain.state.run import Entry, RunState
 from tether_common.errors import TetherError
 from tether_common.messages.events import RunEnd
@@ -41,25 +41,50 @@ class Completion:
         self._republishing: set[asyncio.Task[None]] = set()
 
     async def commit(self, state: RunState) -> None:
-        """The step's one durable write, then its events. Events are already in the
-        journal, so a failed publish is retried with the next commit (ids deduplicate)."""
+        """The step's one durable write, then its events: sent, their acks read before
+        the run's next commit (or as its task ends: `settle`), so the step goes on to its
+        model meanwhile and the events still reach the stream in the order they were
+        made. Events are already in the journal, so a failed publish is sent again with
+        the next commit's (ids deduplicate)."""
         await self.store.commit(state)
+        await self.settle(state)
         state.unpublished += _events_of(state.published)
         if state.status in TERMINAL_STATUSES:
             self._tell(state)
             await self._publish_committed(state)
             return
         try:
-            await publish(self.bus, state.unpublished)
+            state.sending = await send(self.bus, state.unpublished)
         except TetherError as exc:
-            log.warning(
-                "publishing %d events of %s failed: %s",
-                len(state.unpublished),
-                state.run_id,
-                exc.message,
-            )
+            self._not_published(state, exc)
             return
         state.unpublished = []
+
+    async def settle(self, state: RunState) -> None:
+        """Read the acks of the events last sent: any not stored go back in front of
+        those not sent yet. A task that is being cancelled (a fence, a shutdown) does
+        not wait for them; the events are in the journal."""
+        sent, state.sending = state.sending, None
+        if sent is None:
+            return
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            sent.acks.abandon()
+            return
+        try:
+            await sent.acks.confirmed()
+        except TetherError as exc:
+            state.unpublished[:0] = sent.entries
+            self._not_published(state, exc)
+
+    @staticmethod
+    def _not_published(state: RunState, exc: TetherError) -> None:
+        log.warning(
+            "publishing %d events of %s failed: %s",
+            len(state.unpublished),
+            state.run_id,
+            exc.message,
+        )
 
     async def end(
         self, state: RunState, status: RunStatus, reason: str | None, answer: str | None
@@ -81,6 +106,7 @@ class Completion:
             _emit_end(state, "completed", None, answer)
 
         queued = await self.store.finish_unless_queued(state, finishing)
+        await self.settle(state)
         if not queued:
             self._tell(state)
             state.unpublished += _events_of(state.published)

@@ -118,7 +118,10 @@ class Loop:
         ) as span:
             span.set_attribute("tether.run_id", state.run_id)
             span.set_attribute("gen_ai.system", state.provider)
-            await self._guarded(state, control, decision, helpers_done)
+            try:
+                await self._guarded(state, control, decision, helpers_done)
+            finally:
+                await self.completion.settle(state)  # the last commit's events are stored
             span.set_attribute("tether.run.status", state.status)
 
     async def _guarded(

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether_brain.state.options import RunOptions
 from tether_brain.state.sizes import message_chars
 from tether_common.messages.gateway import CallRecord, ChatMessage
 from tether_common.messages.identity import DEFAULT_TENANT
 from tether_common.messages.runs import RunEvent, RunStatus, StepView, Usage
+
+if TYPE_CHECKING:
+    from tether_brain.state.events import Sent
 
 EntryKind = Literal["message", "step", "event"]
 
@@ -132,6 +135,7 @@ class RunState:
     pending: list[Entry] = field(default_factory=list)
     published: list[Entry] = field(default_factory=list)  # the last commit's entries
     unpublished: list[Entry] = field(default_factory=list)  # committed events, not yet on the bus
+    sending: Sent | None = None  # the last commit's events, their acks not read yet
     # The history's size as the context estimate counts it (`sizes.message_chars`), kept
     # as messages are added so a step does not walk the whole history to know it.
     history_chars: int = 0

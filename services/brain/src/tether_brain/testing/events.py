@@ -12,6 +12,16 @@ from tether_common.messages.runs import RunEvent
 from tether_common.subjects import Subjects
 
 
+class Kept:
+    """Events kept in memory: confirmed as they are sent."""
+
+    async def confirmed(self, timeout: float = 10.0) -> None:
+        return None
+
+    def abandon(self) -> None:
+        return None
+
+
 class MemoryEvents:
     """On the `state.events.EventsPort` protocol."""
 
@@ -26,13 +36,15 @@ class MemoryEvents:
     def subjects(self) -> Subjects:
         return self._subjects
 
-    async def js_publish_many(self, items: Sequence[tuple[str, bytes, str]]) -> None:
+    async def js_send_many(self, items: Sequence[tuple[str, bytes, str]]) -> Kept:
+        """Kept at once: their acks are already in."""
         for subject, body, msg_id in items:
             if msg_id not in self._seen:
                 self._seen.add(msg_id)
                 event = RunEvent.model_validate_json(body)
                 notable = subject == self._subjects.run_notable(event.run_id)
                 (self.notable if notable else self.published).append(event)
+        return Kept()
 
     async def publish(self, subject: str, body: BaseModel) -> None:
         self.notices.append((subject, body))
