@@ -2,7 +2,9 @@
 subscription of the connection's inbox (`tether_common.bus.replies`), against a real
 nats-server: many requests at once each get exactly their own answers, in order, with no
 subscription made per request; an answer that comes after its caller stopped is dropped
-and forgets nothing; a publish no stream takes is an error, a duplicate one is not."""
+and forgets nothing; a publish no stream takes is an error, a duplicate one is not; reply
+subjects cannot be guessed from one another; a responder that floods its reply ends that
+request, not the caller's memory."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tether_common.bus import Bus
+from tether_common.bus import replies as replies_module
 from tether_common.errors import BusError
 from tether_common.messages.gateway import ChunkEvent, DoneEvent, GenerateRequest, ModelEventMessage
 from tether_common.subjects import Subjects
@@ -111,3 +114,42 @@ async def test_a_publish_no_stream_takes_is_an_error(bus: Bus) -> None:
     with pytest.raises(BusError, match="no stream takes this subject"):
         await bus.js_publish_many([("nobody.stores.this", b"{}", "x:1")])
     assert bus._requests._replies._waiting == {}
+
+
+async def test_reply_subjects_cannot_be_guessed_from_one_another(bus: Bus) -> None:
+    replies = bus._requests._replies
+    opened = [await replies.open() for _ in range(50)]
+    tokens = [r.token for r in opened]
+    for reply in opened:
+        replies.close(reply)
+    assert len(set(tokens)) == len(tokens)
+    assert all(len(t) == 16 for t in tokens)  # 64 random bits each, not a counter
+    assert len({r.subject.rsplit(".", 1)[0] for r in opened}) == 1  # one subscription
+
+
+async def test_a_responder_flooding_its_reply_ends_that_request_only(
+    bus: Bus, nats_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replies_module, "BACKLOG", 5)
+    server = await Bus.connect(nats_url, service="server", subjects=Subjects(prefix))
+    try:
+
+        async def flood(req: GenerateRequest) -> AsyncIterator[ModelEventMessage]:
+            count = 50 if req.model == "flood" else 3
+            for i in range(count):
+                yield ModelEventMessage(event=ChunkEvent(text=f"{req.run_id}:{i}"))
+            yield ModelEventMessage(event=DoneEvent())
+
+        await server.serve_stream(server.subjects.generate("fake"), flood)
+        request = GenerateRequest(run_id="f", provider="fake", model="flood", messages=[])
+        stream = bus.stream(
+            bus.subjects.generate("fake"), request, is_terminal=lambda m: m.terminal
+        )
+        await anext(stream)  # the request is out; its answers pile up unread meanwhile
+        await asyncio.sleep(0.3)
+        with pytest.raises(BusError, match="answers unread"):
+            await anext(stream)
+        await stream.aclose()
+        assert await _texts(bus, "calm") == [f"calm:{i}" for i in range(3)]
+    finally:
+        await server.close()
