@@ -16,7 +16,7 @@ import pytest
 
 from tether_common.bus import Bus
 from tether_common.bus import replies as replies_module
-from tether_common.errors import BusError
+from tether_common.errors import BusError, ErrorCode
 from tether_common.messages.gateway import ChunkEvent, DoneEvent, GenerateRequest, ModelEventMessage
 from tether_common.subjects import Subjects
 
@@ -111,8 +111,9 @@ async def test_pipelined_publishes_are_acknowledged_in_order(bus: Bus) -> None:
 
 async def test_a_publish_no_stream_takes_is_an_error(bus: Bus) -> None:
     await bus.ensure_streams()
-    with pytest.raises(BusError, match="no stream takes this subject"):
+    with pytest.raises(BusError, match="no stream takes this subject") as info:
         await bus.js_publish_many([("nobody.stores.this", b"{}", "x:1")])
+    assert info.value.code == ErrorCode.NO_RESPONDERS
     assert bus._requests._replies._waiting == {}
 
 

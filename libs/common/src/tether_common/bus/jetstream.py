@@ -279,6 +279,9 @@ class Acks:
             async with asyncio.timeout(timeout):
                 for reply in self.waiting:
                     _acknowledged(await reply.queue.get())
+        except BusError:  # said by the stream's answer: raised as it is, its code kept
+            self.link.count_error("js_publish")
+            raise
         except Exception as exc:
             self.link.count_error("js_publish")
             raise BusError(f"JetStream publish failed: {exc!r}") from exc

@@ -22,9 +22,9 @@ from tether_approvals.decisions.decided import audit_data, facts_of
 from tether_approvals.notices.outbox import Notices
 from tether_approvals.persistence import statements
 from tether_approvals.persistence.statements import Prepared, locked_change
-from tether_approvals.persistence.store import event_columns, view
+from tether_approvals.persistence.store import event_params, view
 from tether_approvals.persistence.tables import approvals
-from tether_approvals.persistence.trail import record, run_trail
+from tether_approvals.persistence.trail import head_params, record, run_trail
 from tether_common import audit
 from tether_common.decisions import DecisionFacts, DecisionKey, payload_of
 from tether_common.messages.approvals import Answer, ApprovalView, Decision, EventKind
@@ -117,7 +117,7 @@ class Transitions:
         changed (the caller refuses, rolling it back, or undoes it)."""
         if not isinstance(change, Prepared):
             change = Prepared(locked_change(change))
-        row = (await conn.execute(change.statement, dict(change.params))).first()
+        row = (await conn.execute(change.statement, change.params)).first()
         if row is None or (admit is not None and not admit(row)):
             return None
         sealed = seal(row) if seal is not None else {}
@@ -127,14 +127,14 @@ class Transitions:
         told = await self.notices.rows(conn, kind, item) if notify and self.notices else []
         now = datetime.now(UTC)
         written = statements.writes(
-            event_columns(kind, item, now),
+            event_params(kind, item, now),
             sealed,
             item.approval_id,
             records,
-            {"trail": trail, "head": head, "updated_at": now},
+            head_params(trail, head, now),
             told,
         )
-        await conn.execute(written.statement, dict(written.params))
+        await conn.execute(written.statement, written.params)
         if self.sink is not None:
             for record in records:
                 await self.sink.write(record | {"ts": record["ts"].astimezone(UTC).isoformat()})

@@ -29,16 +29,11 @@ from sqlalchemy import (
     true,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.dialects.postgresql import JSONB
 
-from tether_approvals.persistence.tables import (
-    approval_events,
-    approvals,
-    audit_heads,
-    notice_outbox,
-    webhook_endpoints,
-)
-from tether_approvals.persistence.trail import run_trail_sql
+from tether_approvals.persistence.store import EVENT_INSERT
+from tether_approvals.persistence.tables import approvals, notice_outbox, webhook_endpoints
+from tether_approvals.persistence.trail import HEAD_UPSERT, run_trail_sql
 from tether_common import audit
 
 __all__ = [
@@ -171,32 +166,16 @@ def _rows(table: Table, prefix: str, shape: tuple[int, tuple[str, ...]]) -> Any:
     )
 
 
-_EVENT_COLUMNS = ("approval_id", "kind", "approval", "ts")
-
-
 @lru_cache(maxsize=64)  # a shape a count of records and of endpoints: a handful in use
 def _writes(shape: Shape) -> Select[Any]:
     """Everything a change writes after its UPDATE, as one statement of CTEs: the
     operator event, the seal, the audit records, the trail's head and the outbox rows."""
-    event = approval_events.insert().values(
-        {c: bindparam(f"e_{c}", type_=approval_events.c[c].type) for c in _EVENT_COLUMNS}
-    )
-    parts: list[Any] = [event]
+    parts: list[Any] = [EVENT_INSERT]
     if shape.sealed:
         mine = approvals.c.approval_id == bindparam("s_id", type_=approvals.c.approval_id.type)
         seal = {c: bindparam(f"s_{c}", type_=approvals.c[c].type) for c in shape.sealed}
         parts.append(update(approvals).where(mine).values(seal))
-    parts.append(_rows(audit.records, "r", shape.records))
-    head = insert(audit_heads).values(
-        {c: bindparam(f"h_{c}", type_=audit_heads.c[c].type) for c in ("trail", "head")}
-        | {"updated_at": bindparam("h_updated_at", type_=audit_heads.c.updated_at.type)}
-    )
-    parts.append(
-        head.on_conflict_do_update(
-            index_elements=[audit_heads.c.trail],
-            set_={"head": head.excluded.head, "updated_at": head.excluded.updated_at},
-        )
-    )
+    parts += [_rows(audit.records, "r", shape.records), HEAD_UPSERT]
     if shape.told[0]:
         parts.append(_rows(notice_outbox, "o", shape.told))
     return select(literal(1)).add_cte(*(p.cte(f"write_{i}") for i, p in enumerate(parts)))
@@ -214,15 +193,15 @@ def writes(
     head: Mapping[str, Any],
     told: Sequence[Mapping[str, Any]],
 ) -> Prepared:
-    """The writes of one change: `event` (the operator event's columns), `sealed` (what
-    the seal adds to request `approval_id`), the audit `records`, the trail's `head`
-    (trail, head, updated_at) and the outbox rows `told` (all with the same columns)."""
+    """The writes of one change: `event` (`store.event_params`), `sealed` (what the seal
+    adds to request `approval_id`), the audit `records`, the trail's `head`
+    (`trail.head_params`) and the outbox rows `told` (all with the same columns)."""
     shape = Shape(
         tuple(sorted(sealed)),
         (len(records), tuple(sorted(records[0])) if records else ()),
         (len(told), tuple(sorted(told[0])) if told else ()),
     )
-    params = {f"e_{c}": v for c, v in event.items()} | {f"h_{c}": v for c, v in head.items()}
+    params = {**event, **head}
     if sealed:
         params |= {"s_id": approval_id} | {f"s_{c}": v for c, v in sealed.items()}
     params |= _flat("r", records) | _flat("o", told)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from tether_approvals.auth import Principal
@@ -30,14 +30,22 @@ def view(row: Any) -> ApprovalView:
     )
 
 
-def event_columns(kind: EventKind, item: ApprovalView, ts: datetime) -> dict[str, Any]:
-    """The operator event of a change: its row, for the statement that writes the change's
-    rows."""
+# The operator event of a change, built once; its parameters are `event_params`' (a
+# change writes it inside its one writes statement).
+EVENT_INSERT = approval_events.insert().values(
+    {
+        c: bindparam(f"e_{c}", type_=approval_events.c[c].type)
+        for c in ("approval_id", "kind", "approval", "ts")
+    }
+)
+
+
+def event_params(kind: EventKind, item: ApprovalView, ts: datetime) -> dict[str, Any]:
     return {
-        "approval_id": item.approval_id,
-        "kind": kind,
-        "approval": item.model_dump(mode="json"),
-        "ts": ts,
+        "e_approval_id": item.approval_id,
+        "e_kind": kind,
+        "e_approval": item.model_dump(mode="json"),
+        "e_ts": ts,
     }
 
 
@@ -45,7 +53,7 @@ async def add_event(
     conn: AsyncConnection, kind: EventKind, item: ApprovalView, ts: datetime
 ) -> None:
     """Record an event in the transaction that made the change, so the log never lies."""
-    await conn.execute(approval_events.insert().values(event_columns(kind, item, ts)))
+    await conn.execute(EVENT_INSERT, event_params(kind, item, ts))
 
 
 def in_scope(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.dialects.postgresql import Insert, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -26,13 +26,22 @@ def run_trail_sql(run_id: ColumnElement[str]) -> ColumnElement[str]:
     return func.concat(_RUN_TRAIL, run_id)
 
 
-def head_upsert(trail: str, head: str) -> Insert:
-    """Keep `head` as the trail's head (in the transaction of its record)."""
-    now = datetime.now(UTC)
-    stmt = insert(audit_heads).values(trail=trail, head=head, updated_at=now)
+def _head_upsert() -> Insert:
+    row = {c.name: bindparam(f"h_{c.name}", type_=c.type) for c in audit_heads.c}
+    stmt = insert(audit_heads).values(row)
     return stmt.on_conflict_do_update(
-        index_elements=[audit_heads.c.trail], set_={"head": head, "updated_at": now}
+        index_elements=[audit_heads.c.trail],
+        set_={"head": stmt.excluded.head, "updated_at": stmt.excluded.updated_at},
     )
+
+
+# Keep a head as its trail's (in the transaction of its record); built once, with the
+# parameters `head_params` gives (a change writes it inside its one writes statement).
+HEAD_UPSERT = _head_upsert()
+
+
+def head_params(trail: str, head: str, at: datetime) -> dict[str, Any]:
+    return {"h_trail": trail, "h_head": head, "h_updated_at": at}
 
 
 async def record(
@@ -43,7 +52,7 @@ async def record(
     sink: audit.JsonlSink | None,
 ) -> str:
     head = await audit.append(conn, trail, event, data, sink=sink)
-    await conn.execute(head_upsert(trail, head))
+    await conn.execute(HEAD_UPSERT, head_params(trail, head, datetime.now(UTC)))
     return head
 
 
